@@ -1,0 +1,10 @@
+/**
+ * Every migration, in order. Imported statically (not read from the directory at run time) so the
+ * same list works from the TypeScript sources under vitest and from the compiled build.
+ */
+import type { Migration } from 'kysely';
+import * as accounts from './0001-accounts.js';
+
+export const migrations: Record<string, Migration> = {
+  '0001-accounts': accounts,
+};

@@ -1,0 +1,104 @@
+/**
+ * `buildApp(config)`: the whole homeserver as a Fastify instance that never listens by itself.
+ * Tests drive it with `inject` or supertest; `startServer` (server.ts) makes it listen.
+ */
+import cors from '@fastify/cors';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { systemClock, type Clock } from './clock.js';
+import type { Config } from './config/index.js';
+import { installErrorHandling } from './http/error-handler.js';
+import { installJsonBodies } from './http/json-bodies.js';
+import { installValidation } from './http/validation.js';
+import { loggerOptions } from './http/logging.js';
+import { adminRoutes } from './http/routes/admin.js';
+import { capabilitiesRoutes } from './http/routes/capabilities.js';
+import { discoveryRoutes } from './http/routes/discovery.js';
+import { registerRoutes } from './http/routes/register.js';
+import { sessionRoutes } from './http/routes/session.js';
+import { serverInfoFor, type ServerInfo } from './server-info.js';
+import { createServices, type Services } from './services.js';
+import { migrateToLatest, openDatabase, Storage } from './storage/index.js';
+
+/** The Client-Server API is served under both prefixes: matrix-nio speaks only r0. */
+export const CLIENT_PREFIXES = ['/_matrix/client/v3', '/_matrix/client/r0'] as const;
+
+export interface AppDependencies {
+  clock?: Clock;
+  /** An already-open storage (the caller closes it); otherwise the config's database is opened. */
+  storage?: Storage;
+  /** Fastify logger options or instance; defaults to pino at the configured level. */
+  logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance'];
+}
+
+export interface Homeserver {
+  config: Config;
+  services: Services;
+  server: ServerInfo;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    homeserver: Homeserver;
+  }
+}
+
+export type App = FastifyInstance;
+
+export async function buildApp(config: Config, deps: AppDependencies = {}): Promise<App> {
+  const ownsStorage = deps.storage === undefined;
+  const storage = deps.storage ?? new Storage(openDatabase(config.database));
+  try {
+    await migrateToLatest(storage.db);
+  } catch (err) {
+    if (ownsStorage) await storage.close();
+    throw err;
+  }
+  const services = createServices(config, storage, deps.clock ?? systemClock);
+  const server = serverInfoFor(config);
+
+  const loggerIsInstance = deps.logger !== undefined && typeof deps.logger === 'object' && 'child' in deps.logger;
+  const app = Fastify({
+    ...(loggerIsInstance
+      ? { loggerInstance: deps.logger as FastifyServerOptions['loggerInstance'] }
+      : { logger: (deps.logger as FastifyServerOptions['logger']) ?? loggerOptions(config.logging.level) }),
+    bodyLimit: config.max_request_body_bytes,
+    trustProxy: config.listen.x_forwarded,
+    // Room and event ids in paths are long once percent-encoded; the default cap is 100.
+    routerOptions: { maxParamLength: 2048 },
+    forceCloseConnections: true,
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.decorate('homeserver', { config, services, server });
+  app.decorateRequest('requester', null);
+  if (ownsStorage) app.addHook('onClose', async () => storage.close());
+
+  installErrorHandling(app);
+  installJsonBodies(app);
+  installValidation(app);
+  await app.register(cors, {
+    origin: '*',
+    methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
+    allowedHeaders: ['X-Requested-With', 'Content-Type', 'Authorization', 'Date'],
+    strictPreflight: false,
+  });
+  // Answers are about one user at one moment: no cache may keep them.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (!reply.hasHeader('cache-control')) reply.header('Cache-Control', 'no-cache, no-store, must-revalidate');
+    return payload;
+  });
+
+  await app.register(discoveryRoutes(server));
+  for (const prefix of CLIENT_PREFIXES) {
+    await app.register(
+      async (client) => {
+        await client.register(sessionRoutes(services, server));
+        await client.register(registerRoutes(services));
+        await client.register(capabilitiesRoutes(services));
+      },
+      { prefix },
+    );
+  }
+  await app.register(adminRoutes(services));
+  return app;
+}

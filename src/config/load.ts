@@ -1,0 +1,135 @@
+/**
+ * Loads the configuration: YAML file, then environment overrides, then defaults and validation.
+ * A bad value fails here, at start, with a message that names the key.
+ */
+import { readFileSync } from 'node:fs';
+import { Ajv, type ErrorObject } from 'ajv';
+import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { ConfigSchema, type Config, type RawConfig } from './schema.js';
+import { parseDuration } from './duration.js';
+
+/** Prefix of environment variables that override config keys; `__` separates nesting levels. */
+export const ENV_PREFIX = 'BOT_HOMESERVER_';
+/** Environment variable naming the config file when `--config` is not given. */
+export const CONFIG_FILE_ENV = `${ENV_PREFIX}CONFIG`;
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export interface LoadConfigOptions {
+  /** Path of a YAML config file; no file means defaults plus environment. */
+  file?: string | undefined;
+  /** Environment to read overrides from (defaults to `process.env`). */
+  env?: NodeJS.ProcessEnv;
+  /** Values applied over the file and the environment (used by tests and the test double). */
+  overrides?: Record<string, unknown>;
+}
+
+const ajv = new Ajv({ useDefaults: true, allErrors: true, allowUnionTypes: true, strict: false });
+const validateConfig = ajv.compile<RawConfig>(ConfigSchema);
+
+export function loadConfig(options: LoadConfigOptions = {}): Config {
+  const env = options.env ?? process.env;
+  const file = options.file ?? env[CONFIG_FILE_ENV];
+  const fromFile = file ? readConfigFile(file) : {};
+  const merged = deepMerge(deepMerge(fromFile, envOverrides(env)), options.overrides ?? {});
+  return finishConfig(merged);
+}
+
+/** Validates a plain object as configuration, applying defaults. */
+export function finishConfig(raw: Record<string, unknown>): Config {
+  const candidate = structuredClone(raw);
+  if (!validateConfig(candidate)) {
+    throw new ConfigError(`invalid configuration:\n${describeErrors(validateConfig.errors ?? [])}`);
+  }
+  const config = candidate as RawConfig;
+  return {
+    ...config,
+    refreshable_access_token_lifetime: durationOrNull(config.refreshable_access_token_lifetime),
+    nonrefreshable_access_token_lifetime: durationOrNull(config.nonrefreshable_access_token_lifetime),
+    refresh_token_lifetime: durationOrNull(config.refresh_token_lifetime),
+  };
+}
+
+function durationOrNull(value: string | number | null): number | null {
+  return value === null ? null : parseDuration(value);
+}
+
+function readConfigFile(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`cannot read config file ${file}: ${(err as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text);
+  } catch (err) {
+    const where = err instanceof YAMLParseError && err.linePos ? ` (line ${err.linePos[0].line})` : '';
+    throw new ConfigError(`config file ${file} is not valid YAML${where}: ${(err as Error).message}`);
+  }
+  if (parsed === null || parsed === undefined) return {};
+  if (!isPlainObject(parsed)) throw new ConfigError(`config file ${file} must be a YAML mapping of keys`);
+  return parsed;
+}
+
+/**
+ * `BOT_HOMESERVER_LISTEN__PORT=0` sets `listen.port`; values are read as YAML scalars, so numbers,
+ * booleans and `null` keep their types. Unknown keys are reported by validation like file keys.
+ */
+function envOverrides(env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const result: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith(ENV_PREFIX) || name === CONFIG_FILE_ENV || value === undefined) continue;
+    const path = name.slice(ENV_PREFIX.length).toLowerCase().split('__');
+    let target = result;
+    for (const key of path.slice(0, -1)) {
+      const next = target[key];
+      target = isPlainObject(next) ? next : (target[key] = {});
+    }
+    target[path[path.length - 1]!] = parseEnvValue(value);
+  }
+  return result;
+}
+
+/** `8008` is a number, `true` a boolean, `null` null; anything else (`:memory:`, a URL) stays text. */
+function parseEnvValue(value: string): unknown {
+  try {
+    const parsed: unknown = parseYaml(value);
+    return parsed === null || ['number', 'boolean'].includes(typeof parsed) ? parsed : value;
+  } catch {
+    return value;
+  }
+}
+
+function describeErrors(errors: ErrorObject[]): string {
+  const lines = new Set<string>();
+  for (const error of errors) {
+    const key = error.instancePath.slice(1).replaceAll('/', '.');
+    if (error.keyword === 'additionalProperties') {
+      const extra = (error.params as { additionalProperty: string }).additionalProperty;
+      lines.add(`  ${key ? `${key}.` : ''}${extra}: unknown key`);
+    } else if (error.keyword === 'anyOf') {
+      // The branches of a union already said what was wrong; keep their messages.
+      continue;
+    } else {
+      lines.add(`  ${key || '(top level)'}: ${error.message ?? 'is invalid'}`);
+    }
+  }
+  return [...lines].join('\n');
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function deepMerge(base: Record<string, unknown>, top: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(top)) {
+    const existing = out[key];
+    out[key] = isPlainObject(existing) && isPlainObject(value) ? deepMerge(existing, value) : value;
+  }
+  return out;
+}

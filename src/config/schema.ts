@@ -1,0 +1,105 @@
+/**
+ * The configuration schema: every key, its type and its default, in one place.
+ * `config.example.yaml` documents the same keys for operators; keep the two in step.
+ * Key names follow Synapse where Synapse has the same setting, so operators can carry
+ * their settings over (`server_name`, `public_baseurl`, `rc_*`, `registration_shared_secret`, ...).
+ */
+import { Type, type Static } from '@sinclair/typebox';
+
+/** A Synapse-style rate limit: a bucket of `burst_count` actions that drains at `per_second`. */
+export const RateLimitSchema = Type.Object(
+  {
+    per_second: Type.Number({ minimum: 0 }),
+    burst_count: Type.Number({ minimum: 0 }),
+  },
+  { additionalProperties: false },
+);
+export type RateLimitConfig = Static<typeof RateLimitSchema>;
+
+/** A duration as milliseconds, or a Synapse-style string such as "500ms", "30s", "5m", "1h", "7d". */
+export const DurationSchema = Type.Union([
+  Type.Integer({ minimum: 1 }),
+  Type.String({ pattern: '^[0-9]+(ms|s|m|h|d|w|y)?$' }),
+]);
+
+const rateLimit = (per_second: number, burst_count: number) =>
+  Type.Object(RateLimitSchema.properties, {
+    additionalProperties: false,
+    default: { per_second, burst_count },
+  });
+
+export const ConfigSchema = Type.Object(
+  {
+    server_name: Type.String({
+      minLength: 1,
+      maxLength: 255,
+      // A hostname (or IPv4 / [IPv6] literal) with an optional port, as the spec's server-name grammar.
+      pattern: '^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$',
+      default: 'localhost',
+    }),
+    public_baseurl: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+    listen: Type.Object(
+      {
+        host: Type.String({ minLength: 1, default: '127.0.0.1' }),
+        port: Type.Integer({ minimum: 0, maximum: 65535, default: 8008 }),
+        x_forwarded: Type.Boolean({ default: false }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    database: Type.Object(
+      {
+        path: Type.String({ minLength: 1, default: './data/homeserver.db' }),
+        synchronous: Type.Union([Type.Literal('full'), Type.Literal('normal')], { default: 'full' }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    registration_shared_secret: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
+    enable_registration: Type.Boolean({ default: false }),
+    password_hashing: Type.Object(
+      {
+        memory_cost_kib: Type.Integer({ minimum: 8, maximum: 4_194_304, default: 19_456 }),
+        time_cost: Type.Integer({ minimum: 1, maximum: 100, default: 2 }),
+        parallelism: Type.Integer({ minimum: 1, maximum: 64, default: 1 }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    refreshable_access_token_lifetime: Type.Union([DurationSchema, Type.Null()], { default: '5m' }),
+    nonrefreshable_access_token_lifetime: Type.Union([DurationSchema, Type.Null()], { default: null }),
+    refresh_token_lifetime: Type.Union([DurationSchema, Type.Null()], { default: null }),
+    ratelimiting_enabled: Type.Boolean({ default: true }),
+    rc_message: rateLimit(50, 300),
+    rc_login: Type.Object(
+      {
+        address: rateLimit(0.5, 20),
+        account: rateLimit(0.5, 20),
+        failed_attempts: rateLimit(0.1, 5),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    rc_registration: rateLimit(0.17, 3),
+    max_request_body_bytes: Type.Integer({ minimum: 1024, default: 1_048_576 }),
+    logging: Type.Object(
+      {
+        level: Type.Union(
+          ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
+          { default: 'info' },
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** The configuration as written (durations still in their written form). */
+export type RawConfig = Static<typeof ConfigSchema>;
+
+/** The configuration the server runs with: defaults applied, durations in milliseconds. */
+export interface Config extends Omit<
+  RawConfig,
+  'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime'
+> {
+  refreshable_access_token_lifetime: number | null;
+  nonrefreshable_access_token_lifetime: number | null;
+  refresh_token_lifetime: number | null;
+}

@@ -1,0 +1,44 @@
+/**
+ * Access-token authentication. Clients send the token as `Authorization: Bearer <token>` (the
+ * JS SDKs) or as `?access_token=` (matrix-nio and old scripts); both are accepted.
+ */
+import type { FastifyRequest } from 'fastify';
+import { MatrixError } from './errors.js';
+import type { Requester, SessionService } from '../users/session-service.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by `authenticate` on routes that need a user. */
+    requester: Requester | null;
+  }
+}
+
+export function extractAccessToken(request: FastifyRequest): string | null {
+  const header = request.headers.authorization;
+  const query = (request.query as Record<string, unknown> | undefined)?.access_token;
+  const fromQuery = typeof query === 'string' && query.length > 0 ? query : null;
+  if (header !== undefined) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    if (!match) throw new MatrixError('M_MISSING_TOKEN', 'Invalid Authorization header.');
+    if (fromQuery !== null) {
+      throw new MatrixError('M_MISSING_TOKEN', 'Mixing Authorization headers and access_token query parameters.');
+    }
+    return match[1]!;
+  }
+  return fromQuery;
+}
+
+/** A preHandler that requires a valid access token and sets `request.requester`. */
+export function authenticate(sessions: SessionService) {
+  return async function requireAccessToken(request: FastifyRequest): Promise<void> {
+    const token = extractAccessToken(request);
+    if (token === null) throw new MatrixError('M_MISSING_TOKEN', 'Missing access token');
+    request.requester = await sessions.authenticate(token);
+  };
+}
+
+/** The authenticated user of a request whose route used `authenticate`. */
+export function requesterOf(request: FastifyRequest): Requester {
+  if (!request.requester) throw new Error('route is missing the authenticate preHandler');
+  return request.requester;
+}

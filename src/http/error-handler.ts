@@ -1,0 +1,97 @@
+/**
+ * The one translator from thrown errors to Matrix error bodies. Client mistakes keep their
+ * errcode and Synapse's status; anything unexpected is logged and answered 500 `M_UNKNOWN`
+ * without internals.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import FindMyWay, { type HTTPMethod, type HTTPVersion } from 'find-my-way';
+import { MatrixError } from './errors.js';
+
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const matrixError = toMatrixError(error, request);
+    if (matrixError.status >= 500) request.log.error({ err: error }, 'unexpected error');
+    sendError(reply, matrixError);
+  });
+
+  // Every registered path, to tell "no such endpoint" (404) from "wrong method" (405).
+  const knownRoutes = FindMyWay<HTTPVersion.V1>({ ignoreTrailingSlash: false });
+  const noop = () => undefined;
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods as HTTPMethod[]) {
+      if (method === 'HEAD' || method === 'OPTIONS') continue;
+      if (!knownRoutes.hasRoute(method, route.url)) knownRoutes.on(method, route.url, noop);
+    }
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = ['GET', 'PUT', 'POST', 'DELETE'].filter(
+      (method) => method !== request.method && knownRoutes.find(method as 'GET', path) !== null,
+    );
+    if (allowed.length > 0) {
+      reply.header('Allow', allowed.join(', '));
+      sendError(reply, new MatrixError('M_UNRECOGNIZED', 'Unrecognized request', { status: 405 }));
+      return;
+    }
+    sendError(reply, new MatrixError('M_UNRECOGNIZED', 'Unrecognized request'));
+  });
+}
+
+export function sendError(reply: FastifyReply, error: MatrixError): void {
+  reply.code(error.status).headers(error.headers).type('application/json').send(error.toJSON());
+}
+
+interface ValidationIssue {
+  keyword: string;
+  instancePath: string;
+  message?: string;
+  params: Record<string, unknown>;
+}
+
+function toMatrixError(error: FastifyError, request: FastifyRequest): MatrixError {
+  if (error instanceof MatrixError) return error;
+  if (error.validation) return validationError(error, request);
+  switch (error.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new MatrixError('M_NOT_JSON', 'Content not JSON.');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new MatrixError('M_TOO_LARGE', 'Request body too large');
+  }
+  // Fastify's own 4xx (a malformed URL, say) are the client's doing: keep the status, not the internals.
+  const status = error.statusCode ?? 500;
+  if (status >= 400 && status < 500) return new MatrixError('M_UNKNOWN', error.message, { status });
+  return new MatrixError('M_UNKNOWN', 'Internal server error', { status: 500 });
+}
+
+function validationError(error: FastifyError, request: FastifyRequest): MatrixError {
+  const context = error.validationContext ?? 'body';
+  if (context === 'body' && (request.body === undefined || request.body === null)) {
+    return new MatrixError('M_NOT_JSON', 'Content not JSON.');
+  }
+  const issue = (error.validation as ValidationIssue[])[0];
+  const where = describeLocation(context, issue);
+  const message = issue?.message ?? 'is invalid';
+  if (context === 'body') {
+    if (issue?.instancePath === '' && issue.keyword === 'type') {
+      return new MatrixError('M_BAD_JSON', 'Content must be a JSON object.');
+    }
+    if (issue?.keyword === 'required') return new MatrixError('M_BAD_JSON', `${where} is required`);
+    return new MatrixError('M_BAD_JSON', `${where} ${message}`);
+  }
+  if (issue?.keyword === 'required') return new MatrixError('M_MISSING_PARAM', `Missing ${where}`);
+  return new MatrixError('M_INVALID_PARAM', `${where} ${message}`);
+}
+
+/** "body.identifier.user", "query parameter limit", ... */
+function describeLocation(context: string, issue: ValidationIssue | undefined): string {
+  const segments = (issue?.instancePath ?? '').split('/').filter(Boolean);
+  if (issue?.keyword === 'required') segments.push(String(issue.params.missingProperty));
+  const path = segments.join('.');
+  if (context === 'querystring') return `query parameter ${path || '(query)'}`;
+  if (context === 'params') return `path parameter ${path}`;
+  return `${context}${path ? `.${path}` : ''}`;
+}

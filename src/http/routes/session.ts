@@ -1,0 +1,92 @@
+/** Login, token refresh, logout and whoami (`/_matrix/client/{v3,r0}`). */
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Services } from '../../services.js';
+import type { ServerInfo } from '../../server-info.js';
+import { authenticate, requesterOf } from '../auth.js';
+import { MatrixError } from '../errors.js';
+
+const PASSWORD_LOGIN = 'm.login.password';
+
+export const LoginBodySchema = Type.Object({
+  type: Type.String(),
+  identifier: Type.Optional(
+    Type.Object({
+      type: Type.String(),
+      user: Type.Optional(Type.String()),
+    }),
+  ),
+  /** Deprecated in the spec, still sent by old scripts and bots. */
+  user: Type.Optional(Type.String()),
+  password: Type.Optional(Type.String()),
+  device_id: Type.Optional(Type.String()),
+  initial_device_display_name: Type.Optional(Type.String()),
+  refresh_token: Type.Optional(Type.Boolean()),
+});
+
+export const RefreshBodySchema = Type.Object({ refresh_token: Type.String() });
+
+export function sessionRoutes(services: Services, server: ServerInfo): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    const requireUser = authenticate(services.sessions);
+
+    /** GET /login: the login flows we offer. */
+    app.get('/login', async () => ({ flows: [{ type: PASSWORD_LOGIN }] }));
+
+    /** POST /login: password login, by localpart or full user id. */
+    app.post('/login', { schema: { body: LoginBodySchema } }, async (request) => {
+      const body = request.body;
+      if (body.type !== PASSWORD_LOGIN) throw new MatrixError('M_UNKNOWN', `Unknown login type ${body.type}`);
+      if (body.password === undefined) throw new MatrixError('M_BAD_JSON', 'body.password is required');
+      const session = await services.sessions.loginWithPassword({
+        user: loginUser(body),
+        password: body.password,
+        address: request.ip,
+        deviceId: body.device_id,
+        initialDeviceDisplayName: body.initial_device_display_name,
+        refreshable: body.refresh_token,
+      });
+      return {
+        ...session,
+        home_server: server.serverName,
+        well_known: { 'm.homeserver': { base_url: server.publicBaseUrl } },
+      };
+    });
+
+    /** POST /refresh: a new access token for a refresh token. */
+    app.post('/refresh', { schema: { body: RefreshBodySchema } }, async (request) =>
+      services.sessions.refresh(request.body.refresh_token),
+    );
+
+    /** GET /account/whoami */
+    app.get('/account/whoami', { preHandler: requireUser }, async (request) => {
+      const requester = requesterOf(request);
+      return { user_id: requester.userId, device_id: requester.deviceId, is_guest: false };
+    });
+
+    /** POST /logout: ends this device's session. */
+    app.post('/logout', { preHandler: requireUser }, async (request) => {
+      await services.sessions.logout(requesterOf(request));
+      return {};
+    });
+
+    /** POST /logout/all: ends every session of this user. */
+    app.post('/logout/all', { preHandler: requireUser }, async (request) => {
+      await services.sessions.logoutAll(requesterOf(request).userId);
+      return {};
+    });
+  };
+}
+
+/** The user named by a login: `identifier` (`m.id.user`) or the deprecated top-level `user`. */
+function loginUser(body: { identifier?: { type: string; user?: string | undefined } | undefined; user?: string | undefined }): string {
+  if (body.identifier) {
+    if (body.identifier.type !== 'm.id.user') {
+      throw new MatrixError('M_UNKNOWN', 'Unknown login identifier type');
+    }
+    if (body.identifier.user === undefined) throw new MatrixError('M_BAD_JSON', 'body.identifier.user is required');
+    return body.identifier.user;
+  }
+  if (body.user !== undefined) return body.user;
+  throw new MatrixError('M_INVALID_PARAM', 'Invalid login submission');
+}

@@ -1,0 +1,132 @@
+/**
+ * The `bot-homeserver` command: start the server, apply migrations, create bots and users.
+ * Operator commands work on the database directly, so they need no running server and no token.
+ */
+import { Command, Option } from 'commander';
+import { randomBytes } from 'node:crypto';
+import { loadConfig, ConfigError, type Config } from './config/index.js';
+import { MatrixError } from './http/errors.js';
+import { startServer } from './server.js';
+import { createServices, type Services } from './services.js';
+import { systemClock } from './clock.js';
+import { migrateToLatest, MigrationError, openDatabase, Storage } from './storage/index.js';
+import { VERSION } from './version.js';
+
+const configOption = () =>
+  new Option('-c, --config <file>', 'YAML config file (default: $BOT_HOMESERVER_CONFIG, else built-in defaults)');
+
+export async function main(argv: string[]): Promise<void> {
+  const program = new Command()
+    .name('bot-homeserver')
+    .description('A Matrix homeserver for bot accounts')
+    .version(VERSION)
+    .showHelpAfterError();
+
+  program
+    .command('start')
+    .description('start the homeserver (applies pending migrations first)')
+    .addOption(configOption())
+    .action(async (options: { config?: string }) => {
+      const config = loadConfig({ file: options.config });
+      const server = await startServer(config);
+      let closing = false;
+      const stop = (signal: string) => {
+        if (closing) return;
+        closing = true;
+        server.app.log.info({ signal }, 'shutting down');
+        server.close().then(
+          () => process.exit(0),
+          (err: unknown) => {
+            server.app.log.error({ err }, 'error while shutting down');
+            process.exit(1);
+          },
+        );
+      };
+      process.once('SIGINT', () => stop('SIGINT'));
+      process.once('SIGTERM', () => stop('SIGTERM'));
+    });
+
+  program
+    .command('migrate')
+    .description('apply pending database migrations and exit')
+    .addOption(configOption())
+    .action(async (options: { config?: string }) => {
+      const config = loadConfig({ file: options.config });
+      const storage = new Storage(openDatabase(config.database));
+      try {
+        const applied = await migrateToLatest(storage.db);
+        console.log(applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date');
+      } finally {
+        await storage.close();
+      }
+    });
+
+  program
+    .command('create-bot')
+    .description('create a bot account with a fresh secret, or rotate the secret of an existing bot')
+    .argument('<name>', 'localpart or full user id of the bot')
+    .addOption(configOption())
+    .option('--json', 'print one line of JSON: {"user_id": ..., "password": ...}')
+    .action(async (name: string, options: { config?: string; json?: boolean }) => {
+      await withServices(options.config, async (services) => {
+        const bot = await services.accounts.createOrRotateBot(name);
+        if (options.json) {
+          console.log(JSON.stringify({ user_id: bot.user_id, password: bot.password }));
+          return;
+        }
+        console.log(
+          bot.created
+            ? `Created bot ${bot.user_id}.`
+            : `Rotated the secret of ${bot.user_id}; its old secret and sessions no longer work.`,
+        );
+        console.log(`Password (the bot's secret; shown only now): ${bot.password}`);
+      });
+    });
+
+  program
+    .command('create-user')
+    .description('create an account for a person (a generated password unless --password is given)')
+    .argument('<name>', 'localpart or full user id')
+    .addOption(configOption())
+    .option('--admin', 'make the user a server admin (may use the admin API)')
+    .option('--password <password>', 'the password to set (default: a generated one, printed once)')
+    .option('--json', 'print one line of JSON: {"user_id": ..., "password": ..., "admin": ...}')
+    .action(async (name: string, options: { config?: string; admin?: boolean; password?: string; json?: boolean }) => {
+      await withServices(options.config, async (services) => {
+        const localpart = name.startsWith('@') ? name.slice(1, name.indexOf(':') > 0 ? name.indexOf(':') : undefined) : name;
+        if (name.startsWith('@') && services.accounts.userIdFor(localpart) !== name) {
+          throw new MatrixError('M_INVALID_USERNAME', `${name} is not a user on ${services.config.server_name}`);
+        }
+        const password = options.password ?? randomBytes(18).toString('base64url');
+        const user = await services.accounts.createUser({ localpart, password, admin: options.admin === true });
+        const admin = user.admin === 1;
+        if (options.json) {
+          console.log(JSON.stringify({ user_id: user.user_id, password, admin }));
+          return;
+        }
+        console.log(`Created ${admin ? 'admin ' : ''}user ${user.user_id}.`);
+        if (!options.password) console.log(`Password (shown only now): ${password}`);
+      });
+    });
+
+  await program.parseAsync(argv);
+}
+
+async function withServices(configFile: string | undefined, work: (services: Services) => Promise<void>) {
+  const config: Config = loadConfig({ file: configFile });
+  const storage = new Storage(openDatabase(config.database));
+  try {
+    await migrateToLatest(storage.db);
+    await work(createServices(config, storage, systemClock));
+  } finally {
+    await storage.close();
+  }
+}
+
+/** Errors an operator can act on get one clear line; anything else keeps its stack. */
+export function describeFailure(err: unknown): string {
+  if (err instanceof ConfigError || err instanceof MigrationError) return err.message;
+  if (err instanceof MatrixError) return `${err.message} (${err.errcode})`;
+  if (err instanceof Error && 'code' in err && err.code === 'EADDRINUSE') return err.message;
+  return err instanceof Error ? (err.stack ?? err.message) : String(err);
+}

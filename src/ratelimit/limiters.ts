@@ -1,0 +1,56 @@
+/** The server's rate limiters, built from the Synapse-named `rc_*` settings. */
+import type { Clock } from '../clock.js';
+import type { Config, RateLimitConfig } from '../config/index.js';
+import type { RatelimitOverrideRow, Storage } from '../storage/index.js';
+import { RateLimiter } from './rate-limiter.js';
+
+export class Limiters {
+  /** Every login attempt, per client address. */
+  readonly loginAddress: RateLimiter;
+  /** Successful logins, per account. */
+  readonly loginAccount: RateLimiter;
+  /** Failed logins, per account: what password guessing looks like. */
+  readonly loginFailed: RateLimiter;
+  /** Registration attempts, per client address. */
+  readonly registration: RateLimiter;
+  /** Messages sent, per user (subject to per-user overrides). */
+  readonly message: RateLimiter;
+
+  constructor(
+    config: Config,
+    clock: Clock,
+    private readonly storage: Storage,
+  ) {
+    const on = config.ratelimiting_enabled;
+    this.loginAddress = new RateLimiter(config.rc_login.address, clock, on);
+    this.loginAccount = new RateLimiter(config.rc_login.account, clock, on);
+    this.loginFailed = new RateLimiter(config.rc_login.failed_attempts, clock, on);
+    this.registration = new RateLimiter(config.rc_registration, clock, on);
+    this.message = new RateLimiter(config.rc_message, clock, on);
+  }
+
+  /** Per-user overrides, read once from storage; only the admin API changes them (see below). */
+  private readonly overrides = new Map<string, RatelimitOverrideRow | null>();
+
+  /**
+   * Checks and records one message by `userId`, honouring the admin API's per-user override:
+   * an override of 0 messages per second exempts the user, as in Synapse.
+   */
+  async checkMessage(userId: string): Promise<void> {
+    let override = this.overrides.get(userId);
+    if (override === undefined) {
+      override = (await this.storage.ratelimits.get(userId)) ?? null;
+      this.overrides.set(userId, override);
+    }
+    if (override && override.messages_per_second === 0) return;
+    const limit: RateLimitConfig | undefined = override
+      ? { per_second: override.messages_per_second, burst_count: override.burst_count }
+      : undefined;
+    this.message.enforce(userId, { override: limit });
+  }
+
+  /** Called by whoever changed a user's override in storage, so the cache above stays true. */
+  overrideChanged(userId: string, override: RatelimitOverrideRow | null): void {
+    this.overrides.set(userId, override);
+  }
+}

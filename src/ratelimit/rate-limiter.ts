@@ -1,0 +1,84 @@
+/**
+ * A leaky bucket per key, as Synapse's `Ratelimiter`: each action adds one to the bucket, the bucket
+ * drains at `per_second`, and an action is refused when it would take the bucket past `burst_count`.
+ * Buckets live in memory: a restart forgives everyone, which is what Synapse does too.
+ */
+import type { Clock } from '../clock.js';
+import type { RateLimitConfig } from '../config/index.js';
+import { rateLimitedError } from '../http/errors.js';
+
+export interface RateDecision {
+  allowed: boolean;
+  /** When refused: how long until the action would be allowed. */
+  retryAfterMs: number;
+}
+
+interface Bucket {
+  level: number;
+  updatedMs: number;
+}
+
+/** Every this many recorded actions, buckets that have drained empty are dropped. */
+const PRUNE_EVERY = 1024;
+
+export class RateLimiter {
+  private readonly buckets = new Map<string, Bucket>();
+  private checksSincePrune = 0;
+
+  constructor(
+    private readonly limit: RateLimitConfig,
+    private readonly clock: Clock,
+    private readonly enabled = true,
+  ) {}
+
+  /**
+   * Checks (and, when `record` is true and it is allowed, records) `count` actions for `key`.
+   * `override` replaces the configured limit for this call (per-user overrides).
+   */
+  check(key: string, options: { record?: boolean; count?: number; override?: RateLimitConfig } = {}): RateDecision {
+    if (!this.enabled) return { allowed: true, retryAfterMs: 0 };
+    const { per_second: rate, burst_count: burst } = options.override ?? this.limit;
+    const count = options.count ?? 1;
+    const now = this.clock.now();
+    const bucket = this.buckets.get(key);
+    const level = bucket ? Math.max(0, bucket.level - ((now - bucket.updatedMs) / 1000) * rate) : 0;
+    const allowed = level + count <= burst;
+    if (allowed && options.record !== false) {
+      this.buckets.set(key, { level: level + count, updatedMs: now });
+      this.pruneSometimes(now);
+    }
+    const retryAfterMs = allowed ? 0 : rate > 0 ? Math.ceil(((level + count - burst) / rate) * 1000) : Infinity;
+    return { allowed, retryAfterMs };
+  }
+
+  /** Like `check`, but refuses with 429 `M_LIMIT_EXCEEDED` (and `Retry-After`) when not allowed. */
+  enforce(key: string, options: { record?: boolean; count?: number; override?: RateLimitConfig } = {}): void {
+    const decision = this.check(key, options);
+    if (!decision.allowed) throw rateLimitedError(decision.retryAfterMs);
+  }
+
+  /** Records `count` actions whether or not they fit (e.g. a failed login that already happened). */
+  record(key: string, count = 1): void {
+    if (!this.enabled) return;
+    const { per_second: rate } = this.limit;
+    const now = this.clock.now();
+    const bucket = this.buckets.get(key);
+    const level = bucket ? Math.max(0, bucket.level - ((now - bucket.updatedMs) / 1000) * rate) : 0;
+    this.buckets.set(key, { level: level + count, updatedMs: now });
+    this.pruneSometimes(now);
+  }
+
+  /** Forgets a key (e.g. failed-login counts after a successful login). */
+  reset(key: string): void {
+    this.buckets.delete(key);
+  }
+
+  private pruneSometimes(now: number): void {
+    if (++this.checksSincePrune < PRUNE_EVERY) return;
+    this.checksSincePrune = 0;
+    const rate = this.limit.per_second;
+    for (const [key, bucket] of this.buckets) {
+      if (rate > 0 && bucket.level - ((now - bucket.updatedMs) / 1000) * rate <= 0) this.buckets.delete(key);
+    }
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * Opens the database and applies migrations. SQLite (better-sqlite3) is the embedded default;
+ * everything above this folder speaks Kysely, so another dialect is one more `open*` function here.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import SqliteDatabase from 'better-sqlite3';
+import { Kysely, Migrator, SqliteDialect, type MigrationResult } from 'kysely';
+import { migrations } from '../../migrations/index.js';
+import type { Database } from './schema.js';
+
+export type Db = Kysely<Database>;
+
+export interface DatabaseOptions {
+  /** SQLite file path, or `:memory:`. */
+  path: string;
+  /**
+   * `full` (default): a commit is on disk before it is acknowledged, surviving power loss.
+   * `normal`: survives a crash of this process but may lose the last commits on power loss.
+   */
+  synchronous: 'full' | 'normal';
+}
+
+export function openDatabase(options: DatabaseOptions): Db {
+  const inMemory = options.path === ':memory:';
+  if (!inMemory) mkdirSync(dirname(resolve(options.path)), { recursive: true });
+  const sqlite = new SqliteDatabase(options.path);
+  if (!inMemory) sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma(`synchronous = ${options.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
+  sqlite.pragma('foreign_keys = ON');
+  // Another process (the CLI beside a running server) may hold the write lock briefly.
+  sqlite.pragma('busy_timeout = 5000');
+  return new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+}
+
+export class MigrationError extends Error {
+  override name = 'MigrationError';
+}
+
+/** Applies every pending migration; returns the names applied now. */
+export async function migrateToLatest(db: Db): Promise<string[]> {
+  const migrator = new Migrator({
+    db,
+    provider: { getMigrations: async () => migrations },
+  });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) {
+    const failed = results?.find((r: MigrationResult) => r.status === 'Error');
+    throw new MigrationError(
+      `migration ${failed?.migrationName ?? '(unknown)'} failed: ${(error as Error).message ?? String(error)}`,
+    );
+  }
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}

@@ -1,0 +1,44 @@
+/**
+ * The storage layer: the only code that writes SQL. Services get a `Storage` and run multi-step
+ * writes through `storage.transaction(...)`, which hands them the same stores bound to one transaction.
+ */
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.js';
+import type { Db } from './database.js';
+import { UserStore } from './users-store.js';
+import { SessionStore } from './sessions-store.js';
+import { RatelimitStore } from './ratelimit-store.js';
+
+export interface Stores {
+  users: UserStore;
+  sessions: SessionStore;
+  ratelimits: RatelimitStore;
+}
+
+function createStores(db: Kysely<Database>): Stores {
+  return { users: new UserStore(db), sessions: new SessionStore(db), ratelimits: new RatelimitStore(db) };
+}
+
+export class Storage implements Stores {
+  readonly users: UserStore;
+  readonly sessions: SessionStore;
+  readonly ratelimits: RatelimitStore;
+
+  constructor(readonly db: Db) {
+    ({ users: this.users, sessions: this.sessions, ratelimits: this.ratelimits } = createStores(db));
+  }
+
+  /** Runs `work` in one transaction; keep it short and never await network or hashing inside. */
+  transaction<T>(work: (stores: Stores) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute((trx) => work(createStores(trx)));
+  }
+
+  close(): Promise<void> {
+    return this.db.destroy();
+  }
+}
+
+export { openDatabase, migrateToLatest, MigrationError, type Db, type DatabaseOptions } from './database.js';
+export type { UserRow, UserPatch, UserListQuery } from './users-store.js';
+export type { DeviceRow, AccessTokenRow, RefreshTokenRow } from './sessions-store.js';
+export type { RatelimitOverrideRow } from './ratelimit-store.js';

@@ -1,0 +1,89 @@
+/** Devices and the access and refresh tokens issued to them. Tokens are stored only as hashes. */
+import type { Insertable, Kysely, Selectable } from 'kysely';
+import type { AccessTokensTable, Database, DevicesTable, RefreshTokensTable } from './schema.js';
+
+export type DeviceRow = Selectable<DevicesTable>;
+export type AccessTokenRow = Selectable<AccessTokensTable>;
+export type RefreshTokenRow = Selectable<RefreshTokensTable>;
+
+export class SessionStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async getDevice(userId: string, deviceId: string): Promise<DeviceRow | undefined> {
+    return this.db
+      .selectFrom('devices')
+      .selectAll()
+      .where('user_id', '=', userId)
+      .where('device_id', '=', deviceId)
+      .executeTakeFirst();
+  }
+
+  async insertDevice(device: DeviceRow): Promise<void> {
+    await this.db.insertInto('devices').values(device).execute();
+  }
+
+  async listDeviceIds(userId: string): Promise<string[]> {
+    const rows = await this.db.selectFrom('devices').select('device_id').where('user_id', '=', userId).execute();
+    return rows.map((row) => row.device_id);
+  }
+
+  /** Deletes a device with every token issued to it. */
+  async deleteDevice(userId: string, deviceId: string): Promise<void> {
+    await this.deleteTokensOfDevice(userId, deviceId);
+    await this.db.deleteFrom('devices').where('user_id', '=', userId).where('device_id', '=', deviceId).execute();
+  }
+
+  /** Deletes every device and token of a user. */
+  async deleteAllDevices(userId: string): Promise<void> {
+    await this.db.deleteFrom('access_tokens').where('user_id', '=', userId).execute();
+    await this.db.deleteFrom('refresh_tokens').where('user_id', '=', userId).execute();
+    await this.db.deleteFrom('devices').where('user_id', '=', userId).execute();
+  }
+
+  async deleteTokensOfDevice(userId: string, deviceId: string): Promise<void> {
+    await this.db.deleteFrom('access_tokens').where('user_id', '=', userId).where('device_id', '=', deviceId).execute();
+    await this.db.deleteFrom('refresh_tokens').where('user_id', '=', userId).where('device_id', '=', deviceId).execute();
+  }
+
+  async insertAccessToken(token: Insertable<AccessTokensTable>): Promise<number> {
+    const row = await this.db.insertInto('access_tokens').values(token).returning('id').executeTakeFirstOrThrow();
+    return row.id;
+  }
+
+  async findAccessToken(tokenHash: string): Promise<AccessTokenRow | undefined> {
+    return this.db.selectFrom('access_tokens').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+  }
+
+  async deleteAccessToken(id: number): Promise<void> {
+    await this.db.deleteFrom('access_tokens').where('id', '=', id).execute();
+  }
+
+  async markAccessTokenUsed(id: number): Promise<void> {
+    await this.db.updateTable('access_tokens').set({ used: 1 }).where('id', '=', id).execute();
+  }
+
+  async insertRefreshToken(token: Insertable<RefreshTokensTable>): Promise<number> {
+    const row = await this.db.insertInto('refresh_tokens').values(token).returning('id').executeTakeFirstOrThrow();
+    return row.id;
+  }
+
+  async findRefreshToken(tokenHash: string): Promise<RefreshTokenRow | undefined> {
+    return this.db.selectFrom('refresh_tokens').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+  }
+
+  async setNextRefreshToken(id: number, nextId: number): Promise<void> {
+    await this.db.updateTable('refresh_tokens').set({ next_token_id: nextId }).where('id', '=', id).execute();
+  }
+
+  /** Revokes a refresh token and the access tokens issued with it. */
+  async deleteRefreshTokenFamily(id: number): Promise<void> {
+    await this.db.deleteFrom('access_tokens').where('refresh_token_id', '=', id).execute();
+    await this.db.deleteFrom('refresh_tokens').where('id', '=', id).execute();
+  }
+
+  /** Ids of refresh tokens replaced by `nextId` (the predecessors to revoke once it is used). */
+  async findPredecessorRefreshTokens(nextId: number): Promise<number[]> {
+    const rows = await this.db.selectFrom('refresh_tokens').select('id').where('next_token_id', '=', nextId).execute();
+    return rows.map((row) => row.id);
+  }
+}

@@ -1,0 +1,72 @@
+/** Users: the accounts table. */
+import { sql, type Kysely, type Selectable, type Updateable } from 'kysely';
+import type { Database, UsersTable } from './schema.js';
+
+export type UserRow = Selectable<UsersTable>;
+export type UserPatch = Updateable<Omit<UsersTable, 'user_id' | 'localpart' | 'created_ts'>>;
+
+export interface UserListQuery {
+  from: number;
+  limit: number;
+  /** Substring of the user id or display name. */
+  name?: string | undefined;
+  /** Substring of the user id only. */
+  userId?: string | undefined;
+  includeDeactivated: boolean;
+  /** true: admins only; false: non-admins only; undefined: both. */
+  admins?: boolean | undefined;
+  orderBy: 'name' | 'admin' | 'deactivated' | 'user_type' | 'displayname' | 'creation_ts';
+  direction: 'asc' | 'desc';
+}
+
+const ORDER_COLUMNS = {
+  name: 'user_id',
+  admin: 'admin',
+  deactivated: 'deactivated',
+  user_type: 'user_type',
+  displayname: 'displayname',
+  creation_ts: 'created_ts',
+} as const;
+
+export class UserStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insert(user: UserRow): Promise<void> {
+    await this.db.insertInto('users').values(user).execute();
+  }
+
+  async get(userId: string): Promise<UserRow | undefined> {
+    return this.db.selectFrom('users').selectAll().where('user_id', '=', userId).executeTakeFirst();
+  }
+
+  async update(userId: string, patch: UserPatch): Promise<void> {
+    if (Object.keys(patch).length === 0) return;
+    await this.db.updateTable('users').set(patch).where('user_id', '=', userId).execute();
+  }
+
+  async list(query: UserListQuery): Promise<{ users: UserRow[]; total: number }> {
+    let filtered = this.db.selectFrom('users');
+    if (!query.includeDeactivated) filtered = filtered.where('deactivated', '=', 0);
+    if (query.admins !== undefined) filtered = filtered.where('admin', '=', query.admins ? 1 : 0);
+    if (query.userId) filtered = filtered.where(contains('user_id', query.userId));
+    if (query.name) {
+      const name = query.name;
+      filtered = filtered.where((eb) => eb.or([contains('user_id', name), contains('displayname', name)]));
+    }
+    const totalRow = await filtered.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
+    const users = await filtered
+      .selectAll()
+      .orderBy(ORDER_COLUMNS[query.orderBy], query.direction)
+      .orderBy('user_id', query.direction)
+      .limit(query.limit)
+      .offset(query.from)
+      .execute();
+    return { users, total: Number(totalRow.total) };
+  }
+}
+
+/** A case-insensitive substring match in which `%` and `_` in the search text match literally. */
+function contains(column: 'user_id' | 'displayname', text: string) {
+  const pattern = `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  return sql<boolean>`lower(${sql.ref(column)}) like ${pattern} escape '\\'`;
+}

@@ -1,0 +1,172 @@
+/**
+ * Accounts: creating users and bots, rotating bot secrets, passwords, admin flags, deactivation.
+ * Used by the CLI, the admin API and registration alike, so every path applies the same rules.
+ */
+import type { Clock } from '../clock.js';
+import { MatrixError } from '../http/errors.js';
+import type { Storage, UserListQuery, UserPatch, UserRow } from '../storage/index.js';
+import type { PasswordHasher } from './passwords.js';
+import { generateBotSecret } from './secrets.js';
+import type { SessionService } from './session-service.js';
+import { assertValidLocalpart, localpartOf, resolveLocalUserId, userIdFor } from './user-ids.js';
+
+/** Synapse's user type for bot accounts. */
+export const BOT_USER_TYPE = 'bot';
+const USER_TYPES = new Set([BOT_USER_TYPE, 'support']);
+
+export interface NewUser {
+  localpart: string;
+  password?: string | null | undefined;
+  admin?: boolean | undefined;
+  userType?: string | null | undefined;
+  displayname?: string | null | undefined;
+  avatarUrl?: string | null | undefined;
+}
+
+export interface BotCredentials {
+  user_id: string;
+  /** The bot's secret: the password it logs in with. Shown once, stored only as a hash. */
+  password: string;
+  /** False when the bot existed and this call rotated its secret. */
+  created: boolean;
+}
+
+/** What an admin may change on an account (Synapse's `PUT /_synapse/admin/v2/users/<id>`). */
+export interface AccountChanges {
+  password?: string | null | undefined;
+  /** With a new password: end the user's other sessions (default true). */
+  logoutDevices?: boolean | undefined;
+  displayname?: string | null | undefined;
+  avatarUrl?: string | null | undefined;
+  admin?: boolean | undefined;
+  deactivated?: boolean | undefined;
+  userType?: string | null | undefined;
+}
+
+export class AccountService {
+  constructor(
+    private readonly storage: Storage,
+    private readonly serverName: string,
+    private readonly clock: Clock,
+    private readonly hasher: PasswordHasher,
+    private readonly sessions: SessionService,
+  ) {}
+
+  userIdFor(localpart: string): string {
+    return userIdFor(localpart, this.serverName);
+  }
+
+  /** Why `localpart` cannot be registered (invalid or taken), as the error a client expects. */
+  async assertAvailable(localpart: string): Promise<void> {
+    assertValidLocalpart(localpart, this.serverName);
+    if (/^[0-9]+$/.test(localpart)) {
+      throw new MatrixError('M_INVALID_USERNAME', 'Numeric user IDs are reserved for guest users.');
+    }
+    if (await this.storage.users.get(this.userIdFor(localpart))) {
+      throw new MatrixError('M_USER_IN_USE', 'User ID already taken.');
+    }
+  }
+
+  async createUser(user: NewUser): Promise<UserRow> {
+    await this.assertAvailable(user.localpart);
+    assertUserType(user.userType);
+    // Hash before the insert: argon2 takes milliseconds and must not run inside a transaction.
+    const passwordHash = user.password ? await this.hasher.hash(user.password) : null;
+    const row: UserRow = {
+      user_id: this.userIdFor(user.localpart),
+      localpart: user.localpart,
+      password_hash: passwordHash,
+      admin: user.admin ? 1 : 0,
+      user_type: user.userType ?? null,
+      displayname: user.displayname === undefined ? user.localpart : user.displayname,
+      avatar_url: user.avatarUrl ?? null,
+      deactivated: 0,
+      created_ts: this.clock.now(),
+    };
+    try {
+      await this.storage.users.insert(row);
+    } catch (err) {
+      // Two registrations of one name at once: the unique key decides, the loser is told why.
+      if (await this.storage.users.get(row.user_id)) throw new MatrixError('M_USER_IN_USE', 'User ID already taken.');
+      throw err;
+    }
+    return row;
+  }
+
+  /**
+   * Creates a bot with a fresh secret, or gives an existing bot a new one. Rotating ends the bot's
+   * sessions: a rotation usually means the old secret leaked, so its tokens should die with it.
+   */
+  async createOrRotateBot(name: string): Promise<BotCredentials> {
+    const userId = resolveLocalUserId(name, this.serverName);
+    const localpart = userId ? localpartOf(userId, this.serverName) : null;
+    if (!userId || !localpart) {
+      throw new MatrixError('M_INVALID_USERNAME', `${name} is not a user on ${this.serverName}`);
+    }
+    const secret = generateBotSecret();
+    const existing = await this.storage.users.get(userId);
+    if (!existing) {
+      await this.createUser({ localpart, password: secret, userType: BOT_USER_TYPE });
+      return { user_id: userId, password: secret, created: true };
+    }
+    if (existing.user_type !== BOT_USER_TYPE) {
+      throw new MatrixError('M_USER_IN_USE', `${userId} exists and is not a bot account`);
+    }
+    if (existing.deactivated) throw new MatrixError('M_USER_DEACTIVATED', `${userId} has been deactivated`);
+    await this.setPassword(userId, secret, { logoutDevices: true });
+    return { user_id: userId, password: secret, created: false };
+  }
+
+  async getUser(userId: string): Promise<UserRow | undefined> {
+    return this.storage.users.get(userId);
+  }
+
+  async isAdmin(userId: string): Promise<boolean> {
+    return (await this.storage.users.get(userId))?.admin === 1;
+  }
+
+  listUsers(query: UserListQuery): Promise<{ users: UserRow[]; total: number }> {
+    return this.storage.users.list(query);
+  }
+
+  async setPassword(userId: string, password: string, options: { logoutDevices: boolean }): Promise<void> {
+    const hash = await this.hasher.hash(password);
+    await this.storage.users.update(userId, { password_hash: hash });
+    if (options.logoutDevices) await this.sessions.logoutAll(userId);
+  }
+
+  /**
+   * Deactivation: the account keeps its id (ids are never reused) but loses its password and
+   * every session; `erase` also forgets its profile.
+   */
+  async deactivate(userId: string, options: { erase?: boolean } = {}): Promise<void> {
+    const patch: UserPatch = { deactivated: 1, password_hash: null };
+    if (options.erase) Object.assign(patch, { displayname: null, avatar_url: null });
+    await this.storage.transaction(async (stores) => {
+      await stores.users.update(userId, patch);
+      await stores.sessions.deleteAllDevices(userId);
+    });
+  }
+
+  /** Applies an admin's changes to an existing account. */
+  async updateAccount(userId: string, changes: AccountChanges): Promise<void> {
+    assertUserType(changes.userType);
+    const patch: UserPatch = {};
+    if (changes.displayname !== undefined) patch.displayname = changes.displayname;
+    if (changes.avatarUrl !== undefined) patch.avatar_url = changes.avatarUrl;
+    if (changes.admin !== undefined) patch.admin = changes.admin ? 1 : 0;
+    if (changes.userType !== undefined) patch.user_type = changes.userType;
+    if (changes.deactivated === false) patch.deactivated = 0;
+    await this.storage.users.update(userId, patch);
+    if (changes.password) {
+      await this.setPassword(userId, changes.password, { logoutDevices: changes.logoutDevices ?? true });
+    }
+    if (changes.deactivated === true) await this.deactivate(userId);
+  }
+}
+
+function assertUserType(userType: string | null | undefined): void {
+  if (userType !== undefined && userType !== null && !USER_TYPES.has(userType)) {
+    throw new MatrixError('M_INVALID_PARAM', 'Invalid user type');
+  }
+}

@@ -1,0 +1,229 @@
+/**
+ * Registration, both ways Synapse offers it:
+ * - open registration (`POST /register`), off by default and meant for test and conformance
+ *   setups: user-interactive auth with the single stage `m.login.dummy`;
+ * - shared-secret registration (`/_synapse/admin/v1/register`): a nonce plus an HMAC of the
+ *   request keyed with `registration_shared_secret`, byte for byte as Synapse computes it, so
+ *   Synapse's `register_new_matrix_user` and operators' scripts work unchanged.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config/index.js';
+import { MatrixError } from '../http/errors.js';
+import type { Limiters } from '../ratelimit/limiters.js';
+import type { AccountService } from './account-service.js';
+import { assertPasswordLength, MAX_PASSWORD_LENGTH } from './passwords.js';
+import type { IssuedSession, SessionService } from './session-service.js';
+
+const DUMMY_STAGE = 'm.login.dummy';
+const UIA_SESSION_LIFETIME_MS = 10 * 60_000;
+/** Synapse forgets a nonce after a minute. */
+const NONCE_LIFETIME_MS = 60_000;
+
+export interface OpenRegistration {
+  kind: string;
+  username?: string | undefined;
+  password?: string | undefined;
+  auth?: { type?: string | undefined; session?: string | undefined } | undefined;
+  deviceId?: string | undefined;
+  initialDeviceDisplayName?: string | undefined;
+  inhibitLogin?: boolean | undefined;
+  refreshable?: boolean | undefined;
+  /** The client's address, for `rc_registration`. */
+  address: string;
+}
+
+/** Either the user-interactive-auth challenge (HTTP 401) or the registered account. */
+export type RegistrationOutcome =
+  | { status: 401; body: { session: string; flows: { stages: string[] }[]; params: Record<string, never> } }
+  | { status: 200; body: RegisteredAccount };
+
+export type RegisteredAccount = { user_id: string; home_server: string } & Partial<IssuedSession>;
+
+export interface SharedSecretRegistration {
+  nonce?: unknown;
+  username?: unknown;
+  password?: unknown;
+  admin?: unknown;
+  user_type?: unknown;
+  displayname?: unknown;
+  mac?: unknown;
+  device_id?: unknown;
+  initial_device_display_name?: unknown;
+  inhibit_login?: unknown;
+  refresh_token?: unknown;
+}
+
+export class RegistrationService {
+  private readonly uiaSessions = new Map<string, number>();
+  private readonly nonces = new Map<string, number>();
+
+  constructor(
+    private readonly config: Config,
+    private readonly clock: Clock,
+    private readonly accounts: AccountService,
+    private readonly sessions: SessionService,
+    private readonly limiters: Limiters,
+  ) {}
+
+  async registerOpen(request: OpenRegistration): Promise<RegistrationOutcome> {
+    this.limiters.registration.enforce(request.address, { record: false });
+    if (request.kind === 'guest') throw new MatrixError('M_UNKNOWN', 'Guest access is disabled', { status: 403 });
+    if (request.kind !== 'user') {
+      throw new MatrixError('M_UNRECOGNIZED', `Do not understand membership kind: ${request.kind}`, { status: 400 });
+    }
+    this.assertOpenRegistrationEnabled();
+    const localpart = request.username?.toLowerCase();
+    if (localpart !== undefined) await this.accounts.assertAvailable(localpart);
+    if (request.password !== undefined) assertPasswordLength(request.password);
+
+    const challenge = this.checkUserInteractiveAuth(request.auth);
+    if (challenge) return challenge;
+
+    if (request.password === undefined) throw new MatrixError('M_MISSING_PARAM', 'Missing params: password');
+    const user = await this.accounts.createUser({
+      localpart: localpart ?? (await this.generateLocalpart()),
+      password: request.password,
+    });
+    this.limiters.registration.record(request.address);
+    return {
+      status: 200,
+      body: await this.loginAfterRegistration(user.user_id, {
+        inhibitLogin: request.inhibitLogin,
+        deviceId: request.deviceId,
+        initialDeviceDisplayName: request.initialDeviceDisplayName,
+        refreshable: request.refreshable,
+      }),
+    };
+  }
+
+  /** `GET /register/available`. */
+  async checkAvailable(username: string): Promise<void> {
+    this.assertOpenRegistrationEnabled();
+    await this.accounts.assertAvailable(username.toLowerCase());
+  }
+
+  /** `GET /_synapse/admin/v1/register`: a single-use nonce, valid for a minute. */
+  issueNonce(): string {
+    this.pruneNonces();
+    const nonce = randomBytes(64).toString('hex');
+    this.nonces.set(nonce, this.clock.now());
+    return nonce;
+  }
+
+  /** `POST /_synapse/admin/v1/register`, with Synapse's checks in Synapse's order. */
+  async registerWithSharedSecret(body: SharedSecretRegistration): Promise<RegisteredAccount> {
+    const secret = this.config.registration_shared_secret;
+    if (!secret) throw new MatrixError('M_UNKNOWN', 'Shared secret registration is not enabled');
+    this.pruneNonces();
+    if (body.nonce === undefined) throw new MatrixError('M_BAD_JSON', 'nonce must be specified');
+    const nonce = String(body.nonce);
+    // A nonce is spent by any attempt, good or bad, so a captured request cannot be replayed.
+    if (!this.nonces.delete(nonce)) throw new MatrixError('M_UNKNOWN', 'unrecognised nonce');
+
+    const username = requireString(body.username, 'username', 'Invalid username');
+    const password = requireString(body.password, 'password', 'Invalid password');
+    const userType = body.user_type ?? null;
+    if (userType !== null && (typeof userType !== 'string' || !['bot', 'support'].includes(userType))) {
+      throw new MatrixError('M_UNKNOWN', 'Invalid user type');
+    }
+    if (body.mac === undefined) throw new MatrixError('M_BAD_JSON', 'mac must be specified');
+    const admin = body.admin === true;
+    const expected = sharedSecretMac(secret, { nonce, username, password, admin, userType });
+    if (typeof body.mac !== 'string' || !constantTimeEqual(expected, body.mac)) {
+      throw new MatrixError('M_UNKNOWN', 'HMAC incorrect', { status: 403 });
+    }
+    if (body.refresh_token !== undefined && typeof body.refresh_token !== 'boolean') {
+      throw new MatrixError('M_INVALID_PARAM', 'refresh_token must be a boolean');
+    }
+    const displayname = typeof body.displayname === 'string' ? body.displayname : undefined;
+    const user = await this.accounts.createUser({ localpart: username.toLowerCase(), password, admin, userType, displayname });
+    return this.loginAfterRegistration(user.user_id, {
+      inhibitLogin: body.inhibit_login === true,
+      deviceId: typeof body.device_id === 'string' ? body.device_id : undefined,
+      initialDeviceDisplayName:
+        typeof body.initial_device_display_name === 'string' ? body.initial_device_display_name : undefined,
+      refreshable: body.refresh_token === true,
+    });
+  }
+
+  private assertOpenRegistrationEnabled(): void {
+    if (!this.config.enable_registration) throw new MatrixError('M_FORBIDDEN', 'Registration has been disabled');
+  }
+
+  /** Returns the 401 challenge until the client completes `m.login.dummy`, then null. */
+  private checkUserInteractiveAuth(auth: OpenRegistration['auth']): RegistrationOutcome | null {
+    const now = this.clock.now();
+    for (const [id, created] of this.uiaSessions) {
+      if (now - created > UIA_SESSION_LIFETIME_MS) this.uiaSessions.delete(id);
+    }
+    if (!auth || auth.type === undefined) {
+      const session = auth?.session && this.uiaSessions.has(auth.session) ? auth.session : this.newUiaSession(now);
+      return { status: 401, body: { session, flows: [{ stages: [DUMMY_STAGE] }], params: {} } };
+    }
+    if (auth.session !== undefined && !this.uiaSessions.has(auth.session)) {
+      throw new MatrixError('M_UNKNOWN', 'Unknown session ID', { status: 400 });
+    }
+    if (auth.type !== DUMMY_STAGE) throw new MatrixError('M_UNRECOGNIZED', 'Unrecognised login type', { status: 400 });
+    if (auth.session !== undefined) this.uiaSessions.delete(auth.session);
+    return null;
+  }
+
+  private newUiaSession(now: number): string {
+    const id = randomBytes(18).toString('base64url');
+    this.uiaSessions.set(id, now);
+    return id;
+  }
+
+  private async generateLocalpart(): Promise<string> {
+    for (;;) {
+      const candidate = `user-${randomBytes(6).toString('hex')}`;
+      if (!(await this.accounts.getUser(this.accounts.userIdFor(candidate)))) return candidate;
+    }
+  }
+
+  private async loginAfterRegistration(
+    userId: string,
+    options: { inhibitLogin?: boolean | undefined } & Parameters<SessionService['createSession']>[1],
+  ): Promise<RegisteredAccount> {
+    const account = { user_id: userId, home_server: this.config.server_name };
+    if (options.inhibitLogin) return account;
+    return { ...(await this.sessions.createSession(userId, options)), ...account };
+  }
+
+  private pruneNonces(): void {
+    const now = this.clock.now();
+    for (const [nonce, created] of this.nonces) {
+      if (now - created > NONCE_LIFETIME_MS) this.nonces.delete(nonce);
+    }
+  }
+}
+
+/**
+ * Synapse's MAC: HMAC-SHA1 keyed with the shared secret over
+ * `nonce NUL username NUL password NUL ("admin" | "notadmin") [NUL user_type]`, hex encoded.
+ */
+export function sharedSecretMac(
+  secret: string,
+  fields: { nonce: string; username: string; password: string; admin: boolean; userType?: string | null },
+): string {
+  const hmac = createHmac('sha1', Buffer.from(secret, 'utf8'));
+  hmac.update(fields.nonce).update('\x00').update(fields.username).update('\x00').update(fields.password);
+  hmac.update('\x00').update(fields.admin ? 'admin' : 'notadmin');
+  if (fields.userType) hmac.update('\x00').update(fields.userType);
+  return hmac.digest('hex');
+}
+
+function constantTimeEqual(a: string, b: string): boolean {
+  const left = Buffer.from(a);
+  const right = Buffer.from(b);
+  return left.length === right.length && timingSafeEqual(left, right);
+}
+
+function requireString(value: unknown, name: string, invalid: string): string {
+  if (value === undefined) throw new MatrixError('M_BAD_JSON', `${name} must be specified`);
+  if (typeof value !== 'string' || value.length > MAX_PASSWORD_LENGTH || value.includes('\x00')) {
+    throw new MatrixError('M_UNKNOWN', invalid);
+  }
+  return value;
+}

@@ -1,0 +1,204 @@
+/**
+ * Sessions: password login, access and refresh tokens, logout, and turning a presented access
+ * token into the user behind it. Tokens are looked up by their SHA-256 hash.
+ *
+ * Refresh follows the spec: refreshing with token T issues a new pair (T', A'); T stays usable
+ * (a client may retry after a lost response) until T' or A' is first used, and then T and the
+ * access tokens issued with it are revoked.
+ */
+import type { Clock } from '../clock.js';
+import type { Config } from '../config/index.js';
+import { MatrixError } from '../http/errors.js';
+import type { Limiters } from '../ratelimit/limiters.js';
+import type { Storage, Stores } from '../storage/index.js';
+import type { PasswordHasher } from './passwords.js';
+import { generateAccessToken, generateDeviceId, generateRefreshToken, hashToken } from './secrets.js';
+import { resolveLocalUserId } from './user-ids.js';
+
+/** The user behind an access token. */
+export interface Requester {
+  userId: string;
+  deviceId: string;
+  accessTokenId: number;
+}
+
+export interface IssuedSession {
+  user_id: string;
+  access_token: string;
+  device_id: string;
+  refresh_token?: string;
+  expires_in_ms?: number;
+}
+
+export interface SessionOptions {
+  deviceId?: string | undefined;
+  initialDeviceDisplayName?: string | undefined;
+  /** The client asked for a refresh token (`refresh_token: true`). */
+  refreshable?: boolean | undefined;
+}
+
+export interface PasswordLogin extends SessionOptions {
+  /** What the client named the user by: localpart or full user id. */
+  user: string;
+  password: string;
+  /** The client's address, for the per-address limiter. */
+  address: string;
+}
+
+export const MAX_DEVICE_ID_LENGTH = 512;
+
+const INVALID_LOGIN = 'Invalid username or password';
+
+export class SessionService {
+  constructor(
+    private readonly storage: Storage,
+    private readonly config: Config,
+    private readonly clock: Clock,
+    private readonly hasher: PasswordHasher,
+    private readonly limiters: Limiters,
+  ) {}
+
+  async loginWithPassword(login: PasswordLogin): Promise<IssuedSession> {
+    this.limiters.loginAddress.enforce(login.address);
+    const userId = resolveLocalUserId(login.user, this.config.server_name);
+    // Failed attempts are counted per account, even for names that do not exist, so that probing
+    // for accounts looks the same as guessing passwords.
+    const failedKey = userId ?? `unknown:${login.user.toLowerCase()}`;
+    this.limiters.loginFailed.enforce(failedKey, { record: false });
+
+    const user = userId ? await this.storage.users.get(userId) : undefined;
+    const valid = await this.hasher.verify(user?.password_hash, login.password);
+    if (!user || !valid) {
+      this.limiters.loginFailed.record(failedKey);
+      throw new MatrixError('M_FORBIDDEN', INVALID_LOGIN);
+    }
+    if (user.deactivated) throw new MatrixError('M_USER_DEACTIVATED', 'This account has been deactivated');
+    this.limiters.loginAccount.enforce(user.user_id);
+    return this.createSession(user.user_id, login);
+  }
+
+  /** Issues a new access token (and refresh token when asked) on a new or reused device. */
+  async createSession(userId: string, options: SessionOptions = {}): Promise<IssuedSession> {
+    if (options.deviceId !== undefined && options.deviceId.length > MAX_DEVICE_ID_LENGTH) {
+      throw new MatrixError('M_INVALID_PARAM', `device_id may not be longer than ${MAX_DEVICE_ID_LENGTH} characters`);
+    }
+    const now = this.clock.now();
+    const refreshable = options.refreshable === true && this.config.refreshable_access_token_lifetime !== null;
+    const accessLifetime = refreshable
+      ? this.config.refreshable_access_token_lifetime
+      : this.config.nonrefreshable_access_token_lifetime;
+    const accessToken = generateAccessToken();
+    const refreshToken = refreshable ? generateRefreshToken() : undefined;
+
+    const deviceId = await this.storage.transaction(async (stores) => {
+      const deviceId = options.deviceId ?? generateDeviceId();
+      // A known device is reused as it is (its other tokens stay valid, as in Synapse).
+      if (!(await stores.sessions.getDevice(userId, deviceId))) {
+        await stores.sessions.insertDevice({
+          user_id: userId,
+          device_id: deviceId,
+          display_name: options.initialDeviceDisplayName ?? null,
+          created_ts: now,
+          last_seen_ts: null,
+          last_seen_ip: null,
+        });
+      }
+      const refreshTokenId = refreshToken
+        ? await this.insertRefreshToken(stores, userId, deviceId, refreshToken, now)
+        : null;
+      await stores.sessions.insertAccessToken({
+        token_hash: hashToken(accessToken),
+        user_id: userId,
+        device_id: deviceId,
+        created_ts: now,
+        expires_ts: accessLifetime === null ? null : now + accessLifetime,
+        refresh_token_id: refreshTokenId,
+      });
+      return deviceId;
+    });
+
+    const session: IssuedSession = { user_id: userId, access_token: accessToken, device_id: deviceId };
+    if (refreshToken) session.refresh_token = refreshToken;
+    if (accessLifetime !== null) session.expires_in_ms = accessLifetime;
+    return session;
+  }
+
+  /** Resolves an access token to its user, or explains with the error a client expects. */
+  async authenticate(accessToken: string): Promise<Requester> {
+    const token = await this.storage.sessions.findAccessToken(hashToken(accessToken));
+    if (!token) {
+      throw new MatrixError('M_UNKNOWN_TOKEN', 'Invalid access token passed.', { extra: { soft_logout: false } });
+    }
+    if (token.expires_ts !== null && token.expires_ts <= this.clock.now()) {
+      throw new MatrixError('M_UNKNOWN_TOKEN', 'Access token has expired', { extra: { soft_logout: true } });
+    }
+    if (token.refresh_token_id !== null && !token.used) {
+      const refreshTokenId = token.refresh_token_id;
+      await this.storage.transaction(async (stores) => {
+        await stores.sessions.markAccessTokenUsed(token.id);
+        await this.retirePredecessors(stores, refreshTokenId);
+      });
+    }
+    return { userId: token.user_id, deviceId: token.device_id, accessTokenId: token.id };
+  }
+
+  /** `POST /refresh`: trades a refresh token for a new access token and refresh token. */
+  async refresh(refreshToken: string): Promise<{ access_token: string; refresh_token: string; expires_in_ms?: number }> {
+    const lifetime = this.config.refreshable_access_token_lifetime;
+    if (lifetime === null) throw new MatrixError('M_UNRECOGNIZED', 'Refresh tokens are not enabled on this server');
+    const now = this.clock.now();
+    const newAccessToken = generateAccessToken();
+    const newRefreshToken = generateRefreshToken();
+    await this.storage.transaction(async (stores) => {
+      const old = await stores.sessions.findRefreshToken(hashToken(refreshToken));
+      if (!old) throw new MatrixError('M_UNKNOWN_TOKEN', 'refresh token does not exist', { extra: { soft_logout: false } });
+      if (old.expires_ts !== null && old.expires_ts <= now) {
+        throw new MatrixError('M_FORBIDDEN', 'The supplied refresh token has expired');
+      }
+      // Using a successor retires this token; the successor handed out before is superseded by
+      // the new one (its client lost the answer and is retrying).
+      await this.retirePredecessors(stores, old.id);
+      if (old.next_token_id !== null) await stores.sessions.deleteRefreshTokenFamily(old.next_token_id);
+      const nextId = await this.insertRefreshToken(stores, old.user_id, old.device_id, newRefreshToken, now);
+      await stores.sessions.setNextRefreshToken(old.id, nextId);
+      await stores.sessions.insertAccessToken({
+        token_hash: hashToken(newAccessToken),
+        user_id: old.user_id,
+        device_id: old.device_id,
+        created_ts: now,
+        expires_ts: now + lifetime,
+        refresh_token_id: nextId,
+      });
+    });
+    return { access_token: newAccessToken, refresh_token: newRefreshToken, expires_in_ms: lifetime };
+  }
+
+  /** `POST /logout`: ends the device behind this token, with all its tokens. */
+  async logout(requester: Requester): Promise<void> {
+    await this.storage.transaction((stores) => stores.sessions.deleteDevice(requester.userId, requester.deviceId));
+  }
+
+  /** `POST /logout/all`, password changes, deactivation: ends every session of a user. */
+  async logoutAll(userId: string): Promise<void> {
+    await this.storage.transaction((stores) => stores.sessions.deleteAllDevices(userId));
+  }
+
+  private async insertRefreshToken(stores: Stores, userId: string, deviceId: string, token: string, now: number) {
+    const lifetime = this.config.refresh_token_lifetime;
+    return stores.sessions.insertRefreshToken({
+      token_hash: hashToken(token),
+      user_id: userId,
+      device_id: deviceId,
+      created_ts: now,
+      expires_ts: lifetime === null ? null : now + lifetime,
+      next_token_id: null,
+    });
+  }
+
+  /** The token `refreshTokenId` has been used: the tokens it replaced stop working now. */
+  private async retirePredecessors(stores: Stores, refreshTokenId: number): Promise<void> {
+    for (const id of await stores.sessions.findPredecessorRefreshTokens(refreshTokenId)) {
+      await stores.sessions.deleteRefreshTokenFamily(id);
+    }
+  }
+}
