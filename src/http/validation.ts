@@ -3,15 +3,36 @@
  * wrong shape, not the string "5"); query strings and path segments arrive as text, so they are
  * coerced to the declared types. Nothing is removed from bodies: event content is free-form.
  */
+import type { TSchema } from '@sinclair/typebox';
 import { Ajv, type Options } from 'ajv';
 import type { FastifyInstance } from 'fastify';
 
 const common: Options = { useDefaults: true, allErrors: false, strict: false, allowUnionTypes: true };
+const OPTIONAL_BODY = 'x-optional-body';
+
+/**
+ * Marks a body schema as one the client may leave out entirely (Synapse's deactivate and
+ * override_ratelimit take an empty POST). A plain keyword, since Fastify copies schemas.
+ */
+export function optionalBody<T extends TSchema>(schema: T): T {
+  return { ...schema, [OPTIONAL_BODY]: true };
+}
 
 export function installValidation(app: FastifyInstance): void {
   const bodies = new Ajv({ ...common, coerceTypes: false });
   const textParts = new Ajv({ ...common, coerceTypes: 'array' });
-  app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? bodies : textParts).compile(schema as object),
-  );
+  app.setValidatorCompiler(({ schema, httpPart }) => {
+    if (httpPart !== 'body') return textParts.compile(schema as object);
+    const validate = bodies.compile(schema as object);
+    if ((schema as Record<string, unknown>)[OPTIONAL_BODY] !== true) return validate;
+    const validateOptional = (data: unknown): boolean => {
+      // Fastify hands a missing body to validators as null.
+      if (data === undefined || data === null) return true;
+      const valid = validate(data);
+      validateOptional.errors = validate.errors;
+      return valid;
+    };
+    validateOptional.errors = null as typeof validate.errors;
+    return validateOptional;
+  });
 }

@@ -3,7 +3,7 @@
  * hashing, no rate limits (unless a test asks) and a clock the test can move.
  */
 import supertest from 'supertest';
-import { buildApp, type App } from '../../src/app.js';
+import { buildApp, type App, type AppDependencies } from '../../src/app.js';
 import type { Clock } from '../../src/clock.js';
 import { finishConfig, type Config } from '../../src/config/index.js';
 import type { Services } from '../../src/services.js';
@@ -45,7 +45,7 @@ export interface TestHomeserver {
 
 export async function startTestHomeserver(
   overrides: Record<string, unknown> = {},
-  options: { clock?: FakeClock; logger?: Parameters<typeof buildApp>[1]['logger'] } = {},
+  options: { clock?: FakeClock; logger?: AppDependencies['logger'] } = {},
 ): Promise<TestHomeserver> {
   const config = testConfig(overrides);
   const clock = options.clock ?? new FakeClock();

@@ -12,6 +12,7 @@ import { localpartOf } from '../../users/user-ids.js';
 import { VERSION } from '../../version.js';
 import { authenticate, requesterOf } from '../auth.js';
 import { MatrixError } from '../errors.js';
+import { optionalBody } from '../validation.js';
 
 const UserIdParams = Type.Object({ userId: Type.String() });
 const Nullable = <T extends ReturnType<typeof Type.String>>(schema: T) => Type.Union([schema, Type.Null()]);
@@ -144,7 +145,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
       '/_synapse/admin/v1/deactivate/:userId',
       {
         preHandler: requireAdmin,
-        schema: { params: UserIdParams, body: Type.Optional(Type.Object({ erase: Type.Optional(Type.Boolean()) })) },
+        schema: { params: UserIdParams, body: optionalBody(Type.Object({ erase: Type.Optional(Type.Boolean()) })) },
       },
       async (request) => {
         const user = await existingUser(request.params.userId);
@@ -163,7 +164,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
     /** POST /_synapse/admin/v1/users/<user_id>/override_ratelimit: 0 messages per second exempts the user. */
     app.post(
       '/_synapse/admin/v1/users/:userId/override_ratelimit',
-      { preHandler: requireAdmin, schema: { params: UserIdParams, body: Type.Optional(RatelimitBodySchema) } },
+      { preHandler: requireAdmin, schema: { params: UserIdParams, body: optionalBody(RatelimitBodySchema) } },
       async (request) => {
         const user = await existingUser(request.params.userId);
         const override = {
