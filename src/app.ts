@@ -10,7 +10,7 @@ import type { Config } from './config/index.js';
 import { installErrorHandling } from './http/error-handler.js';
 import { installJsonBodies } from './http/json-bodies.js';
 import { installValidation } from './http/validation.js';
-import { loggerOptions } from './http/logging.js';
+import { installRequestLogging, loggerOptions } from './http/logging.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { capabilitiesRoutes } from './http/routes/capabilities.js';
 import { discoveryRoutes } from './http/routes/discovery.js';
@@ -67,6 +67,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     // Room and event ids in paths are long once percent-encoded; the default cap is 100.
     routerOptions: { maxParamLength: 2048 },
     forceCloseConnections: true,
+    disableRequestLogging: true,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.decorate('homeserver', { config, services, server });
@@ -76,6 +77,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   installErrorHandling(app);
   installJsonBodies(app);
   installValidation(app);
+  installRequestLogging(app);
   await app.register(cors, {
     origin: '*',
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS'],

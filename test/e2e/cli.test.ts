@@ -1,0 +1,156 @@
+/**
+ * The `bot-homeserver` command as an operator runs it: real processes, a real database file,
+ * a real crash. Runs the compiled build (`npm test` builds first).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const BIN = join(ROOT, 'bin/bot-homeserver.js');
+
+let dir: string;
+let config: string;
+const running = new Set<ChildProcess>();
+
+beforeAll(() => {
+  if (!existsSync(join(ROOT, 'dist/src/main.js'))) throw new Error('build first: npm run build (npm test does it)');
+  dir = mkdtempSync(join(tmpdir(), 'bhs-cli-'));
+  config = join(dir, 'homeserver.yaml');
+  writeFileSync(
+    config,
+    [
+      'server_name: cli.test',
+      'listen:',
+      '  host: 127.0.0.1',
+      '  port: 0',
+      'database:',
+      `  path: ${join(dir, 'data', 'homeserver.db')}`,
+      'password_hashing:',
+      '  memory_cost_kib: 64',
+      '  time_cost: 1',
+      'ratelimiting_enabled: false',
+      '',
+    ].join('\n'),
+  );
+});
+
+afterAll(() => {
+  for (const child of running) child.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function cli(...args: string[]) {
+  const result = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, BOT_HOMESERVER_CONFIG: '' } });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+/** Starts the server and resolves with its base URL once it has logged that it is ready. */
+function startServer(): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [BIN, 'start', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+  return new Promise((resolvePromise, reject) => {
+    const lines = createInterface({ input: child.stdout! });
+    let stderr = '';
+    child.stderr!.on('data', (chunk) => (stderr += chunk));
+    child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${stderr}`)));
+    lines.on('line', (line) => {
+      const entry = JSON.parse(line) as { msg?: string; port?: number };
+      if (entry.msg === 'ready' && entry.port) resolvePromise({ child, url: `http://127.0.0.1:${entry.port}` });
+    });
+  });
+}
+
+function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((done) => (child.exitCode !== null ? done(child.exitCode) : child.once('exit', (code) => done(code))));
+}
+
+async function loginAs(url: string, user: string, password: string) {
+  const res = await fetch(`${url}/_matrix/client/v3/login`, {
+    method: 'POST',
+    body: JSON.stringify({ type: 'm.login.password', identifier: { type: 'm.id.user', user }, password }),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, string> };
+}
+
+describe('bot-homeserver CLI', () => {
+  it('creates a bot whose printed secret logs in, and rotates it when run again', async () => {
+    const created = cli('create-bot', 'hello', '--config', config, '--json');
+    expect(created.stderr).toBe('');
+    expect(created.status).toBe(0);
+    const bot = JSON.parse(created.stdout) as { user_id: string; password: string };
+    expect(bot.user_id).toBe('@hello:cli.test');
+    expect(Buffer.from(bot.password, 'base64url').length).toBeGreaterThanOrEqual(16);
+
+    const human = cli('create-bot', 'hello', '--config', config);
+    expect(human.status).toBe(0);
+    expect(human.stdout).toContain('Rotated the secret of @hello:cli.test');
+    const rotated = /Password[^:]*: (\S+)/.exec(human.stdout)![1]!;
+
+    const { child, url } = await startServer();
+    try {
+      expect((await loginAs(url, 'hello', bot.password)).status).toBe(403);
+      const session = await loginAs(url, 'hello', rotated);
+      expect(session.status).toBe(200);
+      const whoami = await fetch(`${url}/_matrix/client/v3/account/whoami`, {
+        headers: { Authorization: `Bearer ${session.body.access_token}` },
+      });
+      expect(await whoami.json()).toMatchObject({ user_id: '@hello:cli.test' });
+    } finally {
+      child.kill('SIGTERM');
+      expect(await exited(child)).toBe(0);
+    }
+  });
+
+  it('keeps a write it acknowledged when the server is killed', async () => {
+    const admin = JSON.parse(cli('create-user', 'operator', '--admin', '--config', config, '--json').stdout) as {
+      user_id: string;
+      password: string;
+      admin: boolean;
+    };
+    expect(admin.admin).toBe(true);
+    let server = await startServer();
+    const token = (await loginAs(server.url, 'operator', admin.password)).body.access_token;
+    const res = await fetch(`${server.url}/_bot_homeserver/admin/v1/bots`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'survivor' }),
+    });
+    expect(res.status).toBe(201);
+    const bot = (await res.json()) as { password: string };
+    server.child.kill('SIGKILL');
+    await exited(server.child);
+
+    server = await startServer();
+    try {
+      expect((await loginAs(server.url, 'survivor', bot.password)).status).toBe(200);
+    } finally {
+      server.child.kill('SIGINT');
+      expect(await exited(server.child)).toBe(0);
+    }
+  });
+
+  it('refuses to create a user that exists, and names a bad config key', () => {
+    const again = cli('create-user', 'operator', '--config', config);
+    expect(again.status).toBe(1);
+    expect(again.stderr).toContain('User ID already taken.');
+
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(bad, 'server_name: cli.test\nlisten:\n  port: 99999\n  hots: 127.0.0.1\n');
+    const result = cli('start', '--config', bad);
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain('listen.port');
+    expect(result.stderr).toContain('listen.hots: unknown key');
+  });
+
+  it('migrates a database and says so', () => {
+    const fresh = join(dir, 'fresh.yaml');
+    writeFileSync(fresh, `database:\n  path: ${join(dir, 'fresh.db')}\n`);
+    expect(cli('migrate', '--config', fresh).stdout).toContain('applied: 0001-accounts');
+    expect(cli('migrate', '--config', fresh).stdout).toContain('database is up to date');
+  });
+});

@@ -1,0 +1,89 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config/index.js';
+import { parseDuration } from '../../src/config/duration.js';
+
+function configFile(text: string): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'bhs-config-')), 'config.yaml');
+  writeFileSync(file, text);
+  return file;
+}
+
+describe('configuration', () => {
+  it('has defaults for everything', () => {
+    const config = loadConfig({ env: {} });
+    expect(config.server_name).toBe('localhost');
+    expect(config.listen).toEqual({ host: '127.0.0.1', port: 8008, x_forwarded: false });
+    expect(config.database).toEqual({ path: './data/homeserver.db', synchronous: 'full' });
+    expect(config.enable_registration).toBe(false);
+    expect(config.registration_shared_secret).toBeNull();
+    expect(config.refreshable_access_token_lifetime).toBe(300_000);
+    expect(config.nonrefreshable_access_token_lifetime).toBeNull();
+    expect(config.rc_login.failed_attempts).toEqual({ per_second: 0.1, burst_count: 5 });
+    expect(config.public_baseurl).toBeUndefined();
+  });
+
+  it('reads a YAML file, and the environment overrides it', () => {
+    const file = configFile('server_name: example.org\nlisten:\n  port: 9000\nrc_message:\n  per_second: 5\n  burst_count: 10\n');
+    const config = loadConfig({
+      file,
+      env: {
+        BOT_HOMESERVER_LISTEN__PORT: '0',
+        BOT_HOMESERVER_DATABASE__PATH: ':memory:',
+        BOT_HOMESERVER_ENABLE_REGISTRATION: 'true',
+        BOT_HOMESERVER_PUBLIC_BASEURL: 'https://matrix.example.org',
+        BOT_HOMESERVER_REGISTRATION_SHARED_SECRET: 'null',
+      },
+    });
+    expect(config.server_name).toBe('example.org');
+    expect(config.listen.port).toBe(0);
+    expect(config.listen.host).toBe('127.0.0.1');
+    expect(config.database.path).toBe(':memory:');
+    expect(config.enable_registration).toBe(true);
+    expect(config.public_baseurl).toBe('https://matrix.example.org');
+    expect(config.registration_shared_secret).toBeNull();
+    expect(config.rc_message).toEqual({ per_second: 5, burst_count: 10 });
+  });
+
+  it('finds the file through BOT_HOMESERVER_CONFIG', () => {
+    const file = configFile('server_name: from-env.example\n');
+    expect(loadConfig({ env: { BOT_HOMESERVER_CONFIG: file } }).server_name).toBe('from-env.example');
+  });
+
+  it.each([
+    ['listen:\n  port: 70000\n', 'listen.port'],
+    ['listen:\n  port: eighty\n', 'listen.port'],
+    ['database:\n  synchronous: sometimes\n', 'database.synchronous'],
+    ['server_name: "has space"\n', 'server_name'],
+    ['rc_login:\n  address:\n    per_second: -1\n    burst_count: 3\n', 'rc_login.address.per_second'],
+    ['refreshable_access_token_lifetime: 5 minutes\n', 'refreshable_access_token_lifetime'],
+    ['serve_name: typo.example\n', 'serve_name: unknown key'],
+    ['listen:\n  prot: 1\n', 'listen.prot: unknown key'],
+  ])('refuses %j naming %s', (yaml, key) => {
+    expect(() => loadConfig({ file: configFile(yaml), env: {} })).toThrow(ConfigError);
+    expect(() => loadConfig({ file: configFile(yaml), env: {} })).toThrow(key);
+  });
+
+  it('names an unknown environment override', () => {
+    expect(() => loadConfig({ env: { BOT_HOMESERVER_LISTEN__PROT: '1' } })).toThrow('listen.prot: unknown key');
+  });
+
+  it('says where YAML is broken, and when the file is missing', () => {
+    expect(() => loadConfig({ file: configFile('listen:\n  port: [1,\n'), env: {} })).toThrow(/not valid YAML/);
+    expect(() => loadConfig({ file: '/nonexistent/config.yaml', env: {} })).toThrow(/cannot read config file/);
+    expect(() => loadConfig({ file: configFile('- a\n- b\n'), env: {} })).toThrow(/mapping/);
+  });
+
+  it('reads Synapse-style durations', () => {
+    expect(parseDuration('500ms')).toBe(500);
+    expect(parseDuration('30s')).toBe(30_000);
+    expect(parseDuration('5m')).toBe(300_000);
+    expect(parseDuration('2h')).toBe(7_200_000);
+    expect(parseDuration('1d')).toBe(86_400_000);
+    expect(parseDuration('1500')).toBe(1500);
+    expect(parseDuration(42)).toBe(42);
+    expect(() => parseDuration('soon')).toThrow();
+  });
+});
