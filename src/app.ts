@@ -7,7 +7,7 @@ import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/index.js';
-import { installErrorHandling } from './http/error-handler.js';
+import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.js';
 import { installJsonBodies } from './http/json-bodies.js';
 import { installValidation } from './http/validation.js';
 import { installRequestLogging, loggerOptions } from './http/logging.js';
@@ -67,6 +67,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     // Room and event ids in paths are long once percent-encoded; the default cap is 100.
     routerOptions: { maxParamLength: 2048 },
     forceCloseConnections: true,
+    frameworkErrors: frameworkErrorHandler,
     // Requests are logged by installRequestLogging, with secrets cut out of the URL.
     logController: new LogController({ disableRequestLogging: true }),
   }).withTypeProvider<TypeBoxTypeProvider>();

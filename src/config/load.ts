@@ -3,6 +3,7 @@
  * A bad value fails here, at start, with a message that names the key.
  */
 import { readFileSync } from 'node:fs';
+import { Value } from '@sinclair/typebox/value';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { ConfigSchema, type Config, type RawConfig } from './schema.js';
@@ -33,7 +34,10 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   const env = options.env ?? process.env;
   const file = options.file ?? env[CONFIG_FILE_ENV];
   const fromFile = file ? readConfigFile(file) : {};
-  const merged = deepMerge(deepMerge(fromFile, envOverrides(env)), options.overrides ?? {});
+  // Environment values arrive as text; converting them by the schema reads "8008" as a number
+  // where a number is expected and leaves a digits-only secret a string where a string is.
+  const fromEnv = Value.Convert(ConfigSchema, envOverrides(env)) as Record<string, unknown>;
+  const merged = deepMerge(deepMerge(fromFile, fromEnv), options.overrides ?? {});
   return finishConfig(merged);
 }
 
@@ -46,14 +50,23 @@ export function finishConfig(raw: Record<string, unknown>): Config {
   const config = candidate as RawConfig;
   return {
     ...config,
-    refreshable_access_token_lifetime: durationOrNull(config.refreshable_access_token_lifetime),
-    nonrefreshable_access_token_lifetime: durationOrNull(config.nonrefreshable_access_token_lifetime),
-    refresh_token_lifetime: durationOrNull(config.refresh_token_lifetime),
+    refreshable_access_token_lifetime: durationOrNull(
+      'refreshable_access_token_lifetime',
+      config.refreshable_access_token_lifetime,
+    ),
+    nonrefreshable_access_token_lifetime: durationOrNull(
+      'nonrefreshable_access_token_lifetime',
+      config.nonrefreshable_access_token_lifetime,
+    ),
+    refresh_token_lifetime: durationOrNull('refresh_token_lifetime', config.refresh_token_lifetime),
   };
 }
 
-function durationOrNull(value: string | number | null): number | null {
-  return value === null ? null : parseDuration(value);
+function durationOrNull(key: string, value: string | number | null): number | null {
+  if (value === null) return null;
+  const ms = parseDuration(value);
+  if (ms <= 0) throw new ConfigError(`invalid configuration:\n  ${key}: must be longer than zero (or null for never)`);
+  return ms;
 }
 
 function readConfigFile(file: string): Record<string, unknown> {
@@ -76,32 +89,23 @@ function readConfigFile(file: string): Record<string, unknown> {
 }
 
 /**
- * `BOT_HOMESERVER_LISTEN__PORT=0` sets `listen.port`; values are read as YAML scalars, so numbers,
- * booleans and `null` keep their types. Unknown keys are reported by validation like file keys.
+ * `BOT_HOMESERVER_LISTEN__PORT=0` sets `listen.port`. Values are text, converted to the key's type
+ * by the caller; `null` sets a key to null. Unknown keys are reported like file keys.
  */
 function envOverrides(env: NodeJS.ProcessEnv): Record<string, unknown> {
   const result: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(env)) {
-    if (!name.startsWith(ENV_PREFIX) || name === CONFIG_FILE_ENV || value === undefined) continue;
+    // An empty variable is an unset one (`FOO= cmd` is how shells clear a value).
+    if (!name.startsWith(ENV_PREFIX) || name === CONFIG_FILE_ENV || value === undefined || value === '') continue;
     const path = name.slice(ENV_PREFIX.length).toLowerCase().split('__');
     let target = result;
     for (const key of path.slice(0, -1)) {
       const next = target[key];
       target = isPlainObject(next) ? next : (target[key] = {});
     }
-    target[path[path.length - 1]!] = parseEnvValue(value);
+    target[path[path.length - 1]!] = value === 'null' ? null : value;
   }
   return result;
-}
-
-/** `8008` is a number, `true` a boolean, `null` null; anything else (`:memory:`, a URL) stays text. */
-function parseEnvValue(value: string): unknown {
-  try {
-    const parsed: unknown = parseYaml(value);
-    return parsed === null || ['number', 'boolean'].includes(typeof parsed) ? parsed : value;
-  } catch {
-    return value;
-  }
 }
 
 function describeErrors(errors: ErrorObject[]): string {
@@ -111,6 +115,9 @@ function describeErrors(errors: ErrorObject[]): string {
     if (error.keyword === 'additionalProperties') {
       const extra = (error.params as { additionalProperty: string }).additionalProperty;
       lines.add(`  ${key ? `${key}.` : ''}${extra}: unknown key`);
+    } else if (error.keyword === 'enum') {
+      const allowed = (error.params as { allowedValues: unknown[] }).allowedValues;
+      lines.add(`  ${key}: must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}`);
     } else if (error.keyword === 'anyOf') {
       // The branches of a union already said what was wrong; keep their messages.
       continue;

@@ -22,11 +22,19 @@ export const DurationSchema = Type.Union([
   Type.String({ pattern: '^[0-9]+(ms|s|m|h|d|w|y)?$' }),
 ]);
 
+/** A limit whose fields each fall back to this limiter's default, as Synapse fills in a missing one. */
 const rateLimit = (per_second: number, burst_count: number) =>
-  Type.Object(RateLimitSchema.properties, {
-    additionalProperties: false,
-    default: { per_second, burst_count },
-  });
+  Type.Object(
+    {
+      per_second: Type.Number({ minimum: 0, default: per_second }),
+      burst_count: Type.Number({ minimum: 0, default: burst_count }),
+    },
+    { additionalProperties: false, default: {} },
+  );
+
+/** One of a fixed set of strings; validation errors list the allowed values. */
+const StringEnum = <T extends string>(values: readonly T[], defaultValue: T) =>
+  Type.Unsafe<T>({ type: 'string', enum: [...values], default: defaultValue });
 
 export const ConfigSchema = Type.Object(
   {
@@ -49,7 +57,7 @@ export const ConfigSchema = Type.Object(
     database: Type.Object(
       {
         path: Type.String({ minLength: 1, default: './data/homeserver.db' }),
-        synchronous: Type.Union([Type.Literal('full'), Type.Literal('normal')], { default: 'full' }),
+        synchronous: StringEnum(['full', 'normal'] as const, 'full'),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -80,10 +88,7 @@ export const ConfigSchema = Type.Object(
     max_request_body_bytes: Type.Integer({ minimum: 1024, default: 1_048_576 }),
     logging: Type.Object(
       {
-        level: Type.Union(
-          ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
-          { default: 'info' },
-        ),
+        level: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -28,7 +28,10 @@ export function extractAccessToken(request: FastifyRequest): string | null {
   return fromQuery;
 }
 
-/** A preHandler that requires a valid access token and sets `request.requester`. */
+/**
+ * An onRequest hook that requires a valid access token and sets `request.requester`. It runs
+ * before the body is read or validated: an anonymous caller learns nothing about the endpoint.
+ */
 export function authenticate(sessions: SessionService) {
   return async function requireAccessToken(request: FastifyRequest): Promise<void> {
     const token = extractAccessToken(request);
@@ -39,6 +42,6 @@ export function authenticate(sessions: SessionService) {
 
 /** The authenticated user of a request whose route used `authenticate`. */
 export function requesterOf(request: FastifyRequest): Requester {
-  if (!request.requester) throw new Error('route is missing the authenticate preHandler');
+  if (!request.requester) throw new Error('route is missing the authenticate hook');
   return request.requester;
 }

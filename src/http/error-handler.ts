@@ -6,6 +6,13 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod, type HTTPVersion } from 'find-my-way';
 import { MatrixError } from './errors.js';
+import { NOT_JSON } from './json-bodies.js';
+
+/** Errors Fastify raises before routing (a malformed URL), answered like every other error. */
+export function frameworkErrorHandler(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
+  sendError(reply, new MatrixError('M_UNKNOWN', error.code === 'FST_ERR_BAD_URL' ? 'Invalid URL' : error.message, { status }));
+}
 
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
@@ -69,12 +76,16 @@ function toMatrixError(error: FastifyError, request: FastifyRequest): MatrixErro
 
 function validationError(error: FastifyError, request: FastifyRequest): MatrixError {
   const context = error.validationContext ?? 'body';
-  if (context === 'body' && (request.body === undefined || request.body === null)) {
+  if (context === 'body' && (request.body === undefined || request.body === null || request.body === NOT_JSON)) {
     return new MatrixError('M_NOT_JSON', 'Content not JSON.');
   }
   const issue = (error.validation as ValidationIssue[])[0];
   const where = describeLocation(context, issue);
   const message = issue?.message ?? 'is invalid';
+  if (issue?.keyword === 'enum') {
+    const allowed = (issue.params.allowedValues as unknown[]).map((value) => JSON.stringify(value)).join(', ');
+    return new MatrixError(context === 'body' ? 'M_BAD_JSON' : 'M_INVALID_PARAM', `${where} must be one of ${allowed}`);
+  }
   if (context === 'body') {
     if (issue?.instancePath === '' && issue.keyword === 'type') {
       return new MatrixError('M_BAD_JSON', 'Content must be a JSON object.');

@@ -3,9 +3,10 @@
  * wrong shape, not the string "5"); query strings and path segments arrive as text, so they are
  * coerced to the declared types. Nothing is removed from bodies: event content is free-form.
  */
-import type { TSchema } from '@sinclair/typebox';
+import { Type, type TSchema } from '@sinclair/typebox';
 import { Ajv, type Options } from 'ajv';
 import type { FastifyInstance } from 'fastify';
+import { NOT_JSON } from './json-bodies.js';
 
 const common: Options = { useDefaults: true, allErrors: false, strict: false, allowUnionTypes: true };
 const OPTIONAL_BODY = 'x-optional-body';
@@ -18,21 +19,32 @@ export function optionalBody<T extends TSchema>(schema: T): T {
   return { ...schema, [OPTIONAL_BODY]: true };
 }
 
+/** One of a fixed set of strings; a wrong value is told the allowed ones. */
+export function StringEnum<T extends string>(values: readonly T[], options: { default?: T } = {}) {
+  return Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
+}
+
 export function installValidation(app: FastifyInstance): void {
   const bodies = new Ajv({ ...common, coerceTypes: false });
   const textParts = new Ajv({ ...common, coerceTypes: 'array' });
   app.setValidatorCompiler(({ schema, httpPart }) => {
     if (httpPart !== 'body') return textParts.compile(schema as object);
     const validate = bodies.compile(schema as object);
-    if ((schema as Record<string, unknown>)[OPTIONAL_BODY] !== true) return validate;
-    const validateOptional = (data: unknown): boolean => {
+    const optional = (schema as Record<string, unknown>)[OPTIONAL_BODY] === true;
+    const validateBody = (data: unknown): boolean => {
+      // A body that did not parse fails here, on routes that read a body, and nowhere else; the
+      // error handler sees the stand-in and answers M_NOT_JSON.
+      if (data === NOT_JSON) {
+        validateBody.errors = [{ keyword: 'type', instancePath: '', schemaPath: '#', params: {}, message: 'not JSON' }];
+        return false;
+      }
       // Fastify hands a missing body to validators as null.
-      if (data === undefined || data === null) return true;
+      if (optional && (data === undefined || data === null)) return true;
       const valid = validate(data);
-      validateOptional.errors = validate.errors;
+      validateBody.errors = validate.errors;
       return valid;
     };
-    validateOptional.errors = null as typeof validate.errors;
-    return validateOptional;
+    validateBody.errors = null as typeof validate.errors;
+    return validateBody;
   });
 }

@@ -16,6 +16,8 @@ export interface RateDecision {
 interface Bucket {
   level: number;
   updatedMs: number;
+  /** The drain rate this bucket was filled under (a per-user override may differ from the default). */
+  rate: number;
 }
 
 /** Every this many recorded actions, buckets that have drained empty are dropped. */
@@ -44,7 +46,7 @@ export class RateLimiter {
     const level = bucket ? Math.max(0, bucket.level - ((now - bucket.updatedMs) / 1000) * rate) : 0;
     const allowed = level + count <= burst;
     if (allowed && options.record !== false) {
-      this.buckets.set(key, { level: level + count, updatedMs: now });
+      this.buckets.set(key, { level: level + count, updatedMs: now, rate });
       this.pruneSometimes(now);
     }
     const retryAfterMs = allowed ? 0 : rate > 0 ? Math.ceil(((level + count - burst) / rate) * 1000) : Infinity;
@@ -64,11 +66,11 @@ export class RateLimiter {
     const now = this.clock.now();
     const bucket = this.buckets.get(key);
     const level = bucket ? Math.max(0, bucket.level - ((now - bucket.updatedMs) / 1000) * rate) : 0;
-    this.buckets.set(key, { level: level + count, updatedMs: now });
+    this.buckets.set(key, { level: level + count, updatedMs: now, rate });
     this.pruneSometimes(now);
   }
 
-  /** Forgets a key (e.g. failed-login counts after a successful login). */
+  /** Forgets a key (failed-login counts after a successful login). */
   reset(key: string): void {
     this.buckets.delete(key);
   }
@@ -76,9 +78,8 @@ export class RateLimiter {
   private pruneSometimes(now: number): void {
     if (++this.checksSincePrune < PRUNE_EVERY) return;
     this.checksSincePrune = 0;
-    const rate = this.limit.per_second;
     for (const [key, bucket] of this.buckets) {
-      if (rate > 0 && bucket.level - ((now - bucket.updatedMs) / 1000) * rate <= 0) this.buckets.delete(key);
+      if (bucket.rate > 0 && bucket.level - ((now - bucket.updatedMs) / 1000) * bucket.rate <= 0) this.buckets.delete(key);
     }
   }
 }

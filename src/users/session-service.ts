@@ -74,6 +74,8 @@ export class SessionService {
     }
     if (user.deactivated) throw new MatrixError('M_USER_DEACTIVATED', 'This account has been deactivated');
     this.limiters.loginAccount.enforce(user.user_id);
+    // The right password ends a streak of failures: a bot that was misconfigured is not punished later.
+    this.limiters.loginFailed.reset(failedKey);
     return this.createSession(user.user_id, login);
   }
 

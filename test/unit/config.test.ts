@@ -87,3 +87,32 @@ describe('configuration', () => {
     expect(() => parseDuration('soon')).toThrow();
   });
 });
+
+describe('environment overrides', () => {
+  it('convert text to each key\'s type', () => {
+    const config = loadConfig({
+      env: {
+        BOT_HOMESERVER_REGISTRATION_SHARED_SECRET: '12345',
+        BOT_HOMESERVER_LISTEN__X_FORWARDED: 'true',
+        BOT_HOMESERVER_RC_LOGIN__ADDRESS__PER_SECOND: '2.5',
+        BOT_HOMESERVER_REFRESH_TOKEN_LIFETIME: '300000',
+        BOT_HOMESERVER_SERVER_NAME: '',
+      },
+    });
+    expect(config.registration_shared_secret).toBe('12345');
+    expect(config.listen.x_forwarded).toBe(true);
+    // The other field of a limit keeps its default, as Synapse fills in a missing one.
+    expect(config.rc_login.address).toEqual({ per_second: 2.5, burst_count: 20 });
+    expect(config.refresh_token_lifetime).toBe(300_000);
+    expect(config.server_name).toBe('localhost');
+  });
+
+  it('refuse a zero lifetime and list allowed values', () => {
+    expect(() => loadConfig({ env: { BOT_HOMESERVER_REFRESH_TOKEN_LIFETIME: '0s' } })).toThrow(
+      'refresh_token_lifetime: must be longer than zero',
+    );
+    expect(() => loadConfig({ env: { BOT_HOMESERVER_DATABASE__SYNCHRONOUS: 'off' } })).toThrow(
+      'database.synchronous: must be one of "full", "normal"',
+    );
+  });
+});

@@ -7,12 +7,12 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Services } from '../../services.js';
-import type { UserRow } from '../../storage/index.js';
+import type { UserListQuery, UserRow } from '../../storage/index.js';
 import { localpartOf } from '../../users/user-ids.js';
 import { VERSION } from '../../version.js';
 import { authenticate, requesterOf } from '../auth.js';
 import { MatrixError } from '../errors.js';
-import { optionalBody } from '../validation.js';
+import { optionalBody, StringEnum } from '../validation.js';
 
 const UserIdParams = Type.Object({ userId: Type.String() });
 const Nullable = <T extends ReturnType<typeof Type.String>>(schema: T) => Type.Union([schema, Type.Null()]);
@@ -34,17 +34,16 @@ const RatelimitBodySchema = Type.Object({
 
 const ListUsersQuerySchema = Type.Object({
   from: Type.Integer({ minimum: 0, default: 0 }),
-  limit: Type.Integer({ minimum: 0, maximum: 1000, default: 100 }),
+  limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
   name: Type.Optional(Type.String()),
   user_id: Type.Optional(Type.String()),
   guests: Type.Optional(Type.Boolean()),
   deactivated: Type.Boolean({ default: false }),
   admins: Type.Optional(Type.Boolean()),
-  order_by: Type.Union(
-    ['name', 'admin', 'deactivated', 'user_type', 'displayname', 'creation_ts'].map((key) => Type.Literal(key)),
-    { default: 'name' },
-  ),
-  dir: Type.Union([Type.Literal('f'), Type.Literal('b')], { default: 'f' }),
+  order_by: StringEnum(['name', 'admin', 'deactivated', 'user_type', 'displayname', 'creation_ts'] as const, {
+    default: 'name',
+  }),
+  dir: StringEnum(['f', 'b'] as const, { default: 'f' }),
 });
 
 export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
@@ -80,7 +79,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
     );
 
     /** GET /_synapse/admin/v2/users: a page of accounts. */
-    app.get('/_synapse/admin/v2/users', { preHandler: requireAdmin, schema: { querystring: ListUsersQuerySchema } }, async (request) => {
+    app.get('/_synapse/admin/v2/users', { onRequest: requireAdmin, schema: { querystring: ListUsersQuerySchema } }, async (request) => {
       const query = request.query;
       const { users, total } = await services.accounts.listUsers({
         from: query.from,
@@ -89,7 +88,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
         userId: query.name ? undefined : query.user_id,
         includeDeactivated: query.deactivated,
         admins: query.admins,
-        orderBy: query.order_by as never,
+        orderBy: query.order_by as UserListQuery['orderBy'],
         direction: query.dir === 'b' ? 'desc' : 'asc',
       });
       const page: Record<string, unknown> = { users: users.map(listedUser), total };
@@ -98,14 +97,14 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
     });
 
     /** GET /_synapse/admin/v2/users/<user_id> */
-    app.get('/_synapse/admin/v2/users/:userId', { preHandler: requireAdmin, schema: { params: UserIdParams } }, async (request) =>
+    app.get('/_synapse/admin/v2/users/:userId', { onRequest: requireAdmin, schema: { params: UserIdParams } }, async (request) =>
       userDetails(await existingUser(request.params.userId)),
     );
 
     /** PUT /_synapse/admin/v2/users/<user_id>: create (201) or modify (200) an account. */
     app.put(
       '/_synapse/admin/v2/users/:userId',
-      { preHandler: requireAdmin, schema: { params: UserIdParams, body: PutUserBodySchema } },
+      { onRequest: requireAdmin, schema: { params: UserIdParams, body: PutUserBodySchema } },
       async (request, reply) => {
         const userId = request.params.userId;
         const localpart = localpartOf(userId, services.config.server_name);
@@ -144,7 +143,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
     app.post(
       '/_synapse/admin/v1/deactivate/:userId',
       {
-        preHandler: requireAdmin,
+        onRequest: requireAdmin,
         schema: { params: UserIdParams, body: optionalBody(Type.Object({ erase: Type.Optional(Type.Boolean()) })) },
       },
       async (request) => {
@@ -155,7 +154,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
     );
 
     /** GET /_synapse/admin/v1/users/<user_id>/override_ratelimit */
-    app.get('/_synapse/admin/v1/users/:userId/override_ratelimit', { preHandler: requireAdmin, schema: { params: UserIdParams } }, async (request) => {
+    app.get('/_synapse/admin/v1/users/:userId/override_ratelimit', { onRequest: requireAdmin, schema: { params: UserIdParams } }, async (request) => {
       const user = await existingUser(request.params.userId);
       const override = await services.storage.ratelimits.get(user.user_id);
       return override ? { messages_per_second: override.messages_per_second, burst_count: override.burst_count } : {};
@@ -164,7 +163,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
     /** POST /_synapse/admin/v1/users/<user_id>/override_ratelimit: 0 messages per second exempts the user. */
     app.post(
       '/_synapse/admin/v1/users/:userId/override_ratelimit',
-      { preHandler: requireAdmin, schema: { params: UserIdParams, body: optionalBody(RatelimitBodySchema) } },
+      { onRequest: requireAdmin, schema: { params: UserIdParams, body: optionalBody(RatelimitBodySchema) } },
       async (request) => {
         const user = await existingUser(request.params.userId);
         const override = {
@@ -179,7 +178,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
     );
 
     /** DELETE /_synapse/admin/v1/users/<user_id>/override_ratelimit */
-    app.delete('/_synapse/admin/v1/users/:userId/override_ratelimit', { preHandler: requireAdmin, schema: { params: UserIdParams } }, async (request) => {
+    app.delete('/_synapse/admin/v1/users/:userId/override_ratelimit', { onRequest: requireAdmin, schema: { params: UserIdParams } }, async (request) => {
       const user = await existingUser(request.params.userId);
       await services.storage.ratelimits.delete(user.user_id);
       services.limiters.overrideChanged(user.user_id, null);
@@ -192,7 +191,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
      */
     app.post(
       '/_bot_homeserver/admin/v1/bots',
-      { preHandler: requireAdmin, schema: { body: Type.Object({ name: Type.String({ minLength: 1 }) }) } },
+      { onRequest: requireAdmin, schema: { body: Type.Object({ name: Type.String({ minLength: 1 }) }) } },
       async (request, reply) => {
         const credentials = await services.accounts.createOrRotateBot(request.body.name);
         return reply.code(credentials.created ? 201 : 200).send(credentials);

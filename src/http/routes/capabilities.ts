@@ -9,7 +9,7 @@ export const ROOM_VERSIONS = { default: '10', available: { '10': 'stable' } } as
 export function capabilitiesRoutes(services: Services): FastifyPluginAsyncTypebox {
   return async (app) => {
     /** GET /capabilities */
-    app.get('/capabilities', { preHandler: authenticate(services.sessions) }, async () => ({
+    app.get('/capabilities', { onRequest: authenticate(services.sessions) }, async () => ({
       capabilities: {
         'm.room_versions': ROOM_VERSIONS,
         // Bots get their passwords from the operator; changing them is the operator's job.

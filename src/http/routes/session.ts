@@ -59,19 +59,19 @@ export function sessionRoutes(services: Services, server: ServerInfo): FastifyPl
     );
 
     /** GET /account/whoami */
-    app.get('/account/whoami', { preHandler: requireUser }, async (request) => {
+    app.get('/account/whoami', { onRequest: requireUser }, async (request) => {
       const requester = requesterOf(request);
       return { user_id: requester.userId, device_id: requester.deviceId, is_guest: false };
     });
 
     /** POST /logout: ends this device's session. */
-    app.post('/logout', { preHandler: requireUser }, async (request) => {
+    app.post('/logout', { onRequest: requireUser }, async (request) => {
       await services.sessions.logout(requesterOf(request));
       return {};
     });
 
     /** POST /logout/all: ends every session of this user. */
-    app.post('/logout/all', { preHandler: requireUser }, async (request) => {
+    app.post('/logout/all', { onRequest: requireUser }, async (request) => {
       await services.sessions.logoutAll(requesterOf(request).userId);
       return {};
     });
