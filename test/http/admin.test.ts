@@ -263,6 +263,37 @@ describe('admin users API', () => {
     expect(((await asAdmin(hs.http.get(path))) as { body: unknown }).body).toEqual({});
   });
 
+  it('applies overrides to the message limiter the send path uses', async () => {
+    await hs.close();
+    hs = await startTestHomeserver({ ratelimiting_enabled: true, rc_message: { per_second: 0.001, burst_count: 2 } });
+    admin = await createUser(hs, 'admin', { admin: true });
+    const exempt = await createUser(hs, 'exempt');
+    const limited = await createUser(hs, 'limited');
+    const generous = await createUser(hs, 'generous');
+    const override = (user: TestUser, body: object) =>
+      asAdmin(hs.http.post(`/_synapse/admin/v1/users/${user.userId}/override_ratelimit`).send(body));
+    await override(exempt, { messages_per_second: 0 });
+    await override(generous, { messages_per_second: 1, burst_count: 5 });
+    const sendable = async (user: TestUser, times: number) => {
+      let sent = 0;
+      for (let i = 0; i < times; i++) {
+        try {
+          await hs.services.limiters.checkMessage(user.userId);
+          sent++;
+        } catch (err) {
+          expect((err as { errcode?: string }).errcode).toBe('M_LIMIT_EXCEEDED');
+        }
+      }
+      return sent;
+    };
+    expect(await sendable(limited, 10)).toBe(2);
+    expect(await sendable(generous, 10)).toBe(5);
+    expect(await sendable(exempt, 100)).toBe(100);
+    // Removing the override puts the user back under rc_message.
+    await asAdmin(hs.http.delete(`/_synapse/admin/v1/users/${exempt.userId}/override_ratelimit`));
+    expect(await sendable(exempt, 10)).toBe(2);
+  });
+
   it('creates a bot (201) and rotates its secret (200); the old secret and sessions stop working', async () => {
     const created = (await asAdmin(hs.http.post('/_bot_homeserver/admin/v1/bots').send({ name: 'helper' }))) as { status: number; body: any };
     expect(created.status).toBe(201);

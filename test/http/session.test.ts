@@ -267,4 +267,21 @@ describe('login rate limits', () => {
     }
     expect(statuses).toEqual([200, 200, 200, 429]);
   });
+
+  it('behind a reverse proxy (listen.x_forwarded) limits each client address, not the proxy', async () => {
+    hs = await startTestHomeserver({
+      ratelimiting_enabled: true,
+      listen: { x_forwarded: true },
+      rc_login: { address: { per_second: 0.01, burst_count: 1 } },
+    });
+    await hs.services.accounts.createUser({ localpart: 'alice', password: 'right' });
+    const from = (address: string) =>
+      hs.http
+        .post(`${V3}/login`)
+        .set('X-Forwarded-For', address)
+        .send({ type: 'm.login.password', user: 'alice', password: 'right' });
+    expect((await from('203.0.113.1')).status).toBe(200);
+    expect((await from('203.0.113.2')).status).toBe(200);
+    expect((await from('203.0.113.1')).status).toBe(429);
+  });
 });
