@@ -55,6 +55,12 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
   await db.schema.createIndex('access_tokens_user').on('access_tokens').columns(['user_id', 'device_id']).execute();
   await db.schema.createIndex('refresh_tokens_user').on('refresh_tokens').columns(['user_id', 'device_id']).execute();
+  // Refresh rotation looks tokens up by their successor and by the refresh token they came with.
+  await db.schema.createIndex('refresh_tokens_next').on('refresh_tokens').column('next_token_id').execute();
+  await db.schema.createIndex('access_tokens_refresh').on('access_tokens').column('refresh_token_id').execute();
+  // Expired tokens are pruned periodically.
+  await db.schema.createIndex('access_tokens_expiry').on('access_tokens').column('expires_ts').execute();
+  await db.schema.createIndex('refresh_tokens_expiry').on('refresh_tokens').column('expires_ts').execute();
 
   await db.schema
     .createTable('ratelimit_overrides')

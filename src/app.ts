@@ -23,6 +23,8 @@ import { migrateToLatest, openDatabase, Storage } from './storage/index.js';
 /** The Client-Server API is served under both prefixes: matrix-nio speaks only r0. */
 export const CLIENT_PREFIXES = ['/_matrix/client/v3', '/_matrix/client/r0'] as const;
 
+const TOKEN_PRUNE_INTERVAL_MS = 3_600_000;
+
 export interface AppDependencies {
   clock?: Clock;
   /** An already-open storage (the caller closes it); otherwise the config's database is opened. */
@@ -74,7 +76,15 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
 
   app.decorate('homeserver', { config, services, server });
   app.decorateRequest('requester', null);
-  if (ownsStorage) app.addHook('onClose', async () => storage.close());
+  // Expired tokens are deleted once a day has passed since they expired; the tables would only grow.
+  const pruning = setInterval(() => {
+    services.sessions.pruneExpiredTokens().catch((err: unknown) => app.log.error({ err }, 'pruning expired tokens failed'));
+  }, TOKEN_PRUNE_INTERVAL_MS);
+  pruning.unref();
+  app.addHook('onClose', async () => {
+    clearInterval(pruning);
+    if (ownsStorage) await storage.close();
+  });
 
   installErrorHandling(app);
   installJsonBodies(app);

@@ -93,10 +93,7 @@ export async function main(argv: string[]): Promise<void> {
     .option('--json', 'print one line of JSON: {"user_id": ..., "password": ..., "admin": ...}')
     .action(async (name: string, options: { config?: string; admin?: boolean; password?: string; json?: boolean }) => {
       await withServices(options.config, async (services) => {
-        const localpart = name.startsWith('@') ? name.slice(1, name.indexOf(':') > 0 ? name.indexOf(':') : undefined) : name;
-        if (name.startsWith('@') && services.accounts.userIdFor(localpart) !== name) {
-          throw new MatrixError('M_INVALID_USERNAME', `${name} is not a user on ${services.config.server_name}`);
-        }
+        const localpart = services.accounts.localpartNamedBy(name);
         const password = options.password ?? randomBytes(18).toString('base64url');
         const user = await services.accounts.createUser({ localpart, password, admin: options.admin === true });
         const admin = user.admin === 1;

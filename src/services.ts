@@ -25,7 +25,7 @@ export function createServices(config: Config, storage: Storage, clock: Clock): 
   const hasher = new PasswordHasher(config.password_hashing);
   const limiters = new Limiters(config, clock, storage);
   const sessions = new SessionService(storage, config, clock, hasher, limiters);
-  const accounts = new AccountService(storage, config.server_name, clock, hasher, sessions);
+  const accounts = new AccountService(storage, config.server_name, clock, hasher);
   const registration = new RegistrationService(config, clock, accounts, sessions, limiters);
   return { config, clock, storage, limiters, accounts, sessions, registration };
 }

@@ -5,10 +5,29 @@
  */
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
 
-const SECRET_QUERY_PARAMS = /([?&](?:access_token|refresh_token)=)[^&]*/gi;
+const SECRET_QUERY_PARAMS = new Set(['access_token', 'refresh_token']);
 
+/**
+ * The URL with the values of secret query parameters replaced. Names are compared decoded, as the
+ * query parser reads them (`access%5Ftoken` is `access_token` too).
+ */
 export function redactUrl(url: string): string {
-  return url.replace(SECRET_QUERY_PARAMS, '$1<redacted>');
+  const queryStart = url.indexOf('?');
+  if (queryStart < 0) return url;
+  const pairs = url.slice(queryStart + 1).split('&').map((pair) => {
+    const equals = pair.indexOf('=');
+    const rawName = equals < 0 ? pair : pair.slice(0, equals);
+    return SECRET_QUERY_PARAMS.has(decodeName(rawName)) ? `${rawName}=<redacted>` : pair;
+  });
+  return `${url.slice(0, queryStart)}?${pairs.join('&')}`;
+}
+
+function decodeName(name: string): string {
+  try {
+    return decodeURIComponent(name.replaceAll('+', ' '));
+  } catch {
+    return name;
+  }
 }
 
 export function loggerOptions(level: string): FastifyServerOptions['logger'] {

@@ -22,15 +22,21 @@ interface Bucket {
 
 /** Every this many recorded actions, buckets that have drained empty are dropped. */
 const PRUNE_EVERY = 1024;
+/**
+ * Keys are chosen by clients (addresses, user names), so the number of buckets is capped; past
+ * it, the buckets touched longest ago are forgotten (that forgives, it never punishes).
+ */
+const MAX_BUCKETS = 100_000;
 
 export class RateLimiter {
   private readonly buckets = new Map<string, Bucket>();
-  private checksSincePrune = 0;
+  private recordsSincePrune = 0;
 
   constructor(
     private readonly limit: RateLimitConfig,
     private readonly clock: Clock,
     private readonly enabled = true,
+    private readonly maxBuckets = MAX_BUCKETS,
   ) {}
 
   /**
@@ -46,8 +52,7 @@ export class RateLimiter {
     const level = bucket ? Math.max(0, bucket.level - ((now - bucket.updatedMs) / 1000) * rate) : 0;
     const allowed = level + count <= burst;
     if (allowed && options.record !== false) {
-      this.buckets.set(key, { level: level + count, updatedMs: now, rate });
-      this.pruneSometimes(now);
+      this.store(key, { level: level + count, updatedMs: now, rate });
     }
     const retryAfterMs = allowed ? 0 : rate > 0 ? Math.ceil(((level + count - burst) / rate) * 1000) : Infinity;
     return { allowed, retryAfterMs };
@@ -66,8 +71,7 @@ export class RateLimiter {
     const now = this.clock.now();
     const bucket = this.buckets.get(key);
     const level = bucket ? Math.max(0, bucket.level - ((now - bucket.updatedMs) / 1000) * rate) : 0;
-    this.buckets.set(key, { level: level + count, updatedMs: now, rate });
-    this.pruneSometimes(now);
+    this.store(key, { level: level + count, updatedMs: now, rate });
   }
 
   /** Forgets a key (failed-login counts after a successful login). */
@@ -75,9 +79,21 @@ export class RateLimiter {
     this.buckets.delete(key);
   }
 
-  private pruneSometimes(now: number): void {
-    if (++this.checksSincePrune < PRUNE_EVERY) return;
-    this.checksSincePrune = 0;
+  /** Number of buckets held (for tests and metrics). */
+  get size(): number {
+    return this.buckets.size;
+  }
+
+  /** Re-inserts, so the Map's order is least recently touched first. */
+  private store(key: string, bucket: Bucket): void {
+    this.buckets.delete(key);
+    this.buckets.set(key, bucket);
+    if (this.buckets.size > this.maxBuckets) this.buckets.delete(this.buckets.keys().next().value!);
+    if (++this.recordsSincePrune >= PRUNE_EVERY) this.pruneDrained(bucket.updatedMs);
+  }
+
+  private pruneDrained(now: number): void {
+    this.recordsSincePrune = 0;
     for (const [key, bucket] of this.buckets) {
       if (bucket.rate > 0 && bucket.level - ((now - bucket.updatedMs) / 1000) * bucket.rate <= 0) this.buckets.delete(key);
     }

@@ -11,10 +11,6 @@ export class RatelimitStore {
     return this.db.selectFrom('ratelimit_overrides').selectAll().where('user_id', '=', userId).executeTakeFirst();
   }
 
-  async list(): Promise<RatelimitOverrideRow[]> {
-    return this.db.selectFrom('ratelimit_overrides').selectAll().execute();
-  }
-
   async set(row: RatelimitOverrideRow): Promise<void> {
     await this.db
       .insertInto('ratelimit_overrides')

@@ -22,11 +22,6 @@ export class SessionStore {
     await this.db.insertInto('devices').values(device).execute();
   }
 
-  async listDeviceIds(userId: string): Promise<string[]> {
-    const rows = await this.db.selectFrom('devices').select('device_id').where('user_id', '=', userId).execute();
-    return rows.map((row) => row.device_id);
-  }
-
   /** Deletes a device with every token issued to it. */
   async deleteDevice(userId: string, deviceId: string): Promise<void> {
     await this.deleteTokensOfDevice(userId, deviceId);
@@ -54,12 +49,17 @@ export class SessionStore {
     return this.db.selectFrom('access_tokens').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
   }
 
-  async deleteAccessToken(id: number): Promise<void> {
-    await this.db.deleteFrom('access_tokens').where('id', '=', id).execute();
+  /** Marks a token used; false when the token no longer exists. */
+  async markAccessTokenUsed(id: number): Promise<boolean> {
+    const result = await this.db.updateTable('access_tokens').set({ used: 1 }).where('id', '=', id).executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
   }
 
-  async markAccessTokenUsed(id: number): Promise<void> {
-    await this.db.updateTable('access_tokens').set({ used: 1 }).where('id', '=', id).execute();
+  /** Deletes access and refresh tokens that expired before `beforeMs`; returns how many. */
+  async deleteExpiredTokens(beforeMs: number): Promise<number> {
+    const access = await this.db.deleteFrom('access_tokens').where('expires_ts', '<', beforeMs).executeTakeFirst();
+    const refresh = await this.db.deleteFrom('refresh_tokens').where('expires_ts', '<', beforeMs).executeTakeFirst();
+    return Number(access.numDeletedRows) + Number(refresh.numDeletedRows);
   }
 
   async insertRefreshToken(token: Insertable<RefreshTokensTable>): Promise<number> {

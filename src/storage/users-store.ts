@@ -65,8 +65,11 @@ export class UserStore {
   }
 }
 
-/** A case-insensitive substring match in which `%` and `_` in the search text match literally. */
+/**
+ * A substring match in which `%` and `_` in the search text match literally. SQLite's LIKE ignores
+ * the case of ASCII letters only (as Synapse's search on SQLite does).
+ */
 function contains(column: 'user_id' | 'displayname', text: string) {
-  const pattern = `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-  return sql<boolean>`lower(${sql.ref(column)}) like ${pattern} escape '\\'`;
+  const pattern = `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  return sql<boolean>`${sql.ref(column)} like ${pattern} escape '\\'`;
 }

@@ -7,7 +7,6 @@ import { MatrixError } from '../http/errors.js';
 import type { Storage, UserListQuery, UserPatch, UserRow } from '../storage/index.js';
 import type { PasswordHasher } from './passwords.js';
 import { generateBotSecret } from './secrets.js';
-import type { SessionService } from './session-service.js';
 import { assertValidLocalpart, localpartOf, resolveLocalUserId, userIdFor } from './user-ids.js';
 
 /** Synapse's user type for bot accounts. */
@@ -49,7 +48,6 @@ export class AccountService {
     private readonly serverName: string,
     private readonly clock: Clock,
     private readonly hasher: PasswordHasher,
-    private readonly sessions: SessionService,
   ) {}
 
   userIdFor(localpart: string): string {
@@ -98,11 +96,8 @@ export class AccountService {
    * sessions: a rotation usually means the old secret leaked, so its tokens should die with it.
    */
   async createOrRotateBot(name: string): Promise<BotCredentials> {
-    const userId = resolveLocalUserId(name, this.serverName);
-    const localpart = userId ? localpartOf(userId, this.serverName) : null;
-    if (!userId || !localpart) {
-      throw new MatrixError('M_INVALID_USERNAME', `${name} is not a user on ${this.serverName}`);
-    }
+    const localpart = this.localpartNamedBy(name);
+    const userId = this.userIdFor(localpart);
     const secret = generateBotSecret();
     const existing = await this.storage.users.get(userId);
     if (!existing) {
@@ -115,6 +110,17 @@ export class AccountService {
     if (existing.deactivated) throw new MatrixError('M_USER_DEACTIVATED', `${userId} has been deactivated`);
     await this.setPassword(userId, secret, { logoutDevices: true });
     return { user_id: userId, password: secret, created: false };
+  }
+
+  /**
+   * The localpart an operator means by `name` ("hello", "Hello" or "@hello:server"), refused when
+   * it names a user of another server.
+   */
+  localpartNamedBy(name: string): string {
+    const userId = resolveLocalUserId(name, this.serverName);
+    const localpart = userId ? localpartOf(userId, this.serverName) : null;
+    if (!localpart) throw new MatrixError('M_INVALID_USERNAME', `${name} is not a user on ${this.serverName}`);
+    return localpart;
   }
 
   async getUser(userId: string): Promise<UserRow | undefined> {
@@ -130,9 +136,7 @@ export class AccountService {
   }
 
   async setPassword(userId: string, password: string, options: { logoutDevices: boolean }): Promise<void> {
-    const hash = await this.hasher.hash(password);
-    await this.storage.users.update(userId, { password_hash: hash });
-    if (options.logoutDevices) await this.sessions.logoutAll(userId);
+    await this.updateAccount(userId, { password, logoutDevices: options.logoutDevices });
   }
 
   /**
@@ -148,20 +152,25 @@ export class AccountService {
     });
   }
 
-  /** Applies an admin's changes to an existing account. */
+  /** Applies an admin's changes to an existing account, all in one transaction. */
   async updateAccount(userId: string, changes: AccountChanges): Promise<void> {
     assertUserType(changes.userType);
+    // Hash first: argon2 takes milliseconds and must not run inside the transaction.
+    const passwordHash = changes.password ? await this.hasher.hash(changes.password) : undefined;
     const patch: UserPatch = {};
     if (changes.displayname !== undefined) patch.displayname = changes.displayname;
     if (changes.avatarUrl !== undefined) patch.avatar_url = changes.avatarUrl;
     if (changes.admin !== undefined) patch.admin = changes.admin ? 1 : 0;
     if (changes.userType !== undefined) patch.user_type = changes.userType;
     if (changes.deactivated === false) patch.deactivated = 0;
-    await this.storage.users.update(userId, patch);
-    if (changes.password) {
-      await this.setPassword(userId, changes.password, { logoutDevices: changes.logoutDevices ?? true });
-    }
-    if (changes.deactivated === true) await this.deactivate(userId);
+    if (passwordHash !== undefined) patch.password_hash = passwordHash;
+    if (changes.deactivated === true) Object.assign(patch, { deactivated: 1, password_hash: null });
+    // A new password ends the sessions opened with the old one, unless the admin says otherwise.
+    const endSessions = changes.deactivated === true || (passwordHash !== undefined && changes.logoutDevices !== false);
+    await this.storage.transaction(async (stores) => {
+      await stores.users.update(userId, patch);
+      if (endSessions) await stores.sessions.deleteAllDevices(userId);
+    });
   }
 }
 

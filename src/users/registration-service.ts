@@ -13,12 +13,17 @@ import { MatrixError } from '../http/errors.js';
 import type { Limiters } from '../ratelimit/limiters.js';
 import type { AccountService } from './account-service.js';
 import { assertPasswordLength, MAX_PASSWORD_LENGTH } from './passwords.js';
-import type { IssuedSession, SessionService } from './session-service.js';
+import { assertDeviceIdLength, type IssuedSession, type SessionService } from './session-service.js';
 
 const DUMMY_STAGE = 'm.login.dummy';
 const UIA_SESSION_LIFETIME_MS = 10 * 60_000;
 /** Synapse forgets a nonce after a minute. */
 const NONCE_LIFETIME_MS = 60_000;
+/**
+ * Outstanding nonces and registration sessions are held in memory and handed out without a
+ * token, so their number is capped: past it the oldest are forgotten.
+ */
+const MAX_PENDING = 10_000;
 
 export interface OpenRegistration {
   kind: string;
@@ -55,6 +60,7 @@ export interface SharedSecretRegistration {
 }
 
 export class RegistrationService {
+  /** id -> creation time; Map order is creation order, which pruning relies on. */
   private readonly uiaSessions = new Map<string, number>();
   private readonly nonces = new Map<string, number>();
 
@@ -76,6 +82,7 @@ export class RegistrationService {
     const localpart = request.username?.toLowerCase();
     if (localpart !== undefined) await this.accounts.assertAvailable(localpart);
     if (request.password !== undefined) assertPasswordLength(request.password);
+    assertDeviceIdLength(request.deviceId);
 
     const challenge = this.checkUserInteractiveAuth(request.auth);
     if (challenge) return challenge;
@@ -105,19 +112,21 @@ export class RegistrationService {
 
   /** `GET /_synapse/admin/v1/register`: a single-use nonce, valid for a minute. */
   issueNonce(): string {
-    this.pruneNonces();
+    this.assertSharedSecretEnabled();
+    const now = this.clock.now();
+    pruneOlderThan(this.nonces, now - NONCE_LIFETIME_MS);
     const nonce = randomBytes(64).toString('hex');
-    this.nonces.set(nonce, this.clock.now());
+    this.nonces.set(nonce, now);
     return nonce;
   }
 
   /** `POST /_synapse/admin/v1/register`, with Synapse's checks in Synapse's order. */
   async registerWithSharedSecret(body: SharedSecretRegistration): Promise<RegisteredAccount> {
-    const secret = this.config.registration_shared_secret;
-    if (!secret) throw new MatrixError('M_UNKNOWN', 'Shared secret registration is not enabled');
-    this.pruneNonces();
+    const secret = this.assertSharedSecretEnabled();
+    pruneOlderThan(this.nonces, this.clock.now() - NONCE_LIFETIME_MS);
     if (body.nonce === undefined) throw new MatrixError('M_BAD_JSON', 'nonce must be specified');
-    const nonce = String(body.nonce);
+    if (typeof body.nonce !== 'string') throw new MatrixError('M_BAD_JSON', 'nonce must be a string');
+    const nonce = body.nonce;
     // A nonce is spent by any attempt, good or bad, so a captured request cannot be replayed.
     if (!this.nonces.delete(nonce)) throw new MatrixError('M_UNKNOWN', 'unrecognised nonce');
 
@@ -137,14 +146,22 @@ export class RegistrationService {
       throw new MatrixError('M_INVALID_PARAM', 'refresh_token must be a boolean');
     }
     const displayname = typeof body.displayname === 'string' ? body.displayname : undefined;
+    const deviceId = typeof body.device_id === 'string' ? body.device_id : undefined;
+    assertDeviceIdLength(deviceId);
     const user = await this.accounts.createUser({ localpart: username.toLowerCase(), password, admin, userType, displayname });
     return this.loginAfterRegistration(user.user_id, {
       inhibitLogin: body.inhibit_login === true,
-      deviceId: typeof body.device_id === 'string' ? body.device_id : undefined,
+      deviceId,
       initialDeviceDisplayName:
         typeof body.initial_device_display_name === 'string' ? body.initial_device_display_name : undefined,
       refreshable: body.refresh_token === true,
     });
+  }
+
+  private assertSharedSecretEnabled(): string {
+    const secret = this.config.registration_shared_secret;
+    if (!secret) throw new MatrixError('M_UNKNOWN', 'Shared secret registration is not enabled');
+    return secret;
   }
 
   private assertOpenRegistrationEnabled(): void {
@@ -154,9 +171,7 @@ export class RegistrationService {
   /** Returns the 401 challenge until the client completes `m.login.dummy`, then null. */
   private checkUserInteractiveAuth(auth: OpenRegistration['auth']): RegistrationOutcome | null {
     const now = this.clock.now();
-    for (const [id, created] of this.uiaSessions) {
-      if (now - created > UIA_SESSION_LIFETIME_MS) this.uiaSessions.delete(id);
-    }
+    pruneOlderThan(this.uiaSessions, now - UIA_SESSION_LIFETIME_MS);
     if (!auth || auth.type === undefined) {
       const session = auth?.session && this.uiaSessions.has(auth.session) ? auth.session : this.newUiaSession(now);
       return { status: 401, body: { session, flows: [{ stages: [DUMMY_STAGE] }], params: {} } };
@@ -191,11 +206,16 @@ export class RegistrationService {
     return { ...(await this.sessions.createSession(userId, options)), ...account };
   }
 
-  private pruneNonces(): void {
-    const now = this.clock.now();
-    for (const [nonce, created] of this.nonces) {
-      if (now - created > NONCE_LIFETIME_MS) this.nonces.delete(nonce);
-    }
+}
+
+/**
+ * Forgets entries created before `cutoff`, and the oldest beyond `MAX_PENDING`. Entries are kept
+ * in creation order, so this stops at the first one to keep: its cost is what it removes.
+ */
+function pruneOlderThan(pending: Map<string, number>, cutoff: number): void {
+  for (const [key, created] of pending) {
+    if (created >= cutoff && pending.size < MAX_PENDING) break;
+    pending.delete(key);
   }
 }
 

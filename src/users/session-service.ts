@@ -35,6 +35,12 @@ export interface SessionOptions {
   initialDeviceDisplayName?: string | undefined;
   /** The client asked for a refresh token (`refresh_token: true`). */
   refreshable?: boolean | undefined;
+  /**
+   * The password hash a login was checked against. The session is refused if the account has
+   * changed since (deactivated, or its password or bot secret rotated while argon2 was working),
+   * so a login racing a rotation cannot outlive it.
+   */
+  verifiedPasswordHash?: string | null | undefined;
 }
 
 export interface PasswordLogin extends SessionOptions {
@@ -64,26 +70,22 @@ export class SessionService {
     // Failed attempts are counted per account, even for names that do not exist, so that probing
     // for accounts looks the same as guessing passwords.
     const failedKey = userId ?? `unknown:${login.user.toLowerCase()}`;
-    this.limiters.loginFailed.enforce(failedKey, { record: false });
+    // Counted before the password is checked, so guesses sent in parallel are limited too; the
+    // right password then clears the count (a misconfigured bot is not punished later).
+    this.limiters.loginFailed.enforce(failedKey);
 
     const user = userId ? await this.storage.users.get(userId) : undefined;
     const valid = await this.hasher.verify(user?.password_hash, login.password);
-    if (!user || !valid) {
-      this.limiters.loginFailed.record(failedKey);
-      throw new MatrixError('M_FORBIDDEN', INVALID_LOGIN);
-    }
+    if (!user || !valid) throw new MatrixError('M_FORBIDDEN', INVALID_LOGIN);
     if (user.deactivated) throw new MatrixError('M_USER_DEACTIVATED', 'This account has been deactivated');
-    this.limiters.loginAccount.enforce(user.user_id);
-    // The right password ends a streak of failures: a bot that was misconfigured is not punished later.
     this.limiters.loginFailed.reset(failedKey);
-    return this.createSession(user.user_id, login);
+    this.limiters.loginAccount.enforce(user.user_id);
+    return this.createSession(user.user_id, { ...login, verifiedPasswordHash: user.password_hash });
   }
 
   /** Issues a new access token (and refresh token when asked) on a new or reused device. */
   async createSession(userId: string, options: SessionOptions = {}): Promise<IssuedSession> {
-    if (options.deviceId !== undefined && options.deviceId.length > MAX_DEVICE_ID_LENGTH) {
-      throw new MatrixError('M_INVALID_PARAM', `device_id may not be longer than ${MAX_DEVICE_ID_LENGTH} characters`);
-    }
+    assertDeviceIdLength(options.deviceId);
     const now = this.clock.now();
     const refreshable = options.refreshable === true && this.config.refreshable_access_token_lifetime !== null;
     const accessLifetime = refreshable
@@ -93,6 +95,12 @@ export class SessionService {
     const refreshToken = refreshable ? generateRefreshToken() : undefined;
 
     const deviceId = await this.storage.transaction(async (stores) => {
+      if (options.verifiedPasswordHash !== undefined) {
+        const user = await stores.users.get(userId);
+        if (!user || user.deactivated || user.password_hash !== options.verifiedPasswordHash) {
+          throw new MatrixError('M_FORBIDDEN', INVALID_LOGIN);
+        }
+      }
       const deviceId = options.deviceId ?? generateDeviceId();
       // A known device is reused as it is (its other tokens stay valid, as in Synapse).
       if (!(await stores.sessions.getDevice(userId, deviceId))) {
@@ -136,10 +144,16 @@ export class SessionService {
     }
     if (token.refresh_token_id !== null && !token.used) {
       const refreshTokenId = token.refresh_token_id;
-      await this.storage.transaction(async (stores) => {
-        await stores.sessions.markAccessTokenUsed(token.id);
+      // First use of a refreshed token: re-checked inside the transaction, since a retried refresh
+      // may have revoked it since the lookup above.
+      const stillValid = await this.storage.transaction(async (stores) => {
+        if (!(await stores.sessions.markAccessTokenUsed(token.id))) return false;
         await this.retirePredecessors(stores, refreshTokenId);
+        return true;
       });
+      if (!stillValid) {
+        throw new MatrixError('M_UNKNOWN_TOKEN', 'Invalid access token passed.', { extra: { soft_logout: false } });
+      }
     }
     return { userId: token.user_id, deviceId: token.device_id, accessTokenId: token.id };
   }
@@ -180,6 +194,11 @@ export class SessionService {
     await this.storage.transaction((stores) => stores.sessions.deleteDevice(requester.userId, requester.deviceId));
   }
 
+  /** Deletes tokens that expired more than `graceMs` ago; the database would only grow otherwise. */
+  async pruneExpiredTokens(graceMs = 86_400_000): Promise<number> {
+    return this.storage.sessions.deleteExpiredTokens(this.clock.now() - graceMs);
+  }
+
   /** `POST /logout/all`, password changes, deactivation: ends every session of a user. */
   async logoutAll(userId: string): Promise<void> {
     await this.storage.transaction((stores) => stores.sessions.deleteAllDevices(userId));
@@ -202,5 +221,12 @@ export class SessionService {
     for (const id of await stores.sessions.findPredecessorRefreshTokens(refreshTokenId)) {
       await stores.sessions.deleteRefreshTokenFamily(id);
     }
+  }
+}
+
+/** Checked before anything is written (registration creates the account before the session). */
+export function assertDeviceIdLength(deviceId: string | undefined): void {
+  if (deviceId !== undefined && deviceId.length > MAX_DEVICE_ID_LENGTH) {
+    throw new MatrixError('M_INVALID_PARAM', `device_id may not be longer than ${MAX_DEVICE_ID_LENGTH} characters`);
   }
 }

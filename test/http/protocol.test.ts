@@ -86,6 +86,10 @@ describe('HTTP protocol', () => {
     await hs.http.get('/_matrix/client/v3/account/whoami').auth(alice.accessToken, { type: 'bearer' });
     await hs.http.get(`/_matrix/client/r0/account/whoami?access_token=${alice.accessToken}&x=1`);
     await hs.http.get('/_matrix/client/r0/account/whoami?access_token=not-a-real-token-123');
+    // The query parser decodes names, so encoded names must be redacted too.
+    const encoded = await hs.http.get(`/_matrix/client/r0/account/whoami?access%5Ftoken=${alice.accessToken}`);
+    expect(encoded.status).toBe(200);
+    await hs.http.get(`/_matrix/client/r0/account/whoami?%61ccess_token=${alice.accessToken}`);
     const log = lines.join('');
     expect(log).toContain('/_matrix/client/r0/account/whoami?access_token=<redacted>&x=1');
     expect(log).not.toContain(alice.accessToken);

@@ -33,7 +33,7 @@ const RatelimitBodySchema = Type.Object({
 });
 
 const ListUsersQuerySchema = Type.Object({
-  from: Type.Integer({ minimum: 0, default: 0 }),
+  from: Type.Integer({ minimum: 0, maximum: 2 ** 31, default: 0 }),
   limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
   name: Type.Optional(Type.String()),
   user_id: Type.Optional(Type.String()),

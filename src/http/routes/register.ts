@@ -2,9 +2,10 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
+import { MAX_DEVICE_DISPLAY_NAME_LENGTH, MAX_USER_LENGTH } from './session.js';
 
 export const RegisterBodySchema = Type.Object({
-  username: Type.Optional(Type.String()),
+  username: Type.Optional(Type.String({ maxLength: MAX_USER_LENGTH })),
   password: Type.Optional(Type.String()),
   auth: Type.Optional(
     Type.Object({
@@ -12,8 +13,8 @@ export const RegisterBodySchema = Type.Object({
       session: Type.Optional(Type.String()),
     }),
   ),
-  device_id: Type.Optional(Type.String()),
-  initial_device_display_name: Type.Optional(Type.String()),
+  device_id: Type.Optional(Type.String()), // length checked by the session service (M_INVALID_PARAM, as Synapse)
+  initial_device_display_name: Type.Optional(Type.String({ maxLength: MAX_DEVICE_DISPLAY_NAME_LENGTH })),
   inhibit_login: Type.Optional(Type.Boolean()),
   refresh_token: Type.Optional(Type.Boolean()),
 });

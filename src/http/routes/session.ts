@@ -8,19 +8,23 @@ import { MatrixError } from '../errors.js';
 
 const PASSWORD_LOGIN = 'm.login.password';
 
+/** Caps that keep a single request from filling memory (user ids are at most 255 bytes). */
+export const MAX_USER_LENGTH = 255;
+export const MAX_DEVICE_DISPLAY_NAME_LENGTH = 100;
+
 export const LoginBodySchema = Type.Object({
   type: Type.String(),
   identifier: Type.Optional(
     Type.Object({
       type: Type.String(),
-      user: Type.Optional(Type.String()),
+      user: Type.Optional(Type.String({ maxLength: MAX_USER_LENGTH })),
     }),
   ),
   /** Deprecated in the spec, still sent by old scripts and bots. */
-  user: Type.Optional(Type.String()),
+  user: Type.Optional(Type.String({ maxLength: MAX_USER_LENGTH })),
   password: Type.Optional(Type.String()),
-  device_id: Type.Optional(Type.String()),
-  initial_device_display_name: Type.Optional(Type.String()),
+  device_id: Type.Optional(Type.String()), // length checked by the session service (M_INVALID_PARAM, as Synapse)
+  initial_device_display_name: Type.Optional(Type.String({ maxLength: MAX_DEVICE_DISPLAY_NAME_LENGTH })),
   refresh_token: Type.Optional(Type.Boolean()),
 });
 
