@@ -3,7 +3,7 @@
  * Tests drive it with `inject` or supertest; `startServer` (server.ts) makes it listen.
  */
 import cors from '@fastify/cors';
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/index.js';
@@ -29,8 +29,8 @@ export interface AppDependencies {
   clock?: Clock;
   /** An already-open storage (the caller closes it); otherwise the config's database is opened. */
   storage?: Storage;
-  /** Fastify logger options or instance; defaults to pino at the configured level. */
-  logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance'];
+  /** A pino logger to log to; defaults to pino on stdout at the configured level. */
+  logger?: FastifyBaseLogger;
 }
 
 export interface Homeserver {
@@ -59,11 +59,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   const services = createServices(config, storage, deps.clock ?? systemClock);
   const server = serverInfoFor(config);
 
-  const loggerIsInstance = deps.logger !== undefined && typeof deps.logger === 'object' && 'child' in deps.logger;
   const app = Fastify({
-    ...(loggerIsInstance
-      ? { loggerInstance: deps.logger as FastifyServerOptions['loggerInstance'] }
-      : { logger: (deps.logger as FastifyServerOptions['logger']) ?? loggerOptions(config.logging.level) }),
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: loggerOptions(config.logging.level) }),
     bodyLimit: config.max_request_body_bytes,
     trustProxy: config.listen.x_forwarded,
     // Room and event ids in paths are long once percent-encoded; the default cap is 100.
@@ -77,10 +74,13 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   app.decorate('homeserver', { config, services, server });
   app.decorateRequest('requester', null);
   // Expired tokens are deleted once a day has passed since they expired; the tables would only grow.
-  const pruning = setInterval(() => {
-    services.sessions.pruneExpiredTokens().catch((err: unknown) => app.log.error({ err }, 'pruning expired tokens failed'));
-  }, TOKEN_PRUNE_INTERVAL_MS);
-  pruning.unref();
+  let pruning: NodeJS.Timeout | undefined;
+  app.addHook('onReady', async () => {
+    pruning = setInterval(() => {
+      services.sessions.pruneExpiredTokens().catch((err: unknown) => app.log.error({ err }, 'pruning expired tokens failed'));
+    }, TOKEN_PRUNE_INTERVAL_MS);
+    pruning.unref();
+  });
   app.addHook('onClose', async () => {
     clearInterval(pruning);
     if (ownsStorage) await storage.close();
