@@ -5,16 +5,13 @@
  * their settings over (`server_name`, `public_baseurl`, `rc_*`, `registration_shared_secret`, ...).
  */
 import { Type, type Static } from '@sinclair/typebox';
+import { StringEnum } from '../schemas.js';
 
 /** A Synapse-style rate limit: a bucket of `burst_count` actions that drains at `per_second`. */
-export const RateLimitSchema = Type.Object(
-  {
-    per_second: Type.Number({ minimum: 0 }),
-    burst_count: Type.Number({ minimum: 0 }),
-  },
-  { additionalProperties: false },
-);
-export type RateLimitConfig = Static<typeof RateLimitSchema>;
+export interface RateLimitConfig {
+  per_second: number;
+  burst_count: number;
+}
 
 /** A duration as milliseconds, or a Synapse-style string such as "500ms", "30s", "5m", "1h", "7d". */
 export const DurationSchema = Type.Union([
@@ -31,10 +28,6 @@ const rateLimit = (per_second: number, burst_count: number) =>
     },
     { additionalProperties: false, default: {} },
   );
-
-/** One of a fixed set of strings; validation errors list the allowed values. */
-const StringEnum = <T extends string>(values: readonly T[], defaultValue: T) =>
-  Type.Unsafe<T>({ type: 'string', enum: [...values], default: defaultValue });
 
 export const ConfigSchema = Type.Object(
   {
@@ -57,7 +50,7 @@ export const ConfigSchema = Type.Object(
     database: Type.Object(
       {
         path: Type.String({ minLength: 1, default: './data/homeserver.db' }),
-        synchronous: StringEnum(['full', 'normal'] as const, 'full'),
+        synchronous: StringEnum(['full', 'normal'] as const, { default: 'full' }),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -88,7 +81,7 @@ export const ConfigSchema = Type.Object(
     max_request_body_bytes: Type.Integer({ minimum: 1024, default: 1_048_576 }),
     logging: Type.Object(
       {
-        level: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
+        level: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, { default: 'info' }),
       },
       { additionalProperties: false, default: {} },
     ),

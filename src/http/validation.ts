@@ -3,7 +3,7 @@
  * wrong shape, not the string "5"); query strings and path segments arrive as text, so they are
  * coerced to the declared types. Nothing is removed from bodies: event content is free-form.
  */
-import { Type, type TSchema } from '@sinclair/typebox';
+import type { TSchema } from '@sinclair/typebox';
 import { Ajv, type Options } from 'ajv';
 import type { FastifyInstance } from 'fastify';
 import { NOT_JSON } from './json-bodies.js';
@@ -17,11 +17,6 @@ const OPTIONAL_BODY = 'x-optional-body';
  */
 export function optionalBody<T extends TSchema>(schema: T): T {
   return { ...schema, [OPTIONAL_BODY]: true };
-}
-
-/** One of a fixed set of strings; a wrong value is told the allowed ones. */
-export function StringEnum<T extends string>(values: readonly T[], options: { default?: T } = {}) {
-  return Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
 }
 
 export function installValidation(app: FastifyInstance): void {

@@ -144,12 +144,8 @@ export class AccountService {
    * every session; `erase` also forgets its profile.
    */
   async deactivate(userId: string, options: { erase?: boolean } = {}): Promise<void> {
-    const patch: UserPatch = { deactivated: 1, password_hash: null };
-    if (options.erase) Object.assign(patch, { displayname: null, avatar_url: null });
-    await this.storage.transaction(async (stores) => {
-      await stores.users.update(userId, patch);
-      await stores.sessions.deleteAllDevices(userId);
-    });
+    const erased = options.erase ? { displayname: null, avatarUrl: null } : {};
+    await this.updateAccount(userId, { deactivated: true, ...erased });
   }
 
   /** Applies an admin's changes to an existing account, all in one transaction. */

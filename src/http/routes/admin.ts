@@ -7,12 +7,13 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Services } from '../../services.js';
-import type { UserListQuery, UserRow } from '../../storage/index.js';
+import type { UserRow } from '../../storage/index.js';
 import { localpartOf } from '../../users/user-ids.js';
 import { VERSION } from '../../version.js';
 import { authenticate, requesterOf } from '../auth.js';
 import { MatrixError } from '../errors.js';
-import { optionalBody, StringEnum } from '../validation.js';
+import { StringEnum } from '../../schemas.js';
+import { optionalBody } from '../validation.js';
 
 const UserIdParams = Type.Object({ userId: Type.String() });
 const Nullable = <T extends ReturnType<typeof Type.String>>(schema: T) => Type.Union([schema, Type.Null()]);
@@ -88,7 +89,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
         userId: query.name ? undefined : query.user_id,
         includeDeactivated: query.deactivated,
         admins: query.admins,
-        orderBy: query.order_by as UserListQuery['orderBy'],
+        orderBy: query.order_by,
         direction: query.dir === 'b' ? 'desc' : 'asc',
       });
       const page: Record<string, unknown> = { users: users.map(listedUser), total };
