@@ -4,7 +4,9 @@
  */
 import type { Migration } from 'kysely';
 import * as accounts from './0001-accounts.js';
+import * as rooms from './0002-rooms.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
+  '0002-rooms': rooms,
 };

@@ -16,6 +16,11 @@ import { capabilitiesRoutes } from './http/routes/capabilities.js';
 import { discoveryRoutes } from './http/routes/discovery.js';
 import { registerRoutes } from './http/routes/register.js';
 import { sessionRoutes } from './http/routes/session.js';
+import { clientProbeRoutes } from './http/routes/client-probes.js';
+import { profileRoutes } from './http/routes/profile.js';
+import { roomEventRoutes } from './http/routes/room-events.js';
+import { directoryLookupRoutes, roomRoutes } from './http/routes/rooms.js';
+import { syncRoutes } from './http/routes/sync.js';
 import { serverInfoFor, type ServerInfo } from './server-info.js';
 import { createServices, type Services } from './services.js';
 import { migrateToLatest, openDatabase, Storage } from './storage/index.js';
@@ -56,7 +61,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     if (ownsStorage) await storage.close();
     throw err;
   }
-  const services = createServices(config, storage, deps.clock ?? systemClock);
+  const services = await createServices(config, storage, deps.clock ?? systemClock);
   const server = serverInfoFor(config);
 
   const app = Fastify({
@@ -83,6 +88,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   });
   app.addHook('onClose', async () => {
     clearInterval(pruning);
+    services.typing.clear();
     if (ownsStorage) await storage.close();
   });
 
@@ -109,6 +115,12 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
         await client.register(sessionRoutes(services, server));
         await client.register(registerRoutes(services));
         await client.register(capabilitiesRoutes(services));
+        await client.register(roomRoutes(services));
+        await client.register(directoryLookupRoutes(services));
+        await client.register(roomEventRoutes(services));
+        await client.register(syncRoutes(services));
+        await client.register(profileRoutes(services));
+        await client.register(clientProbeRoutes(services));
       },
       { prefix },
     );

@@ -114,7 +114,7 @@ async function withServices(configFile: string | undefined, work: (services: Ser
   const storage = new Storage(openDatabase(config.database));
   try {
     await migrateToLatest(storage.db);
-    await work(createServices(config, storage, systemClock));
+    await work(await createServices(config, storage, systemClock));
   } finally {
     await storage.close();
   }

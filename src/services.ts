@@ -2,10 +2,21 @@
  * Wires the domain services together. Passed explicitly (no global singletons), so a test, the
  * CLI and the HTTP app each build exactly what they use.
  */
+import { AccountDataService } from './account-data/account-data-service.js';
 import type { Clock } from './clock.js';
 import type { Config } from './config/index.js';
 import { Limiters } from './ratelimit/limiters.js';
+import { EventWriter } from './rooms/event-writer.js';
+import { ProfileService } from './rooms/profile-service.js';
+import { ReceiptService } from './rooms/receipts-service.js';
+import { RoomCache } from './rooms/room-cache.js';
+import { RoomHistory, RoomReader } from './rooms/room-reader.js';
+import { RoomService } from './rooms/room-service.js';
 import type { Storage } from './storage/index.js';
+import { Notifier } from './sync/notifier.js';
+import { StreamCounter } from './sync/stream.js';
+import { SyncService } from './sync/sync-service.js';
+import { TypingTracker } from './sync/typing.js';
 import { AccountService } from './users/account-service.js';
 import { PasswordHasher } from './users/passwords.js';
 import { RegistrationService } from './users/registration-service.js';
@@ -19,13 +30,41 @@ export interface Services {
   accounts: AccountService;
   sessions: SessionService;
   registration: RegistrationService;
+  stream: StreamCounter;
+  notifier: Notifier;
+  roomCache: RoomCache;
+  rooms: RoomService;
+  roomReader: RoomReader;
+  history: RoomHistory;
+  typing: TypingTracker;
+  receipts: ReceiptService;
+  accountData: AccountDataService;
+  profiles: ProfileService;
+  sync: SyncService;
 }
 
-export function createServices(config: Config, storage: Storage, clock: Clock): Services {
+export async function createServices(config: Config, storage: Storage, clock: Clock): Promise<Services> {
   const hasher = new PasswordHasher(config.password_hashing);
   const limiters = new Limiters(config, clock, storage);
   const sessions = new SessionService(storage, config, clock, hasher, limiters);
   const accounts = new AccountService(storage, config.server_name, clock, hasher);
   const registration = new RegistrationService(config, clock, accounts, sessions, limiters);
-  return { config, clock, storage, limiters, accounts, sessions, registration };
+
+  // The stream continues from the newest position on disk, so tokens from before a restart stay valid.
+  const stream = new StreamCounter(Math.max(await storage.rooms.maxStreamOrdering(), await storage.userData.maxStreamOrdering()));
+  const notifier = new Notifier();
+  const roomCache = new RoomCache(storage);
+  const writer = new EventWriter(storage, roomCache, stream, notifier, clock);
+  const roomReader = new RoomReader(storage, roomCache, stream, clock);
+  const history = new RoomHistory(roomReader, stream);
+  const rooms = new RoomService(storage, config, clock, roomCache, writer, roomReader, limiters);
+  const typing = new TypingTracker(roomCache, notifier);
+  const accountData = new AccountDataService(storage, stream, notifier, roomCache);
+  const receipts = new ReceiptService(storage, stream, notifier, roomReader, accountData, clock);
+  const profiles = new ProfileService(storage, rooms);
+  const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing);
+  return {
+    config, clock, storage, limiters, accounts, sessions, registration,
+    stream, notifier, roomCache, rooms, roomReader, history, typing, receipts, accountData, profiles, sync,
+  };
 }

@@ -59,6 +59,7 @@ export function finishConfig(raw: Record<string, unknown>): Config {
       config.nonrefreshable_access_token_lifetime,
     ),
     refresh_token_lifetime: durationOrNull('refresh_token_lifetime', config.refresh_token_lifetime),
+    max_sync_timeout: durationOrNull('max_sync_timeout', config.max_sync_timeout) ?? 0,
   };
 }
 

@@ -79,6 +79,8 @@ export const ConfigSchema = Type.Object(
     ),
     rc_registration: rateLimit(0.17, 3),
     max_request_body_bytes: Type.Integer({ minimum: 1024, default: 1_048_576 }),
+    // Longest a /sync may wait for news; longer client timeouts are cut to this.
+    max_sync_timeout: Type.Union([DurationSchema], { default: '3m' }),
     logging: Type.Object(
       {
         level: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, { default: 'info' }),
@@ -95,8 +97,9 @@ export type RawConfig = Static<typeof ConfigSchema>;
 /** The configuration the server runs with: defaults applied, durations in milliseconds. */
 export interface Config extends Omit<
   RawConfig,
-  'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime'
+  'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout'
 > {
+  max_sync_timeout: number;
   refreshable_access_token_lifetime: number | null;
   nonrefreshable_access_token_lifetime: number | null;
   refresh_token_lifetime: number | null;

@@ -29,6 +29,7 @@ export const ERRCODE_STATUS = {
   M_TOO_LARGE: 413,
   M_RESOURCE_LIMIT_EXCEEDED: 403,
   M_WEAK_PASSWORD: 400,
+  M_BAD_ALIAS: 400,
 } as const satisfies Record<string, number>;
 
 export type Errcode = keyof typeof ERRCODE_STATUS;

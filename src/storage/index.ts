@@ -8,24 +8,42 @@ import type { Db } from './database.js';
 import { UserStore } from './users-store.js';
 import { SessionStore } from './sessions-store.js';
 import { RatelimitStore } from './ratelimit-store.js';
+import { RoomStore } from './rooms-store.js';
+import { UserDataStore } from './user-data-store.js';
 
 export interface Stores {
   users: UserStore;
   sessions: SessionStore;
   ratelimits: RatelimitStore;
+  rooms: RoomStore;
+  userData: UserDataStore;
 }
 
 function createStores(db: Kysely<Database>): Stores {
-  return { users: new UserStore(db), sessions: new SessionStore(db), ratelimits: new RatelimitStore(db) };
+  return {
+    users: new UserStore(db),
+    sessions: new SessionStore(db),
+    ratelimits: new RatelimitStore(db),
+    rooms: new RoomStore(db),
+    userData: new UserDataStore(db),
+  };
 }
 
 export class Storage implements Stores {
   readonly users: UserStore;
   readonly sessions: SessionStore;
   readonly ratelimits: RatelimitStore;
+  readonly rooms: RoomStore;
+  readonly userData: UserDataStore;
 
   constructor(readonly db: Db) {
-    ({ users: this.users, sessions: this.sessions, ratelimits: this.ratelimits } = createStores(db));
+    ({
+      users: this.users,
+      sessions: this.sessions,
+      ratelimits: this.ratelimits,
+      rooms: this.rooms,
+      userData: this.userData,
+    } = createStores(db));
   }
 
   /** Runs `work` in one transaction; keep it short and never await network or hashing inside. */
@@ -42,3 +60,6 @@ export { openDatabase, migrateToLatest, MigrationError, type Db, type DatabaseOp
 export type { UserRow, UserPatch, UserListQuery } from './users-store.js';
 export type { DeviceRow, AccessTokenRow, RefreshTokenRow } from './sessions-store.js';
 export type { RatelimitOverrideRow } from './ratelimit-store.js';
+export type { EventRow, RoomRow, MembershipRow } from './rooms-store.js';
+export type { AccountDataRow, ReceiptRow } from './user-data-store.js';
+export { GLOBAL_ACCOUNT_DATA } from './user-data-store.js';

@@ -49,10 +49,92 @@ export interface RatelimitOverridesTable {
   burst_count: number;
 }
 
+export interface RoomsTable {
+  room_id: string;
+  room_version: string;
+  creator: string;
+  is_public: number;
+  created_ts: number;
+}
+
+export interface EventsTable {
+  stream_ordering: number;
+  event_id: string;
+  room_id: string;
+  type: string;
+  state_key: string | null;
+  sender: string;
+  origin_server_ts: number;
+  /** JSON text. */
+  content: string;
+  replaces_state: string | null;
+  /** JSON text of the replaced state event's content. */
+  prev_content: string | null;
+  prev_sender: string | null;
+  redacts: string | null;
+  redacted_by: string | null;
+  txn_device_id: string | null;
+  txn_id: string | null;
+}
+
+export interface CurrentStateTable {
+  room_id: string;
+  type: string;
+  state_key: string;
+  event_id: string;
+}
+
+export interface MembershipsTable {
+  room_id: string;
+  user_id: string;
+  membership: string;
+  event_id: string;
+  stream_ordering: number;
+  forgotten: Generated<number>;
+}
+
+export interface RoomAliasesTable {
+  alias: string;
+  room_id: string;
+  creator: string;
+}
+
+export interface AccountDataTable {
+  user_id: string;
+  room_id: string;
+  type: string;
+  content: string;
+  stream_ordering: number;
+}
+
+export interface ReceiptsTable {
+  room_id: string;
+  user_id: string;
+  receipt_type: string;
+  thread_id: string;
+  event_id: string;
+  ts: number;
+  stream_ordering: number;
+}
+
+export interface FiltersTable {
+  user_id: string;
+  filter_id: number;
+  definition: string;
+}
+
 export interface Database {
   users: UsersTable;
   devices: DevicesTable;
   access_tokens: AccessTokensTable;
   refresh_tokens: RefreshTokensTable;
   ratelimit_overrides: RatelimitOverridesTable;
+  rooms: RoomsTable;
+  events: EventsTable;
+  current_state: CurrentStateTable;
+  memberships: MembershipsTable;
+  room_aliases: RoomAliasesTable;
+  account_data: AccountDataTable;
+  receipts: ReceiptsTable;
+  filters: FiltersTable;
 }

@@ -1,0 +1,50 @@
+/**
+ * Account data: per-user JSON blobs, global or per room (`m.direct` is the one bots care about).
+ * Each write takes a stream position, so the next sync echoes it (matrix-js-sdk waits for that).
+ */
+import { MatrixError } from '../http/errors.js';
+import type { RoomCache } from '../rooms/room-cache.js';
+import type { JsonObject } from '../rooms/events.js';
+import { GLOBAL_ACCOUNT_DATA, type Storage } from '../storage/index.js';
+import type { Notifier } from '../sync/notifier.js';
+import { writeAtNextPosition, type StreamCounter } from '../sync/stream.js';
+
+/** Types that have their own endpoints and may not be written here (as in Synapse). */
+const SERVER_MANAGED_TYPES = new Set(['m.push_rules']);
+
+export class AccountDataService {
+  constructor(
+    private readonly storage: Storage,
+    private readonly stream: StreamCounter,
+    private readonly notifier: Notifier,
+    private readonly cache: RoomCache,
+  ) {}
+
+  async get(userId: string, roomId: string | undefined, type: string): Promise<JsonObject> {
+    const content = await this.storage.userData.getAccountData(userId, roomId ?? GLOBAL_ACCOUNT_DATA, type);
+    if (content === undefined) throw new MatrixError('M_NOT_FOUND', 'Account data not found');
+    return JSON.parse(content) as JsonObject;
+  }
+
+  async set(userId: string, roomId: string | undefined, type: string, content: JsonObject): Promise<void> {
+    if (SERVER_MANAGED_TYPES.has(type)) {
+      throw new MatrixError('M_BAD_JSON', `Cannot set ${type} through this API`);
+    }
+    if (roomId !== undefined) {
+      if (type === 'm.fully_read') throw new MatrixError('M_BAD_JSON', 'Cannot set m.fully_read through this API; use /read_markers');
+      if (!(await this.cache.roomsOf(userId)).has(roomId)) {
+        throw new MatrixError('M_FORBIDDEN', `User ${userId} is not in room ${roomId}`);
+      }
+    }
+    await this.write(userId, roomId ?? GLOBAL_ACCOUNT_DATA, type, content);
+  }
+
+  /** Writes without the client-facing checks (read markers store `m.fully_read` here). */
+  async write(userId: string, roomId: string, type: string, content: JsonObject): Promise<void> {
+    const text = JSON.stringify(content);
+    await writeAtNextPosition(this.storage, this.stream, (stores, position) =>
+      stores.userData.setAccountData({ user_id: userId, room_id: roomId, type, content: text, stream_ordering: position }),
+    );
+    this.notifier.notify([userId]);
+  }
+}

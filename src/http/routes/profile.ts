@@ -1,0 +1,79 @@
+/** Profiles and account data. */
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Services } from '../../services.js';
+import { authenticate, requesterOf } from '../auth.js';
+import { assertOwnUser } from './sync.js';
+
+const JsonObject = Type.Object({}, { additionalProperties: true });
+const UserParams = Type.Object({ userId: Type.String() });
+
+export function profileRoutes(services: Services): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    const requireUser = authenticate(services.sessions);
+
+    /** GET /profile/{userId} */
+    app.get('/profile/:userId', { onRequest: requireUser, schema: { params: UserParams } }, async (request) =>
+      services.profiles.get(request.params.userId),
+    );
+
+    /** GET /profile/{userId}/displayname and /avatar_url */
+    app.get('/profile/:userId/displayname', { onRequest: requireUser, schema: { params: UserParams } }, async (request) => {
+      const profile = await services.profiles.get(request.params.userId);
+      return profile.displayname === undefined ? {} : { displayname: profile.displayname };
+    });
+    app.get('/profile/:userId/avatar_url', { onRequest: requireUser, schema: { params: UserParams } }, async (request) => {
+      const profile = await services.profiles.get(request.params.userId);
+      return profile.avatar_url === undefined ? {} : { avatar_url: profile.avatar_url };
+    });
+
+    /** PUT /profile/{userId}/displayname and /avatar_url: your own only. */
+    app.put(
+      '/profile/:userId/displayname',
+      { onRequest: requireUser, schema: { params: UserParams, body: Type.Object({ displayname: Type.Union([Type.String(), Type.Null()]) }) } },
+      async (request) => {
+        assertOwnUser(requesterOf(request).userId, request.params.userId, 'set the displayname');
+        await services.profiles.setDisplayname(request.params.userId, request.body.displayname);
+        return {};
+      },
+    );
+    app.put(
+      '/profile/:userId/avatar_url',
+      { onRequest: requireUser, schema: { params: UserParams, body: Type.Object({ avatar_url: Type.Union([Type.String(), Type.Null()]) }) } },
+      async (request) => {
+        assertOwnUser(requesterOf(request).userId, request.params.userId, 'set the avatar');
+        await services.profiles.setAvatarUrl(request.params.userId, request.body.avatar_url);
+        return {};
+      },
+    );
+
+    const AccountDataParams = Type.Object({ userId: Type.String(), type: Type.String() });
+    const RoomAccountDataParams = Type.Object({ userId: Type.String(), roomId: Type.String(), type: Type.String() });
+
+    /** GET/PUT /user/{userId}/account_data/{type} */
+    app.get('/user/:userId/account_data/:type', { onRequest: requireUser, schema: { params: AccountDataParams } }, async (request) => {
+      assertOwnUser(requesterOf(request).userId, request.params.userId, 'get account data');
+      return services.accountData.get(request.params.userId, undefined, request.params.type);
+    });
+    app.put('/user/:userId/account_data/:type', { onRequest: requireUser, schema: { params: AccountDataParams, body: JsonObject } }, async (request) => {
+      assertOwnUser(requesterOf(request).userId, request.params.userId, 'add account data');
+      await services.accountData.set(request.params.userId, undefined, request.params.type, request.body);
+      return {};
+    });
+
+    /** GET/PUT /user/{userId}/rooms/{roomId}/account_data/{type} */
+    app.get('/user/:userId/rooms/:roomId/account_data/:type', { onRequest: requireUser, schema: { params: RoomAccountDataParams } }, async (request) => {
+      assertOwnUser(requesterOf(request).userId, request.params.userId, 'get account data');
+      return services.accountData.get(request.params.userId, request.params.roomId, request.params.type);
+    });
+    app.put(
+      '/user/:userId/rooms/:roomId/account_data/:type',
+      { onRequest: requireUser, schema: { params: RoomAccountDataParams, body: JsonObject } },
+      async (request) => {
+        assertOwnUser(requesterOf(request).userId, request.params.userId, 'add account data');
+        await services.accountData.set(request.params.userId, request.params.roomId, request.params.type, request.body);
+        return {};
+      },
+    );
+  };
+}

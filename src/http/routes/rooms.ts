@@ -1,0 +1,152 @@
+/** Rooms and membership: create, join, invite, leave, kick, ban, forget, member lists, aliases. */
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Services } from '../../services.js';
+import { StringEnum } from '../../schemas.js';
+import { authenticate, requesterOf } from '../auth.js';
+import { optionalBody } from '../validation.js';
+
+const JsonObject = Type.Object({}, { additionalProperties: true });
+const Reason = Type.Optional(Type.String({ maxLength: 2048 }));
+const RoomIdParams = Type.Object({ roomId: Type.String() });
+const TargetBody = Type.Object({ user_id: Type.String(), reason: Reason });
+const ReasonBody = optionalBody(Type.Object({ reason: Reason }));
+
+export const CreateRoomBodySchema = optionalBody(
+  Type.Object({
+    preset: Type.Optional(StringEnum(['private_chat', 'public_chat', 'trusted_private_chat'] as const)),
+    visibility: Type.Optional(StringEnum(['public', 'private'] as const)),
+    name: Type.Optional(Type.String({ maxLength: 255 })),
+    topic: Type.Optional(Type.String({ maxLength: 65_536 })),
+    invite: Type.Optional(Type.Array(Type.String(), { maxItems: 1000 })),
+    is_direct: Type.Optional(Type.Boolean()),
+    initial_state: Type.Optional(
+      Type.Array(Type.Object({ type: Type.String(), state_key: Type.Optional(Type.String()), content: JsonObject }), { maxItems: 1000 }),
+    ),
+    creation_content: Type.Optional(JsonObject),
+    power_level_content_override: Type.Optional(JsonObject),
+    room_version: Type.Optional(Type.String()),
+    room_alias_name: Type.Optional(Type.String({ maxLength: 200 })),
+  }),
+);
+
+export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    app.addHook('onRequest', authenticate(services.sessions));
+
+    /** POST /createRoom */
+    app.post('/createRoom', { schema: { body: CreateRoomBodySchema } }, async (request) => {
+      const roomId = await services.rooms.createRoom(requesterOf(request), request.body ?? {});
+      return { room_id: roomId };
+    });
+
+    /** POST /join/{roomIdOrAlias} */
+    app.post('/join/:roomIdOrAlias', { schema: { params: Type.Object({ roomIdOrAlias: Type.String() }), body: ReasonBody } }, async (request) => {
+      const roomId = await services.rooms.join(requesterOf(request), request.params.roomIdOrAlias, request.body?.reason);
+      return { room_id: roomId };
+    });
+
+    /** POST /rooms/{roomId}/join */
+    app.post('/rooms/:roomId/join', { schema: { params: RoomIdParams, body: ReasonBody } }, async (request) => {
+      const roomId = await services.rooms.join(requesterOf(request), request.params.roomId, request.body?.reason);
+      return { room_id: roomId };
+    });
+
+    /** POST /rooms/{roomId}/invite */
+    app.post('/rooms/:roomId/invite', { schema: { params: RoomIdParams, body: TargetBody } }, async (request) => {
+      await services.rooms.invite(requesterOf(request), request.params.roomId, request.body.user_id, request.body.reason);
+      return {};
+    });
+
+    /** POST /rooms/{roomId}/leave */
+    app.post('/rooms/:roomId/leave', { schema: { params: RoomIdParams, body: ReasonBody } }, async (request) => {
+      await services.rooms.leave(requesterOf(request), request.params.roomId, request.body?.reason);
+      return {};
+    });
+
+    /** POST /rooms/{roomId}/kick */
+    app.post('/rooms/:roomId/kick', { schema: { params: RoomIdParams, body: TargetBody } }, async (request) => {
+      await services.rooms.kick(requesterOf(request), request.params.roomId, request.body.user_id, request.body.reason);
+      return {};
+    });
+
+    /** POST /rooms/{roomId}/ban */
+    app.post('/rooms/:roomId/ban', { schema: { params: RoomIdParams, body: TargetBody } }, async (request) => {
+      await services.rooms.ban(requesterOf(request), request.params.roomId, request.body.user_id, request.body.reason);
+      return {};
+    });
+
+    /** POST /rooms/{roomId}/unban */
+    app.post('/rooms/:roomId/unban', { schema: { params: RoomIdParams, body: TargetBody } }, async (request) => {
+      await services.rooms.unban(requesterOf(request), request.params.roomId, request.body.user_id, request.body.reason);
+      return {};
+    });
+
+    /** POST /rooms/{roomId}/forget */
+    app.post('/rooms/:roomId/forget', { schema: { params: RoomIdParams, body: optionalBody(JsonObject) } }, async (request) => {
+      await services.rooms.forget(requesterOf(request), request.params.roomId);
+      return {};
+    });
+
+    /** GET /joined_rooms */
+    app.get('/joined_rooms', async (request) => {
+      const rooms = await services.roomCache.roomsOf(requesterOf(request).userId);
+      return { joined_rooms: [...rooms].filter(([, entry]) => entry.membership === 'join').map(([roomId]) => roomId) };
+    });
+
+    /** GET /rooms/{roomId}/members */
+    app.get(
+      '/rooms/:roomId/members',
+      {
+        schema: {
+          params: RoomIdParams,
+          querystring: Type.Object({
+            membership: Type.Optional(StringEnum(['join', 'invite', 'knock', 'leave', 'ban'] as const)),
+            not_membership: Type.Optional(StringEnum(['join', 'invite', 'knock', 'leave', 'ban'] as const)),
+            at: Type.Optional(Type.String()),
+          }),
+        },
+      },
+      async (request) => {
+        const requester = requesterOf(request);
+        const chunk = await services.history.members(requester, request.params.roomId, request.query.membership, request.query.not_membership);
+        return { chunk };
+      },
+    );
+
+    /** GET /rooms/{roomId}/joined_members */
+    app.get('/rooms/:roomId/joined_members', { schema: { params: RoomIdParams } }, async (request) => ({
+      joined: await services.history.joinedMembers(requesterOf(request), request.params.roomId),
+    }));
+
+    /** GET /rooms/{roomId}/aliases */
+    app.get('/rooms/:roomId/aliases', { schema: { params: RoomIdParams } }, async (request) => ({
+      aliases: await services.rooms.aliasesOf(requesterOf(request), request.params.roomId),
+    }));
+
+    const AliasParams = Type.Object({ roomAlias: Type.String() });
+
+    /** PUT /directory/room/{roomAlias} */
+    app.put('/directory/room/:roomAlias', { schema: { params: AliasParams, body: Type.Object({ room_id: Type.String() }) } }, async (request) => {
+      await services.rooms.createAlias(requesterOf(request), request.params.roomAlias, request.body.room_id);
+      return {};
+    });
+
+    /** DELETE /directory/room/{roomAlias} */
+    app.delete('/directory/room/:roomAlias', { schema: { params: AliasParams } }, async (request) => {
+      const requester = requesterOf(request);
+      await services.rooms.deleteAlias(requester, request.params.roomAlias, await services.accounts.isAdmin(requester.userId));
+      return {};
+    });
+  };
+}
+
+/** GET /directory/room/{roomAlias}: resolving an alias needs no login. */
+export function directoryLookupRoutes(services: Services): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    app.get('/directory/room/:roomAlias', { schema: { params: Type.Object({ roomAlias: Type.String() }) } }, async (request) => ({
+      room_id: await services.rooms.resolveAlias(request.params.roomAlias),
+      servers: [services.config.server_name],
+    }));
+  };
+}

@@ -1,0 +1,157 @@
+/**
+ * Events as stored and as clients see them. A stored event is immutable except for redaction;
+ * the client form adds `unsigned` fields that depend on who looks and when.
+ */
+import { randomBytes } from 'node:crypto';
+import { MatrixError } from '../http/errors.js';
+import type { EventRow } from '../storage/index.js';
+
+export type JsonObject = Record<string, unknown>;
+
+/** Spec limit on the size of an event (the whole PDU; we measure our stored form). */
+export const MAX_EVENT_BYTES = 65_536;
+
+export interface StoredEvent {
+  stream: number;
+  eventId: string;
+  roomId: string;
+  type: string;
+  /** Present on state events only; '' is a valid state key. */
+  stateKey: string | undefined;
+  sender: string;
+  originServerTs: number;
+  content: JsonObject;
+  replacesState: string | undefined;
+  prevContent: JsonObject | undefined;
+  prevSender: string | undefined;
+  redacts: string | undefined;
+  redactedBy: string | undefined;
+  txnDeviceId: string | undefined;
+  txnId: string | undefined;
+}
+
+export interface ClientEvent {
+  event_id: string;
+  type: string;
+  sender: string;
+  origin_server_ts: number;
+  content: JsonObject;
+  room_id: string;
+  state_key?: string;
+  redacts?: string;
+  unsigned: JsonObject;
+}
+
+/** Who is looking at an event: the sending device sees its transaction id. */
+export interface Viewer {
+  userId: string;
+  deviceId: string;
+}
+
+/** v4+ event ids: `$` and 43 url-safe base64 characters, as a reference hash would look. */
+export function newEventId(): string {
+  return `$${randomBytes(32).toString('base64url')}`;
+}
+
+export function stateKeyOf(type: string, stateKey: string): string {
+  return `${type}\u0000${stateKey}`;
+}
+
+export function isStateEvent(event: StoredEvent): boolean {
+  return event.stateKey !== undefined;
+}
+
+export function eventFromRow(row: EventRow): StoredEvent {
+  return {
+    stream: Number(row.stream_ordering),
+    eventId: row.event_id,
+    roomId: row.room_id,
+    type: row.type,
+    stateKey: row.state_key ?? undefined,
+    sender: row.sender,
+    originServerTs: Number(row.origin_server_ts),
+    content: JSON.parse(row.content) as JsonObject,
+    replacesState: row.replaces_state ?? undefined,
+    prevContent: row.prev_content === null ? undefined : (JSON.parse(row.prev_content) as JsonObject),
+    prevSender: row.prev_sender ?? undefined,
+    redacts: row.redacts ?? undefined,
+    redactedBy: row.redacted_by ?? undefined,
+    txnDeviceId: row.txn_device_id ?? undefined,
+    txnId: row.txn_id ?? undefined,
+  };
+}
+
+export function rowFromEvent(event: StoredEvent): EventRow {
+  return {
+    stream_ordering: event.stream,
+    event_id: event.eventId,
+    room_id: event.roomId,
+    type: event.type,
+    state_key: event.stateKey ?? null,
+    sender: event.sender,
+    origin_server_ts: event.originServerTs,
+    content: JSON.stringify(event.content),
+    replaces_state: event.replacesState ?? null,
+    prev_content: event.prevContent === undefined ? null : JSON.stringify(event.prevContent),
+    prev_sender: event.prevSender ?? null,
+    redacts: event.redacts ?? null,
+    redacted_by: event.redactedBy ?? null,
+    txn_device_id: event.txnDeviceId ?? null,
+    txn_id: event.txnId ?? null,
+  };
+}
+
+/** Refuses an event whose serialized form would exceed the spec's 64 KiB. */
+export function assertEventSize(event: ClientEvent): void {
+  const bytes = Buffer.byteLength(JSON.stringify({ ...event, unsigned: undefined }), 'utf8');
+  if (bytes > MAX_EVENT_BYTES) {
+    throw new MatrixError('M_TOO_LARGE', `Event is too large (${bytes} bytes; the limit is ${MAX_EVENT_BYTES})`);
+  }
+}
+
+export interface ClientEventOptions {
+  now: number;
+  viewer?: Viewer | undefined;
+  /** The redaction event, already in client form, when this event was redacted. */
+  redactedBecause?: ClientEvent | undefined;
+}
+
+/** The client-server form of an event, as `/sync`, `/messages` and `/event` return it. */
+export function toClientEvent(event: StoredEvent, options: ClientEventOptions): ClientEvent {
+  const unsigned: JsonObject = { age: Math.max(0, options.now - event.originServerTs) };
+  if (event.prevContent !== undefined) {
+    unsigned.prev_content = event.prevContent;
+    if (event.prevSender !== undefined) unsigned.prev_sender = event.prevSender;
+    if (event.replacesState !== undefined) unsigned.replaces_state = event.replacesState;
+  }
+  if (
+    event.txnId !== undefined &&
+    options.viewer !== undefined &&
+    options.viewer.userId === event.sender &&
+    options.viewer.deviceId === event.txnDeviceId
+  ) {
+    unsigned.transaction_id = event.txnId;
+  }
+  if (options.redactedBecause !== undefined) unsigned.redacted_because = options.redactedBecause;
+  const client: ClientEvent = {
+    event_id: event.eventId,
+    type: event.type,
+    sender: event.sender,
+    origin_server_ts: event.originServerTs,
+    content: event.content,
+    room_id: event.roomId,
+    unsigned,
+  };
+  if (event.stateKey !== undefined) client.state_key = event.stateKey;
+  if (event.redacts !== undefined) {
+    // Room versions before 11 carry `redacts` at the top level; newer clients read it from content.
+    client.redacts = event.redacts;
+    client.content = { ...event.content, redacts: event.redacts };
+  }
+  return client;
+}
+
+/** The stripped form used in invite state: only type, state_key, sender and content. */
+export function toStrippedState(event: StoredEvent): JsonObject {
+  return { type: event.type, state_key: event.stateKey ?? '', sender: event.sender, content: event.content };
+}

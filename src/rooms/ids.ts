@@ -1,0 +1,40 @@
+/** Room ids and aliases: generated, parsed and checked. */
+import { randomInt } from 'node:crypto';
+import { MatrixError } from '../http/errors.js';
+
+const ROOM_ID_LETTERS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ';
+
+/** `!<18 letters>:<server>`, like Synapse: about 100 bits, enough to be unguessable. */
+export function newRoomId(serverName: string): string {
+  let local = '';
+  for (let i = 0; i < 18; i++) local += ROOM_ID_LETTERS[randomInt(ROOM_ID_LETTERS.length)];
+  return `!${local}:${serverName}`;
+}
+
+export function isRoomId(value: string): boolean {
+  return /^![^:]+:.+$/.test(value) && Buffer.byteLength(value) <= 255;
+}
+
+export function isRoomAlias(value: string): boolean {
+  return /^#[^:]+:.+$/.test(value) && Buffer.byteLength(value) <= 255;
+}
+
+export function isUserId(value: string): boolean {
+  return /^@[^:]+:.+$/.test(value) && Buffer.byteLength(value) <= 255;
+}
+
+export function serverOf(id: string): string {
+  return id.slice(id.indexOf(':') + 1);
+}
+
+export function assertRoomId(value: string): void {
+  if (!isRoomId(value)) throw new MatrixError('M_INVALID_PARAM', `Invalid room id: ${value.slice(0, 100)}`);
+}
+
+export function assertUserId(value: string): void {
+  if (!isUserId(value)) throw new MatrixError('M_INVALID_PARAM', `Invalid user id: ${value.slice(0, 100)}`);
+}
+
+export function assertRoomAlias(value: string): void {
+  if (!isRoomAlias(value)) throw new MatrixError('M_INVALID_PARAM', `Invalid room alias: ${value.slice(0, 100)}`);
+}

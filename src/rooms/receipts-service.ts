@@ -1,0 +1,49 @@
+/**
+ * Read receipts and read markers. Public receipts (`m.read`) are shown to the room; private ones
+ * (`m.read.private`) only to their owner; `m.fully_read` is the user's room account data.
+ */
+import type { AccountDataService } from '../account-data/account-data-service.js';
+import type { Clock } from '../clock.js';
+import { MatrixError } from '../http/errors.js';
+import type { Storage } from '../storage/index.js';
+import type { Notifier } from '../sync/notifier.js';
+import { writeAtNextPosition, type StreamCounter } from '../sync/stream.js';
+import type { RoomReader } from './room-reader.js';
+
+export const RECEIPT_TYPES = ['m.read', 'm.read.private', 'm.fully_read'] as const;
+export type ReceiptType = (typeof RECEIPT_TYPES)[number];
+
+export class ReceiptService {
+  constructor(
+    private readonly storage: Storage,
+    private readonly stream: StreamCounter,
+    private readonly notifier: Notifier,
+    private readonly reader: RoomReader,
+    private readonly accountData: AccountDataService,
+    private readonly clock: Clock,
+  ) {}
+
+  async setReceipt(userId: string, roomId: string, type: ReceiptType, eventId: string, threadId: string | undefined): Promise<void> {
+    const room = await this.reader.roomForMember(roomId, userId);
+    const event = await this.reader.getEvent(eventId);
+    if (!event || event.roomId !== roomId) throw new MatrixError('M_NOT_FOUND', 'Event not found');
+    if (type === 'm.fully_read') {
+      if (threadId !== undefined) throw new MatrixError('M_INVALID_PARAM', 'thread_id is not allowed for m.fully_read');
+      await this.accountData.write(userId, roomId, 'm.fully_read', { event_id: eventId });
+      return;
+    }
+    const position = await writeAtNextPosition(this.storage, this.stream, (stores, position) =>
+      stores.userData.setReceipt({
+        room_id: roomId,
+        user_id: userId,
+        receipt_type: type,
+        thread_id: threadId ?? '',
+        event_id: eventId,
+        ts: this.clock.now(),
+        stream_ordering: position,
+      }),
+    );
+    if (position > room.latestStream) room.latestStream = position;
+    this.notifier.notify(type === 'm.read.private' ? [userId] : room.interestedUsers());
+  }
+}

@@ -1,0 +1,262 @@
+/**
+ * Reading rooms: events in client form, with redactions explained and only what the reader may
+ * see. Shared by the room endpoints and sync.
+ */
+import type { Clock } from '../clock.js';
+import { MatrixError } from '../http/errors.js';
+import type { Storage } from '../storage/index.js';
+import { formatSyncToken, parseSyncToken, type StreamCounter } from '../sync/stream.js';
+import { eventFromRow, toClientEvent, type ClientEvent, type JsonObject, type StoredEvent, type Viewer } from './events.js';
+import type { RoomCache } from './room-cache.js';
+import type { RoomSnapshot } from './room-snapshot.js';
+import { canSeeEvent, type VisibilityContext } from './visibility.js';
+
+/** Picks events; applied while paging so a filter never shortens a page needlessly. */
+export type EventPredicate = (event: StoredEvent) => boolean;
+
+const PAGE_SCAN_LIMIT = 20;
+
+export class RoomReader {
+  constructor(
+    private readonly storage: Storage,
+    private readonly cache: RoomCache,
+    private readonly stream: StreamCounter,
+    private readonly clock: Clock,
+  ) {}
+
+  /** The room's snapshot, or 403 as Synapse answers for rooms the user cannot know about. */
+  async roomOrForbidden(roomId: string, userId: string): Promise<RoomSnapshot> {
+    const room = await this.cache.room(roomId);
+    if (!room) throw notInRoom(userId, roomId);
+    return room;
+  }
+
+  /** The room, when the user is joined to it (or it is world-readable). */
+  async roomForMember(roomId: string, userId: string): Promise<RoomSnapshot> {
+    const room = await this.roomOrForbidden(roomId, userId);
+    if (!room.isJoined(userId) && room.historyVisibility() !== 'world_readable') throw notInRoom(userId, roomId);
+    return room;
+  }
+
+  async visibilityFor(room: RoomSnapshot, userId: string): Promise<VisibilityContext> {
+    const history = await this.storage.rooms.membershipHistory(room.roomId, userId);
+    return {
+      userId,
+      historyVisibility: room.historyVisibility(),
+      currentMembership: room.membership(userId),
+      history: history.map((row) => {
+        const membership = (JSON.parse(row.content) as { membership?: unknown }).membership;
+        return { stream: Number(row.stream_ordering), membership: typeof membership === 'string' ? membership : 'leave' };
+      }),
+    };
+  }
+
+  /** Client forms of events, with `unsigned.redacted_because` filled in. */
+  async render(events: readonly StoredEvent[], viewer: Viewer): Promise<ClientEvent[]> {
+    const now = this.clock.now();
+    const redactionIds = events.flatMap((e) => (e.redactedBy ? [e.redactedBy] : []));
+    const redactions = new Map<string, ClientEvent>();
+    if (redactionIds.length > 0) {
+      for (const row of await this.storage.rooms.getEvents(redactionIds)) {
+        redactions.set(row.event_id, toClientEvent(eventFromRow(row), { now, viewer }));
+      }
+    }
+    return events.map((event) =>
+      toClientEvent(event, { now, viewer, redactedBecause: event.redactedBy ? redactions.get(event.redactedBy) : undefined }),
+    );
+  }
+
+  async getEvent(eventId: string): Promise<StoredEvent | undefined> {
+    const row = await this.storage.rooms.getEvent(eventId);
+    return row ? eventFromRow(row) : undefined;
+  }
+
+  /**
+   * Events the user may see, walking back from `before` (exclusive of nothing: `stream <= before`)
+   * down to `stopAt` (exclusive), newest first, at most `limit`. `more` tells whether older events
+   * might remain.
+   */
+  async pageBackwards(
+    room: RoomSnapshot,
+    options: { before: number; stopAt: number; limit: number; visibility: VisibilityContext | undefined; matches?: EventPredicate | undefined },
+  ): Promise<{ events: StoredEvent[]; more: boolean; lastScanned: number }> {
+    const events: StoredEvent[] = [];
+    let upper = Math.min(options.before, this.stream.current);
+    let lastScanned = upper;
+    for (let pages = 0; pages < PAGE_SCAN_LIMIT; pages++) {
+      const want = options.limit - events.length;
+      const rows = await this.storage.rooms.eventsNewestFirst(room.roomId, options.stopAt, upper, want + 1);
+      for (const row of rows.slice(0, want)) {
+        const event = eventFromRow(row);
+        lastScanned = event.stream - 1;
+        if (options.visibility && !canSeeEvent(event, options.visibility)) continue;
+        if (options.matches && !options.matches(event)) continue;
+        events.push(event);
+      }
+      if (rows.length <= want) return { events, more: false, lastScanned };
+      if (events.length >= options.limit) return { events, more: true, lastScanned };
+      upper = lastScanned;
+    }
+    return { events, more: true, lastScanned };
+  }
+
+  /** Like pageBackwards, forwards: `after < stream <= upTo`, oldest first. */
+  async pageForwards(
+    room: RoomSnapshot,
+    options: { after: number; upTo: number; limit: number; visibility: VisibilityContext | undefined; matches?: EventPredicate | undefined },
+  ): Promise<{ events: StoredEvent[]; more: boolean; lastScanned: number }> {
+    const events: StoredEvent[] = [];
+    const upTo = Math.min(options.upTo, this.stream.current);
+    let from = options.after + 1;
+    let lastScanned = options.after;
+    for (let pages = 0; pages < PAGE_SCAN_LIMIT; pages++) {
+      const want = options.limit - events.length;
+      const rows = await this.storage.rooms.eventsOldestFirst(room.roomId, from, upTo + 1, want + 1);
+      for (const row of rows.slice(0, want)) {
+        const event = eventFromRow(row);
+        lastScanned = event.stream;
+        if (options.visibility && !canSeeEvent(event, options.visibility)) continue;
+        if (options.matches && !options.matches(event)) continue;
+        events.push(event);
+      }
+      if (rows.length <= want) return { events, more: false, lastScanned };
+      if (events.length >= options.limit) return { events, more: true, lastScanned };
+      from = lastScanned + 1;
+    }
+    return { events, more: true, lastScanned };
+  }
+}
+
+export interface MessagesQuery {
+  from: string | undefined;
+  to: string | undefined;
+  dir: 'b' | 'f';
+  limit: number;
+  matches: EventPredicate;
+  lazyLoadMembers: boolean;
+}
+
+/** Reading history and state on behalf of a user (the `/messages`, `/context`, `/state` family). */
+export class RoomHistory {
+  constructor(
+    private readonly reader: RoomReader,
+    private readonly stream: StreamCounter,
+  ) {}
+
+  /** The room, when the user is or was in it (or it is world-readable), with their visibility. */
+  private async roomForHistory(roomId: string, userId: string): Promise<{ room: RoomSnapshot; visibility: VisibilityContext }> {
+    const room = await this.reader.roomOrForbidden(roomId, userId);
+    const visibility = await this.reader.visibilityFor(room, userId);
+    if (visibility.history.length === 0 && visibility.historyVisibility !== 'world_readable') throw notInRoom(userId, roomId);
+    return { room, visibility };
+  }
+
+  async messages(viewer: Viewer, roomId: string, query: MessagesQuery): Promise<JsonObject> {
+    const { room, visibility } = await this.roomForHistory(roomId, viewer.userId);
+    const from = parsePosition(query.from, 'from') ?? (query.dir === 'b' ? this.stream.current : -1);
+    const to = parsePosition(query.to, 'to');
+    const page =
+      query.dir === 'b'
+        ? await this.reader.pageBackwards(room, { before: from, stopAt: to ?? -1, limit: query.limit, visibility, matches: query.matches })
+        : await this.reader.pageForwards(room, { after: from, upTo: to ?? this.stream.current, limit: query.limit, visibility, matches: query.matches });
+    const response: JsonObject = {
+      chunk: await this.reader.render(page.events, viewer),
+      start: query.from ?? positionToken(from),
+    };
+    if (page.events.length > 0 || page.more) response.end = positionToken(page.lastScanned);
+    if (query.lazyLoadMembers) response.state = await this.memberStateFor(room, page.events, viewer);
+    return response;
+  }
+
+  async context(viewer: Viewer, roomId: string, eventId: string, limit: number, matches: EventPredicate, lazyLoadMembers: boolean): Promise<JsonObject> {
+    const { room, visibility } = await this.roomForHistory(roomId, viewer.userId);
+    const event = await this.reader.getEvent(eventId);
+    if (!event || event.roomId !== roomId || !canSeeEvent(event, visibility)) throw new MatrixError('M_NOT_FOUND', 'Event not found.');
+    const beforeLimit = Math.floor(limit / 2);
+    const before = await this.reader.pageBackwards(room, { before: event.stream - 1, stopAt: -1, limit: beforeLimit, visibility, matches });
+    const after = await this.reader.pageForwards(room, { after: event.stream, upTo: this.stream.current, limit: limit - beforeLimit, visibility, matches });
+    const [rendered] = await this.reader.render([event], viewer);
+    const all = [...before.events, event, ...after.events];
+    const state = lazyLoadMembers ? await this.memberStateFor(room, all, viewer) : await this.reader.render([...room.stateEvents()], viewer);
+    return {
+      event: rendered,
+      events_before: await this.reader.render(before.events, viewer),
+      events_after: await this.reader.render(after.events, viewer),
+      start: positionToken(before.events.length > 0 ? before.lastScanned : event.stream - 1),
+      end: positionToken(after.events.length > 0 ? after.lastScanned : event.stream),
+      state,
+    };
+  }
+
+  async event(viewer: Viewer, roomId: string, eventId: string): Promise<ClientEvent> {
+    const { visibility } = await this.roomForHistory(roomId, viewer.userId);
+    const event = await this.reader.getEvent(eventId);
+    if (!event || event.roomId !== roomId || !canSeeEvent(event, visibility)) throw new MatrixError('M_NOT_FOUND', 'Event not found.');
+    const [rendered] = await this.reader.render([event], viewer);
+    return rendered!;
+  }
+
+  async state(viewer: Viewer, roomId: string): Promise<ClientEvent[]> {
+    const room = await this.reader.roomForMember(roomId, viewer.userId);
+    return this.reader.render([...room.stateEvents()].sort((a, b) => a.stream - b.stream), viewer);
+  }
+
+  async stateEvent(viewer: Viewer, roomId: string, type: string, stateKey: string): Promise<ClientEvent> {
+    const room = await this.reader.roomForMember(roomId, viewer.userId);
+    const event = room.get(type, stateKey);
+    if (!event) throw new MatrixError('M_NOT_FOUND', 'Event not found.');
+    const [rendered] = await this.reader.render([event], viewer);
+    return rendered!;
+  }
+
+  /** Member events, optionally only some memberships. */
+  async members(viewer: Viewer, roomId: string, membership: string | undefined, notMembership: string | undefined): Promise<ClientEvent[]> {
+    const room = await this.reader.roomForMember(roomId, viewer.userId);
+    const events = [...room.stateEvents()].filter((e) => {
+      if (e.type !== 'm.room.member') return false;
+      const value = typeof e.content.membership === 'string' ? e.content.membership : 'leave';
+      if (membership !== undefined && value !== membership) return false;
+      return notMembership === undefined || value !== notMembership;
+    });
+    return this.reader.render(events.sort((a, b) => a.stream - b.stream), viewer);
+  }
+
+  /** Joined members with their room profile; both keys are always present (null when unset). */
+  async joinedMembers(viewer: Viewer, roomId: string): Promise<Record<string, { display_name: string | null; avatar_url: string | null }>> {
+    const room = await this.reader.roomForMember(roomId, viewer.userId);
+    const joined: Record<string, { display_name: string | null; avatar_url: string | null }> = {};
+    for (const userId of room.usersWith('join')) {
+      const content = room.get('m.room.member', userId)?.content ?? {};
+      joined[userId] = {
+        display_name: typeof content.displayname === 'string' ? content.displayname : null,
+        avatar_url: typeof content.avatar_url === 'string' ? content.avatar_url : null,
+      };
+    }
+    return joined;
+  }
+
+  private async memberStateFor(room: RoomSnapshot, events: StoredEvent[], viewer: Viewer): Promise<ClientEvent[]> {
+    const senders = new Set(events.map((e) => e.sender));
+    const members = [...senders].flatMap((userId) => {
+      const member = room.get('m.room.member', userId);
+      return member ? [member] : [];
+    });
+    return this.reader.render(members, viewer);
+  }
+}
+
+/** Pagination tokens are stream positions in the sync token's form, so either works as `from`. */
+export function positionToken(position: number): string {
+  return formatSyncToken({ stream: Math.max(position, 0), typing: 0 });
+}
+
+function parsePosition(token: string | undefined, name: string): number | undefined {
+  if (token === undefined || token === '') return undefined;
+  const parsed = parseSyncToken(token);
+  if (!parsed) throw new MatrixError('M_INVALID_PARAM', `Invalid ${name} token`);
+  return parsed.stream;
+}
+
+export function notInRoom(userId: string, roomId: string): MatrixError {
+  return new MatrixError('M_FORBIDDEN', `User ${userId} not in room ${roomId}`);
+}

@@ -1,0 +1,401 @@
+/**
+ * Changing rooms: creating them, membership, sending messages and state, redacting. Every change
+ * goes through the event writer, which applies the room auth rules; this service adds what the
+ * rules do not know (who exists, transaction ids, idempotent state, aliases).
+ */
+import { isDeepStrictEqual } from 'node:util';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config/index.js';
+import { MatrixError } from '../http/errors.js';
+import type { Limiters } from '../ratelimit/limiters.js';
+import type { Storage } from '../storage/index.js';
+import type { Requester } from '../users/session-service.js';
+import { canRedact, effectivePowerLevels, userPowerLevel, requiredPowerForEvent } from './auth-rules.js';
+import type { EventDraft, EventWriter } from './event-writer.js';
+import type { JsonObject, StoredEvent } from './events.js';
+import { assertRoomAlias, assertUserId, isRoomAlias, isRoomId, newRoomId, serverOf } from './ids.js';
+import { planCreateRoom, type Preset, type StateDraft } from './presets.js';
+import { redactedContent } from './redaction.js';
+import type { RoomCache } from './room-cache.js';
+import { notInRoom, type RoomReader } from './room-reader.js';
+import type { RoomSnapshot } from './room-snapshot.js';
+
+/** Room versions we create and join; capabilities advertises the same list. */
+export const SUPPORTED_ROOM_VERSIONS = ['10'] as const;
+export const DEFAULT_ROOM_VERSION = '10';
+
+export interface CreateRoomRequest {
+  preset?: Preset | undefined;
+  visibility?: 'public' | 'private' | undefined;
+  name?: string | undefined;
+  topic?: string | undefined;
+  invite?: string[] | undefined;
+  is_direct?: boolean | undefined;
+  initial_state?: Array<{ type: string; state_key?: string | undefined; content: JsonObject }> | undefined;
+  creation_content?: JsonObject | undefined;
+  power_level_content_override?: JsonObject | undefined;
+  room_version?: string | undefined;
+  room_alias_name?: string | undefined;
+}
+
+export class RoomService {
+  /** Sends in flight, by user, device and transaction id: a retry racing its original joins it. */
+  private readonly inflightTxns = new Map<string, Promise<string>>();
+
+  constructor(
+    private readonly storage: Storage,
+    private readonly config: Config,
+    private readonly clock: Clock,
+    private readonly cache: RoomCache,
+    private readonly writer: EventWriter,
+    private readonly reader: RoomReader,
+    private readonly limiters: Limiters,
+  ) {}
+
+  // ---- creation ----
+
+  async createRoom(requester: Requester, request: CreateRoomRequest): Promise<string> {
+    const creator = requester.userId;
+    const roomVersion = request.room_version ?? DEFAULT_ROOM_VERSION;
+    if (!(SUPPORTED_ROOM_VERSIONS as readonly string[]).includes(roomVersion)) {
+      throw new MatrixError('M_UNSUPPORTED_ROOM_VERSION', `Your homeserver does not support room version ${roomVersion}`);
+    }
+    const invites = [...new Set(request.invite ?? [])];
+    for (const userId of invites) assertUserId(userId);
+    const inviteProfiles = await Promise.all(invites.map((userId) => this.profileOfExistingUser(userId)));
+    const initialState: StateDraft[] = (request.initial_state ?? []).map((s) => ({
+      type: s.type,
+      stateKey: s.state_key ?? '',
+      content: s.content,
+    }));
+    const roomId = newRoomId(this.config.server_name);
+    let alias: string | undefined;
+    if (request.room_alias_name !== undefined) {
+      alias = `#${request.room_alias_name}:${this.config.server_name}`;
+      if (/[:\s]/.test(request.room_alias_name) || request.room_alias_name.length === 0 || !isRoomAlias(alias)) {
+        throw new MatrixError('M_INVALID_PARAM', 'Invalid characters in room alias');
+      }
+      if (!(await this.storage.rooms.insertAlias(alias, roomId, creator))) {
+        throw new MatrixError('M_ROOM_IN_USE', 'Room alias already taken');
+      }
+    }
+    const planned = planCreateRoom({
+      roomVersion,
+      creator,
+      creatorProfile: await this.profileOf(creator),
+      preset: request.preset ?? (request.visibility === 'public' ? 'public_chat' : 'private_chat'),
+      creationContent: request.creation_content ?? {},
+      powerLevelOverride: request.power_level_content_override,
+      canonicalAlias: alias,
+      initialState,
+      name: request.name,
+      topic: request.topic,
+      invites: invites.map((userId, i) => ({ userId, profile: inviteProfiles[i]! })),
+      isDirect: request.is_direct === true,
+    });
+    try {
+      await this.writer.submit({
+        roomId,
+        newRoom: {
+          room_id: roomId,
+          room_version: roomVersion,
+          creator,
+          is_public: request.visibility === 'public' ? 1 : 0,
+          created_ts: this.clock.now(),
+        },
+        prepare: () => planned.map((e) => ({ type: e.type, stateKey: e.stateKey, sender: creator, content: e.content })),
+      });
+    } catch (err) {
+      if (alias !== undefined) await this.storage.rooms.deleteAlias(alias);
+      throw err;
+    }
+    return roomId;
+  }
+
+  // ---- membership ----
+
+  /** Joins by room id or alias; returns the room id. */
+  async join(requester: Requester, roomIdOrAlias: string, reason?: string): Promise<string> {
+    const roomId = await this.resolveRoom(roomIdOrAlias);
+    const room = await this.cache.room(roomId);
+    if (!room) throw new MatrixError('M_NOT_FOUND', 'No known servers');
+    const profile = await this.profileOf(requester.userId);
+    await this.writer.submit({
+      roomId,
+      prepare: (current) => {
+        const previous = current.get('m.room.member', requester.userId)?.content;
+        // An invite to a direct chat stays marked as one in the join, as Synapse does.
+        const isDirect = current.membership(requester.userId) === 'invite' && previous?.is_direct === true;
+        return [memberDraft(requester.userId, requester.userId, { ...profile, membership: 'join', ...(isDirect ? { is_direct: true } : {}) }, reason)];
+      },
+    });
+    return roomId;
+  }
+
+  async invite(requester: Requester, roomId: string, target: string, reason?: string): Promise<void> {
+    assertUserId(target);
+    const profile = await this.profileOfExistingUser(target);
+    await this.reader.roomOrForbidden(roomId, requester.userId);
+    await this.writer.submit({
+      roomId,
+      prepare: (room) => {
+        if (room.membership(target) === 'invite') return []; // already invited: nothing to do
+        return [memberDraft(requester.userId, target, { ...profile, membership: 'invite' }, reason)];
+      },
+    });
+  }
+
+  async leave(requester: Requester, roomId: string, reason?: string): Promise<void> {
+    const room = await this.cache.room(roomId);
+    if (!room || room.membership(requester.userId) === 'leave') {
+      // Synapse answers a leave from a room one is not in with success when there is nothing to do.
+      if (room && (await this.cache.roomsOf(requester.userId)).has(roomId)) return;
+      throw notInRoom(requester.userId, roomId);
+    }
+    await this.writer.submit({
+      roomId,
+      prepare: () => [memberDraft(requester.userId, requester.userId, { membership: 'leave' }, reason)],
+    });
+  }
+
+  async kick(requester: Requester, roomId: string, target: string, reason?: string): Promise<void> {
+    assertUserId(target);
+    await this.reader.roomOrForbidden(roomId, requester.userId);
+    await this.writer.submit({
+      roomId,
+      prepare: (room) => {
+        const membership = room.membership(target);
+        if (membership !== 'join' && membership !== 'invite' && membership !== 'knock') {
+          throw new MatrixError('M_FORBIDDEN', `${target} is not in the room`);
+        }
+        return [memberDraft(requester.userId, target, { membership: 'leave' }, reason)];
+      },
+    });
+  }
+
+  async ban(requester: Requester, roomId: string, target: string, reason?: string): Promise<void> {
+    assertUserId(target);
+    await this.reader.roomOrForbidden(roomId, requester.userId);
+    await this.writer.submit({
+      roomId,
+      prepare: () => [memberDraft(requester.userId, target, { membership: 'ban' }, reason)],
+    });
+  }
+
+  async unban(requester: Requester, roomId: string, target: string, reason?: string): Promise<void> {
+    assertUserId(target);
+    await this.reader.roomOrForbidden(roomId, requester.userId);
+    await this.writer.submit({
+      roomId,
+      prepare: (room) => {
+        if (room.membership(target) !== 'ban') throw new MatrixError('M_FORBIDDEN', `${target} is not banned`);
+        return [memberDraft(requester.userId, target, { membership: 'leave' }, reason)];
+      },
+    });
+  }
+
+  async forget(requester: Requester, roomId: string): Promise<void> {
+    const rooms = await this.cache.roomsOf(requester.userId);
+    const entry = rooms.get(roomId);
+    if (!entry) throw new MatrixError('M_NOT_FOUND', 'Room not found or not a member');
+    if (entry.membership === 'join' || entry.membership === 'invite') {
+      throw new MatrixError('M_UNKNOWN', 'User is in room and cannot forget it; leave first');
+    }
+    await this.storage.rooms.setForgotten(roomId, requester.userId);
+    this.cache.setUserRoom(requester.userId, roomId, { ...entry, forgotten: true });
+  }
+
+  // ---- events ----
+
+  /** Sends a message event; a retry with the same transaction id returns the first event id. */
+  async send(requester: Requester, roomId: string, type: string, txnId: string, content: JsonObject): Promise<string> {
+    const key = `${requester.userId}\u0000${requester.deviceId}\u0000${txnId}`;
+    const inflight = this.inflightTxns.get(key);
+    if (inflight) return inflight;
+    const previous = await this.storage.rooms.findEventByTxn(requester.userId, requester.deviceId, txnId);
+    if (previous) return previous.event_id;
+    const work = (async () => {
+      await this.limiters.checkMessage(requester.userId);
+      await this.reader.roomOrForbidden(roomId, requester.userId);
+      const [event] = await this.writer.submit({
+        roomId,
+        prepare: () => [{ type, sender: requester.userId, content, txn: { deviceId: requester.deviceId, txnId } }],
+      });
+      return event!.eventId;
+    })();
+    this.inflightTxns.set(key, work);
+    try {
+      return await work;
+    } finally {
+      this.inflightTxns.delete(key);
+    }
+  }
+
+  /** Sets a state event; setting exactly what is already there changes nothing, as in Synapse. */
+  async setState(requester: Requester, roomId: string, type: string, stateKey: string, content: JsonObject): Promise<string> {
+    const room = await this.reader.roomOrForbidden(roomId, requester.userId);
+    const current = room.get(type, stateKey);
+    if (current && current.sender === requester.userId && isDeepStrictEqual(current.content, content) && room.isJoined(requester.userId)) {
+      return current.eventId;
+    }
+    if (type === 'm.room.canonical_alias') await this.checkCanonicalAliases(roomId, content);
+    if (type === 'm.room.member') {
+      const membership = content.membership;
+      if (membership === 'invite' || membership === 'join') {
+        assertUserId(stateKey);
+        await this.profileOfExistingUser(stateKey);
+      }
+    }
+    await this.limiters.checkMessage(requester.userId);
+    const [event] = await this.writer.submit({
+      roomId,
+      prepare: () => [{ type, stateKey, sender: requester.userId, content }],
+    });
+    return event!.eventId;
+  }
+
+  async redact(requester: Requester, roomId: string, eventId: string, txnId: string, reason: string | undefined): Promise<string> {
+    const key = `${requester.userId}\u0000${requester.deviceId}\u0000${txnId}`;
+    const inflight = this.inflightTxns.get(key);
+    if (inflight) return inflight;
+    const previous = await this.storage.rooms.findEventByTxn(requester.userId, requester.deviceId, txnId);
+    if (previous) return previous.event_id;
+    const work = (async () => {
+      const room = await this.reader.roomOrForbidden(roomId, requester.userId);
+      const target = await this.reader.getEvent(eventId);
+      if (!room.isJoined(requester.userId)) throw notInRoom(requester.userId, roomId);
+      if (!target || target.roomId !== roomId) throw new MatrixError('M_NOT_FOUND', 'Event not found');
+      const [event] = await this.writer.submit({
+        roomId,
+        prepare: (current) => {
+          const levels = effectivePowerLevels(current.lookup);
+          if (!canRedact(levels, requester.userId, target.sender)) {
+            throw new MatrixError('M_FORBIDDEN', 'You don\u2019t have permission to redact events');
+          }
+          const draft: EventDraft = {
+            type: 'm.room.redaction',
+            sender: requester.userId,
+            content: reason === undefined ? {} : { reason },
+            redaction: { eventId, redactedContent: redactedContent(target.type, target.content, current.roomVersion) },
+            txn: { deviceId: requester.deviceId, txnId },
+          };
+          return [draft];
+        },
+      });
+      return event!.eventId;
+    })();
+    this.inflightTxns.set(key, work);
+    try {
+      return await work;
+    } finally {
+      this.inflightTxns.delete(key);
+    }
+  }
+
+  // ---- aliases ----
+
+  async resolveAlias(alias: string): Promise<string> {
+    assertRoomAlias(alias);
+    const row = await this.storage.rooms.getAlias(alias);
+    if (!row) throw new MatrixError('M_NOT_FOUND', `Room alias ${alias} not found`);
+    return row.room_id;
+  }
+
+  async createAlias(requester: Requester, alias: string, roomId: string): Promise<void> {
+    assertRoomAlias(alias);
+    if (serverOf(alias) !== this.config.server_name) {
+      throw new MatrixError('M_INVALID_PARAM', 'Room alias must be local');
+    }
+    const room = await this.reader.roomOrForbidden(roomId, requester.userId);
+    if (!room.isJoined(requester.userId)) throw notInRoom(requester.userId, roomId);
+    if (!(await this.storage.rooms.insertAlias(alias, roomId, requester.userId))) {
+      throw new MatrixError('M_UNKNOWN', `Room alias ${alias} already exists`, { status: 409 });
+    }
+  }
+
+  async deleteAlias(requester: Requester, alias: string, isServerAdmin: boolean): Promise<void> {
+    assertRoomAlias(alias);
+    const row = await this.storage.rooms.getAlias(alias);
+    if (!row) throw new MatrixError('M_NOT_FOUND', `Room alias ${alias} not found`);
+    if (row.creator !== requester.userId && !isServerAdmin) {
+      const room = await this.cache.room(row.room_id);
+      const levels = room ? effectivePowerLevels(room.lookup) : undefined;
+      const allowed =
+        room !== undefined &&
+        levels !== undefined &&
+        room.isJoined(requester.userId) &&
+        userPowerLevel(levels, requester.userId) >= requiredPowerForEvent(levels, 'm.room.canonical_alias', true);
+      if (!allowed) throw new MatrixError('M_FORBIDDEN', 'You don\u2019t have permission to delete the alias.');
+    }
+    await this.storage.rooms.deleteAlias(alias);
+  }
+
+  async aliasesOf(requester: Requester, roomId: string): Promise<string[]> {
+    await this.reader.roomForMember(roomId, requester.userId);
+    return this.storage.rooms.aliasesOfRoom(roomId);
+  }
+
+  // ---- helpers ----
+
+  async resolveRoom(roomIdOrAlias: string): Promise<string> {
+    if (isRoomId(roomIdOrAlias)) return roomIdOrAlias;
+    if (isRoomAlias(roomIdOrAlias)) return this.resolveAlias(roomIdOrAlias);
+    throw new MatrixError('M_INVALID_PARAM', `${roomIdOrAlias.slice(0, 100)} was not legal room ID or room alias`);
+  }
+
+  private async checkCanonicalAliases(roomId: string, content: JsonObject): Promise<void> {
+    const aliases = [content.alias, ...(Array.isArray(content.alt_aliases) ? content.alt_aliases : [])].filter((a) => a !== undefined && a !== null);
+    for (const alias of aliases) {
+      if (typeof alias !== 'string' || !isRoomAlias(alias)) throw new MatrixError('M_INVALID_PARAM', 'Invalid alias in m.room.canonical_alias');
+      const row = await this.storage.rooms.getAlias(alias);
+      if (!row || row.room_id !== roomId) {
+        throw new MatrixError('M_BAD_ALIAS', `Room alias ${alias} does not point to the room`);
+      }
+    }
+  }
+
+  /** The displayname and avatar that go into a member event. */
+  async profileOf(userId: string): Promise<JsonObject> {
+    const user = await this.storage.users.get(userId);
+    const profile: JsonObject = {};
+    if (user?.displayname) profile.displayname = user.displayname;
+    if (user?.avatar_url) profile.avatar_url = user.avatar_url;
+    return profile;
+  }
+
+  private async profileOfExistingUser(userId: string): Promise<JsonObject> {
+    if (serverOf(userId) !== this.config.server_name) {
+      throw new MatrixError('M_FORBIDDEN', 'This server does not federate: only local users can be invited');
+    }
+    const user = await this.storage.users.get(userId);
+    if (!user || user.deactivated === 1) throw new MatrixError('M_NOT_FOUND', `Unknown user ${userId}`);
+    return this.profileOf(userId);
+  }
+
+  /** Writes a new member event in every room the user is joined to (after a profile change). */
+  async refreshMemberEvents(userId: string): Promise<void> {
+    const profile = await this.profileOf(userId);
+    const rooms = await this.cache.roomsOf(userId);
+    for (const [roomId, entry] of rooms) {
+      if (entry.membership !== 'join') continue;
+      await this.writer.submit({
+        roomId,
+        prepare: (room: RoomSnapshot) => {
+          if (!room.isJoined(userId)) return [];
+          const previous = room.get('m.room.member', userId)?.content ?? {};
+          const content: JsonObject = { ...previous, membership: 'join' };
+          delete content.displayname;
+          delete content.avatar_url;
+          delete content.reason;
+          return [memberDraft(userId, userId, { ...content, ...profile })];
+        },
+      }).catch(() => undefined); // one room refusing must not stop the others
+    }
+  }
+}
+
+function memberDraft(sender: string, target: string, content: JsonObject, reason?: string): EventDraft {
+  return { type: 'm.room.member', stateKey: target, sender, content: reason === undefined ? content : { ...content, reason } };
+}
+
+export type { StoredEvent };

@@ -1,0 +1,89 @@
+/**
+ * A room's current state held in memory: the state events by (type, state_key) and each user's
+ * membership. The event writer is the only code that changes a snapshot, right after the event
+ * is written, so the auth rules always check against the latest state without a query.
+ */
+import type { StateEvent, StateLookup } from './auth-rules.js';
+import { stateKeyOf, type StoredEvent } from './events.js';
+
+export class RoomSnapshot {
+  private readonly state = new Map<string, StoredEvent>();
+  private readonly memberships = new Map<string, string>();
+  /** Stream position of the newest event (or receipt) in the room. */
+  latestStream = 0;
+
+  constructor(
+    readonly roomId: string,
+    readonly roomVersion: string,
+    readonly creator: string,
+    stateEvents: Iterable<StoredEvent> = [],
+  ) {
+    for (const event of stateEvents) this.apply(event);
+  }
+
+  get(type: string, stateKey = ''): StoredEvent | undefined {
+    return this.state.get(stateKeyOf(type, stateKey));
+  }
+
+  /** The view the pure auth rules take. */
+  readonly lookup: StateLookup = (type, stateKey) => {
+    const event = this.get(type, stateKey);
+    if (!event) return undefined;
+    const view: StateEvent = { type: event.type, state_key: event.stateKey ?? '', sender: event.sender, content: event.content };
+    return view;
+  };
+
+  membership(userId: string): string {
+    return this.memberships.get(userId) ?? 'leave';
+  }
+
+  isJoined(userId: string): boolean {
+    return this.memberships.get(userId) === 'join';
+  }
+
+  /** Users whose membership is `membership`. */
+  usersWith(membership: string): string[] {
+    const users: string[] = [];
+    for (const [userId, value] of this.memberships) if (value === membership) users.push(userId);
+    return users;
+  }
+
+  /** Users who should hear about new events: the joined and the invited. */
+  interestedUsers(): string[] {
+    const users: string[] = [];
+    for (const [userId, value] of this.memberships) if (value === 'join' || value === 'invite') users.push(userId);
+    return users;
+  }
+
+  stateEvents(): IterableIterator<StoredEvent> {
+    return this.state.values();
+  }
+
+  historyVisibility(): string {
+    const value = this.get('m.room.history_visibility')?.content.history_visibility;
+    return typeof value === 'string' ? value : 'shared';
+  }
+
+  apply(event: StoredEvent): void {
+    if (event.stream > this.latestStream) this.latestStream = event.stream;
+    if (event.stateKey === undefined) return;
+    this.state.set(stateKeyOf(event.type, event.stateKey), event);
+    if (event.type === 'm.room.member') {
+      const membership = event.content.membership;
+      this.memberships.set(event.stateKey, typeof membership === 'string' ? membership : 'leave');
+    }
+  }
+
+  /** Replaces the content of a state event in place when it is redacted. */
+  applyRedaction(eventId: string, content: Record<string, unknown>, redactedBy: string): void {
+    for (const [key, event] of this.state) {
+      if (event.eventId !== eventId) continue;
+      const redacted = { ...event, content, redactedBy };
+      this.state.set(key, redacted);
+      if (event.type === 'm.room.member') {
+        const membership = content.membership;
+        this.memberships.set(event.stateKey ?? '', typeof membership === 'string' ? membership : 'leave');
+      }
+    }
+  }
+}

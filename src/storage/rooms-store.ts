@@ -1,0 +1,218 @@
+/** Rooms, their events, current state, memberships and aliases. */
+import type { Kysely, Selectable } from 'kysely';
+import type { Database, EventsTable, MembershipsTable, RoomsTable } from './schema.js';
+
+export type EventRow = Selectable<EventsTable>;
+export type RoomRow = Selectable<RoomsTable>;
+export type MembershipRow = Selectable<MembershipsTable>;
+
+export class RoomStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insertRoom(room: RoomRow): Promise<void> {
+    await this.db.insertInto('rooms').values(room).execute();
+  }
+
+  async getRoom(roomId: string): Promise<RoomRow | undefined> {
+    return this.db.selectFrom('rooms').selectAll().where('room_id', '=', roomId).executeTakeFirst();
+  }
+
+  async setRoomPublic(roomId: string, isPublic: boolean): Promise<void> {
+    await this.db.updateTable('rooms').set({ is_public: isPublic ? 1 : 0 }).where('room_id', '=', roomId).execute();
+  }
+
+  async listPublicRooms(): Promise<string[]> {
+    const rows = await this.db.selectFrom('rooms').select('room_id').where('is_public', '=', 1).execute();
+    return rows.map((r) => r.room_id);
+  }
+
+  async insertEvent(event: EventRow): Promise<void> {
+    await this.db.insertInto('events').values(event).execute();
+  }
+
+  async setCurrentState(roomId: string, type: string, stateKey: string, eventId: string): Promise<void> {
+    await this.db
+      .insertInto('current_state')
+      .values({ room_id: roomId, type, state_key: stateKey, event_id: eventId })
+      .onConflict((oc) => oc.columns(['room_id', 'type', 'state_key']).doUpdateSet({ event_id: eventId }))
+      .execute();
+  }
+
+  async setMembership(row: Omit<MembershipRow, 'forgotten'>): Promise<void> {
+    await this.db
+      .insertInto('memberships')
+      .values({ ...row, forgotten: 0 })
+      .onConflict((oc) =>
+        oc.columns(['room_id', 'user_id']).doUpdateSet({
+          membership: row.membership,
+          event_id: row.event_id,
+          stream_ordering: row.stream_ordering,
+          forgotten: 0,
+        }),
+      )
+      .execute();
+  }
+
+  async setForgotten(roomId: string, userId: string): Promise<void> {
+    await this.db
+      .updateTable('memberships')
+      .set({ forgotten: 1 })
+      .where('room_id', '=', roomId)
+      .where('user_id', '=', userId)
+      .execute();
+  }
+
+  /** The events that make up a room's current state. */
+  async currentStateEvents(roomId: string): Promise<EventRow[]> {
+    return this.db
+      .selectFrom('current_state')
+      .innerJoin('events', 'events.event_id', 'current_state.event_id')
+      .selectAll('events')
+      .where('current_state.room_id', '=', roomId)
+      .execute();
+  }
+
+  async getEvent(eventId: string): Promise<EventRow | undefined> {
+    return this.db.selectFrom('events').selectAll().where('event_id', '=', eventId).executeTakeFirst();
+  }
+
+  async getEvents(eventIds: readonly string[]): Promise<EventRow[]> {
+    if (eventIds.length === 0) return [];
+    return this.db.selectFrom('events').selectAll().where('event_id', 'in', eventIds).execute();
+  }
+
+  async findEventByTxn(sender: string, deviceId: string, txnId: string): Promise<EventRow | undefined> {
+    return this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('sender', '=', sender)
+      .where('txn_device_id', '=', deviceId)
+      .where('txn_id', '=', txnId)
+      .executeTakeFirst();
+  }
+
+  /**
+   * Events of a room with `after < stream_ordering <= upTo`, newest first, at most `limit`.
+   * Pass `after` -1 for "from the beginning".
+   */
+  async eventsNewestFirst(roomId: string, after: number, upTo: number, limit: number): Promise<EventRow[]> {
+    return this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('room_id', '=', roomId)
+      .where('stream_ordering', '>', after)
+      .where('stream_ordering', '<=', upTo)
+      .orderBy('stream_ordering', 'desc')
+      .limit(limit)
+      .execute();
+  }
+
+  /** Events of a room with `from <= stream_ordering < until`, oldest first, at most `limit`. */
+  async eventsOldestFirst(roomId: string, from: number, until: number, limit: number): Promise<EventRow[]> {
+    return this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('room_id', '=', roomId)
+      .where('stream_ordering', '>=', from)
+      .where('stream_ordering', '<', until)
+      .orderBy('stream_ordering', 'asc')
+      .limit(limit)
+      .execute();
+  }
+
+  /** Every membership event of one user in one room, oldest first: the user's history there. */
+  async membershipHistory(roomId: string, userId: string): Promise<EventRow[]> {
+    return this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('room_id', '=', roomId)
+      .where('type', '=', 'm.room.member')
+      .where('state_key', '=', userId)
+      .orderBy('stream_ordering', 'asc')
+      .execute();
+  }
+
+  /** Replaces an event's content with its redacted form and records which event redacted it. */
+  async markRedacted(eventId: string, content: string, redactedBy: string): Promise<void> {
+    await this.db.updateTable('events').set({ content, redacted_by: redactedBy }).where('event_id', '=', eventId).execute();
+  }
+
+  async membershipsOfUser(userId: string): Promise<MembershipRow[]> {
+    return this.db.selectFrom('memberships').selectAll().where('user_id', '=', userId).execute();
+  }
+
+  async membershipsOfRoom(roomId: string): Promise<MembershipRow[]> {
+    return this.db.selectFrom('memberships').selectAll().where('room_id', '=', roomId).execute();
+  }
+
+  /** The newest stream position of each room's events. */
+  async latestStreamPerRoom(): Promise<Array<{ room_id: string; stream: number }>> {
+    const rows = await this.db
+      .selectFrom('events')
+      .select(['room_id', (eb) => eb.fn.max('stream_ordering').as('stream')])
+      .groupBy('room_id')
+      .execute();
+    return rows.map((r) => ({ room_id: r.room_id, stream: Number(r.stream) }));
+  }
+
+  async latestStreamOfRoom(roomId: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('events')
+      .select((eb) => eb.fn.max('stream_ordering').as('max'))
+      .where('room_id', '=', roomId)
+      .executeTakeFirst();
+    return Number(row?.max ?? 0);
+  }
+
+  async maxStreamOrdering(): Promise<number> {
+    const row = await this.db
+      .selectFrom('events')
+      .select((eb) => eb.fn.max('stream_ordering').as('max'))
+      .executeTakeFirst();
+    return Number(row?.max ?? 0);
+  }
+
+  /**
+   * Messages from others after a position, counted for unread notifications: all of them, and
+   * those whose JSON names `highlightText` (the reader's user id).
+   */
+  async countUnread(roomId: string, after: number, userId: string, cap: number): Promise<{ notifications: number; highlights: number }> {
+    const rows = await this.db
+      .selectFrom('events')
+      .select('content')
+      .where('room_id', '=', roomId)
+      .where('stream_ordering', '>', after)
+      .where('sender', '!=', userId)
+      .where('type', 'in', ['m.room.message', 'm.room.encrypted', 'm.sticker'])
+      .where('redacted_by', 'is', null)
+      .orderBy('stream_ordering', 'desc')
+      .limit(cap)
+      .execute();
+    let highlights = 0;
+    for (const row of rows) if (row.content.includes(userId)) highlights++;
+    return { notifications: rows.length, highlights };
+  }
+
+  async getAlias(alias: string): Promise<{ room_id: string; creator: string } | undefined> {
+    return this.db.selectFrom('room_aliases').select(['room_id', 'creator']).where('alias', '=', alias).executeTakeFirst();
+  }
+
+  /** False when the alias is taken. */
+  async insertAlias(alias: string, roomId: string, creator: string): Promise<boolean> {
+    const result = await this.db
+      .insertInto('room_aliases')
+      .values({ alias, room_id: roomId, creator })
+      .onConflict((oc) => oc.column('alias').doNothing())
+      .executeTakeFirst();
+    return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
+  }
+
+  async deleteAlias(alias: string): Promise<void> {
+    await this.db.deleteFrom('room_aliases').where('alias', '=', alias).execute();
+  }
+
+  async aliasesOfRoom(roomId: string): Promise<string[]> {
+    const rows = await this.db.selectFrom('room_aliases').select('alias').where('room_id', '=', roomId).execute();
+    return rows.map((r) => r.alias);
+  }
+}

@@ -1,0 +1,124 @@
+/** Per-user data that sync returns besides room events: account data, read receipts and filters. */
+import type { Kysely, Selectable } from 'kysely';
+import type { AccountDataTable, Database, ReceiptsTable } from './schema.js';
+
+export type AccountDataRow = Selectable<AccountDataTable>;
+export type ReceiptRow = Selectable<ReceiptsTable>;
+
+/** The room id under which global (not per-room) account data is stored. */
+export const GLOBAL_ACCOUNT_DATA = '';
+
+export class UserDataStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async setAccountData(row: AccountDataRow): Promise<void> {
+    await this.db
+      .insertInto('account_data')
+      .values(row)
+      .onConflict((oc) =>
+        oc.columns(['user_id', 'room_id', 'type']).doUpdateSet({ content: row.content, stream_ordering: row.stream_ordering }),
+      )
+      .execute();
+  }
+
+  async getAccountData(userId: string, roomId: string, type: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('account_data')
+      .select('content')
+      .where('user_id', '=', userId)
+      .where('room_id', '=', roomId)
+      .where('type', '=', type)
+      .executeTakeFirst();
+    return row?.content;
+  }
+
+  /** Account data of a user changed in `(after, upTo]` (all of it with after = -1). */
+  async accountDataChanged(userId: string, after: number, upTo: number): Promise<AccountDataRow[]> {
+    return this.db
+      .selectFrom('account_data')
+      .selectAll()
+      .where('user_id', '=', userId)
+      .where('stream_ordering', '>', after)
+      .where('stream_ordering', '<=', upTo)
+      .orderBy('stream_ordering', 'asc')
+      .execute();
+  }
+
+  async setReceipt(row: ReceiptRow): Promise<void> {
+    await this.db
+      .insertInto('receipts')
+      .values(row)
+      .onConflict((oc) =>
+        oc
+          .columns(['room_id', 'user_id', 'receipt_type', 'thread_id'])
+          .doUpdateSet({ event_id: row.event_id, ts: row.ts, stream_ordering: row.stream_ordering }),
+      )
+      .execute();
+  }
+
+  async receiptsChanged(roomId: string, after: number, upTo: number): Promise<ReceiptRow[]> {
+    return this.db
+      .selectFrom('receipts')
+      .selectAll()
+      .where('room_id', '=', roomId)
+      .where('stream_ordering', '>', after)
+      .where('stream_ordering', '<=', upTo)
+      .execute();
+  }
+
+  async latestReceiptOfRoom(roomId: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('receipts')
+      .select((eb) => eb.fn.max('stream_ordering').as('max'))
+      .where('room_id', '=', roomId)
+      .executeTakeFirst();
+    return Number(row?.max ?? 0);
+  }
+
+  /** The user's latest receipt of the given type in a room. */
+  async ownReceipt(roomId: string, userId: string, receiptType: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('receipts')
+      .select('event_id')
+      .where('room_id', '=', roomId)
+      .where('user_id', '=', userId)
+      .where('receipt_type', '=', receiptType)
+      .orderBy('stream_ordering', 'desc')
+      .executeTakeFirst();
+    return row?.event_id;
+  }
+
+  async maxStreamOrdering(): Promise<number> {
+    const accountData = await this.db
+      .selectFrom('account_data')
+      .select((eb) => eb.fn.max('stream_ordering').as('max'))
+      .executeTakeFirst();
+    const receipts = await this.db
+      .selectFrom('receipts')
+      .select((eb) => eb.fn.max('stream_ordering').as('max'))
+      .executeTakeFirst();
+    return Math.max(Number(accountData?.max ?? 0), Number(receipts?.max ?? 0));
+  }
+
+  /** Stores a filter under the user's next filter id and returns it. */
+  async insertFilter(userId: string, definition: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('filters')
+      .select((eb) => eb.fn.max('filter_id').as('max'))
+      .where('user_id', '=', userId)
+      .executeTakeFirst();
+    const filterId = Number(row?.max ?? -1) + 1;
+    await this.db.insertInto('filters').values({ user_id: userId, filter_id: filterId, definition }).execute();
+    return filterId;
+  }
+
+  async getFilter(userId: string, filterId: number): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('filters')
+      .select('definition')
+      .where('user_id', '=', userId)
+      .where('filter_id', '=', filterId)
+      .executeTakeFirst();
+    return row?.definition;
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * Wakes parked `/sync` requests. Each user has a serial that moves whenever something concerning
+ * them commits. A sync reads the serial before it looks for news and waits only if the serial has
+ * not moved since: a wake-up between looking and parking is never lost, and no timer polls.
+ * Waking costs one map lookup per user concerned (the members of the room written to).
+ */
+export class Notifier {
+  private serial = 0;
+  private readonly userSerials = new Map<string, number>();
+  private readonly waiters = new Map<string, Set<() => void>>();
+
+  /** The user's serial now; pass it to `waitForChange` after finding nothing new. */
+  serialOf(userId: string): number {
+    return this.userSerials.get(userId) ?? 0;
+  }
+
+  notify(userIds: Iterable<string>): void {
+    const serial = ++this.serial;
+    for (const userId of userIds) {
+      this.userSerials.set(userId, serial);
+      const waiting = this.waiters.get(userId);
+      if (!waiting) continue;
+      this.waiters.delete(userId);
+      for (const wake of waiting) wake();
+    }
+  }
+
+  /** How many requests are parked (for metrics and tests). */
+  parkedCount(): number {
+    let count = 0;
+    for (const set of this.waiters.values()) count += set.size;
+    return count;
+  }
+
+  /**
+   * Resolves when the user's serial moves past `seenSerial`, after `timeoutMs`, or when `signal`
+   * aborts (the client went away), whichever is first. Always frees its slot.
+   */
+  waitForChange(userId: string, seenSerial: number, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    if (this.serialOf(userId) !== seenSerial || timeoutMs <= 0 || signal?.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      let set = this.waiters.get(userId);
+      if (!set) {
+        set = new Set();
+        this.waiters.set(userId, set);
+      }
+      const done = (): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        const current = this.waiters.get(userId);
+        if (current) {
+          current.delete(done);
+          if (current.size === 0) this.waiters.delete(userId);
+        }
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      signal?.addEventListener('abort', done, { once: true });
+      set.add(done);
+    });
+  }
+}

@@ -1,0 +1,326 @@
+/**
+ * `GET /sync`: what changed for one user since a token, waiting for news when there is none.
+ *
+ * A sync reads everything up to the stream's committed position at its start and returns that
+ * position as `next_batch`; the notifier serial is read before looking, so a change that commits
+ * while the sync looks wakes it at once (see notifier.ts).
+ */
+import { MatrixError } from '../http/errors.js';
+import { toStrippedState, type ClientEvent, type JsonObject, type StoredEvent, type Viewer } from '../rooms/events.js';
+import type { RoomCache, UserRoom } from '../rooms/room-cache.js';
+import type { RoomReader } from '../rooms/room-reader.js';
+import type { RoomSnapshot } from '../rooms/room-snapshot.js';
+import { membershipAt } from '../rooms/visibility.js';
+import { GLOBAL_ACCOUNT_DATA, type AccountDataRow, type Storage } from '../storage/index.js';
+import type { Requester } from '../users/session-service.js';
+import { compileFilter, DEFAULT_TIMELINE_LIMIT, parseFilterJson, type CompiledFilter, type FilterDefinition } from './filters.js';
+import type { Notifier } from './notifier.js';
+import { formatSyncToken, parseSyncToken, type StreamCounter, type SyncToken } from './stream.js';
+import type { TypingTracker } from './typing.js';
+
+/** State events a user sees about a room they are invited to (the spec's recommended set). */
+const INVITE_STATE_TYPES = ['m.room.create', 'm.room.join_rules', 'm.room.name', 'm.room.avatar', 'm.room.canonical_alias', 'm.room.encryption', 'm.room.topic'];
+
+/** Counting unread messages stops here; clients show "99+" long before. */
+const UNREAD_COUNT_CAP = 1000;
+
+export interface SyncRequest {
+  requester: Requester;
+  since: string | undefined;
+  timeoutMs: number;
+  fullState: boolean;
+  filter: string | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+interface BuiltSync {
+  body: JsonObject;
+  empty: boolean;
+}
+
+export class SyncService {
+  constructor(
+    private readonly storage: Storage,
+    private readonly cache: RoomCache,
+    private readonly reader: RoomReader,
+    private readonly stream: StreamCounter,
+    private readonly notifier: Notifier,
+    private readonly typing: TypingTracker,
+  ) {}
+
+  async sync(request: SyncRequest): Promise<JsonObject> {
+    const userId = request.requester.userId;
+    const filter = compileFilter(await this.resolveFilter(userId, request.filter));
+    let since = parseSyncToken(request.since);
+    if (since && since.stream > this.stream.current) {
+      // A token from a newer database than ours (restored backup, wiped data): start over from now.
+      since = { stream: this.stream.current, typing: since.typing };
+    }
+    const deadline = performance.now() + request.timeoutMs;
+    let serial = this.notifier.serialOf(userId);
+    let built = await this.build(request.requester, since, filter, request.fullState);
+    // The first sync, and any sync with news, returns at once.
+    while (since && built.empty && !request.signal?.aborted) {
+      const remaining = deadline - performance.now();
+      if (remaining <= 0) break;
+      await this.notifier.waitForChange(userId, serial, remaining, request.signal);
+      if (this.notifier.serialOf(userId) === serial) break; // timed out or the client left
+      serial = this.notifier.serialOf(userId);
+      built = await this.build(request.requester, since, filter, request.fullState);
+    }
+    // Nothing new: the same token back, so a client's position does not move past unseen events.
+    if (built.empty && since && request.since !== undefined) built.body.next_batch = request.since;
+    return built.body;
+  }
+
+  private async resolveFilter(userId: string, filter: string | undefined): Promise<FilterDefinition> {
+    if (filter === undefined || filter === '') return {};
+    if (filter.trimStart().startsWith('{')) return parseFilterJson(filter);
+    if (!/^\d{1,15}$/.test(filter)) throw new MatrixError('M_INVALID_PARAM', 'filter must be a filter id or JSON');
+    const stored = await this.storage.userData.getFilter(userId, Number(filter));
+    // A filter id the client kept from a database we no longer have: sync unfiltered rather than fail forever.
+    return stored === undefined ? {} : parseFilterJson(stored);
+  }
+
+  private async build(requester: Requester, since: SyncToken | undefined, filter: CompiledFilter, fullState: boolean): Promise<BuiltSync> {
+    const userId = requester.userId;
+    const viewer: Viewer = { userId, deviceId: requester.deviceId };
+    const upTo = this.stream.current;
+    const typingSerial = this.typing.serial;
+    const after = since?.stream ?? -1;
+
+    const accountData = await this.storage.userData.accountDataChanged(userId, after, upTo);
+    const roomAccountData = new Map<string, AccountDataRow[]>();
+    const globalAccountData: JsonObject[] = [];
+    for (const row of accountData) {
+      if (row.room_id === GLOBAL_ACCOUNT_DATA) {
+        if (filter.accountData.matches({ type: row.type, sender: userId })) {
+          globalAccountData.push({ type: row.type, content: JSON.parse(row.content) as JsonObject });
+        }
+      } else {
+        const list = roomAccountData.get(row.room_id) ?? [];
+        list.push(row);
+        roomAccountData.set(row.room_id, list);
+      }
+    }
+
+    const join: Record<string, JsonObject> = {};
+    const invite: Record<string, JsonObject> = {};
+    const leave: Record<string, JsonObject> = {};
+    const rooms = await this.cache.roomsOf(userId);
+    for (const [roomId, entry] of rooms) {
+      if (entry.forgotten || !filter.includesRoom(roomId)) continue;
+      const room = await this.cache.room(roomId);
+      if (!room) continue;
+      const context: RoomContext = { room, entry, since, upTo, typingSerial, filter, viewer, fullState, accountData: roomAccountData.get(roomId) ?? [] };
+      if (entry.membership === 'join') {
+        const section = await this.joinedRoom(context);
+        if (section) join[roomId] = section;
+      } else if (entry.membership === 'invite') {
+        if (!since || fullState || entry.stream > since.stream) invite[roomId] = this.invitedRoom(room, userId);
+      } else if (entry.membership === 'leave' || entry.membership === 'ban') {
+        const include = since ? entry.stream > since.stream || (fullState && filter.includeLeave) : filter.includeLeave;
+        if (include && entry.stream <= upTo) leave[roomId] = await this.leftRoom(context);
+      }
+    }
+
+    const empty =
+      Object.keys(join).length === 0 &&
+      Object.keys(invite).length === 0 &&
+      Object.keys(leave).length === 0 &&
+      globalAccountData.length === 0;
+    return {
+      empty,
+      body: {
+        next_batch: formatSyncToken({ stream: upTo, typing: typingSerial }),
+        rooms: { join, invite, leave, knock: {} },
+        account_data: { events: globalAccountData },
+        presence: { events: [] },
+        to_device: { events: [] },
+        device_lists: { changed: [], left: [] },
+        device_one_time_keys_count: {},
+      },
+    };
+  }
+
+  private async joinedRoom(context: RoomContext): Promise<JsonObject | undefined> {
+    const { room, entry, since, upTo, filter, viewer } = context;
+    const userId = viewer.userId;
+    let full = !since || context.fullState;
+    if (since && !full && entry.stream > since.stream) {
+      // Joined (or changed profile) since the token: a fresh join gets the whole room.
+      const history = (await this.reader.visibilityFor(room, userId)).history;
+      full = membershipAt(history, since.stream) !== 'join';
+    }
+    const typingChanged = this.typing.changedSince(room.roomId, since && !full ? since.typing : -1);
+    if (since && !full && room.latestStream <= since.stream && !typingChanged && context.accountData.length === 0) {
+      return undefined;
+    }
+
+    const limit = filter.timeline.limit ?? DEFAULT_TIMELINE_LIMIT;
+    const visibility = full ? await this.reader.visibilityFor(room, userId) : undefined;
+    const page = await this.reader.pageBackwards(room, {
+      before: upTo,
+      stopAt: full ? -1 : since!.stream,
+      limit,
+      visibility,
+      matches: (e) => filter.timeline.matches(e),
+    });
+    const timelineEvents = page.events.reverse();
+    const stateEvents = await this.stateBeforeTimeline(room, timelineEvents, upTo, full ? undefined : since!.stream);
+    const ephemeral = await this.ephemeral(room, since && !full ? since : undefined, upTo, typingChanged, userId);
+
+    if (!full && timelineEvents.length === 0 && stateEvents.length === 0 && ephemeral.length === 0 && context.accountData.length === 0) {
+      return undefined;
+    }
+    const lazyMembers = filter.state.lazyLoadMembers || filter.timeline.lazyLoadMembers;
+    const senders = new Set(timelineEvents.map((e) => e.sender));
+    senders.add(userId);
+    const state = stateEvents.filter(
+      (e) =>
+        filter.state.matches(e) &&
+        (!lazyMembers || e.type !== 'm.room.member' || senders.has(e.stateKey ?? '')),
+    );
+    const firstStream = timelineEvents[0]?.stream ?? upTo + 1;
+    return {
+      timeline: {
+        events: await this.renderFor(timelineEvents, viewer, filter),
+        limited: page.more,
+        prev_batch: formatSyncToken({ stream: firstStream - 1, typing: 0 }),
+      },
+      state: { events: await this.renderFor(state, viewer, filter) },
+      ephemeral: { events: ephemeral },
+      account_data: {
+        events: context.accountData
+          .filter((row) => filter.roomAccountData.matches({ type: row.type, sender: userId, roomId: room.roomId }))
+          .map((row) => ({ type: row.type, content: JSON.parse(row.content) as JsonObject })),
+      },
+      summary: this.summary(room, userId),
+      unread_notifications: await this.unread(room, userId),
+    };
+  }
+
+  /**
+   * The room state as it was just before the first timeline event: the current state with every
+   * later change undone. With `changedAfter`, only entries that changed after that position.
+   */
+  private async stateBeforeTimeline(room: RoomSnapshot, timeline: StoredEvent[], upTo: number, changedAfter: number | undefined): Promise<StoredEvent[]> {
+    const firstStream = timeline[0]?.stream ?? upTo + 1;
+    const current = [...room.stateEvents()];
+    const state = new Map(current.map((e) => [`${e.type}\u0000${e.stateKey}`, e]));
+    // Changes at or after the timeline's start (including any that committed after upTo), newest first.
+    const later = current.filter((e) => e.stream >= firstStream);
+    const undone = new Map<string, StoredEvent | undefined>();
+    if (later.length > 0) {
+      // Walk each key's chain of replaced events back until before the timeline starts.
+      for (const event of later) {
+        let previous: StoredEvent | undefined = event;
+        while (previous && previous.stream >= firstStream) {
+          previous = previous.replacesState ? await this.reader.getEvent(previous.replacesState) : undefined;
+        }
+        undone.set(`${event.type}\u0000${event.stateKey}`, previous);
+      }
+    }
+    for (const [key, previous] of undone) {
+      if (previous) state.set(key, previous);
+      else state.delete(key);
+    }
+    let events = [...state.values()];
+    if (changedAfter !== undefined) events = events.filter((e) => e.stream > changedAfter);
+    return events.sort((a, b) => a.stream - b.stream);
+  }
+
+  private async ephemeral(room: RoomSnapshot, since: SyncToken | undefined, upTo: number, typingChanged: boolean, userId: string): Promise<JsonObject[]> {
+    const events: JsonObject[] = [];
+    if (typingChanged) events.push({ type: 'm.typing', content: { user_ids: this.typing.typingIn(room.roomId) } });
+    const receipts = await this.storage.userData.receiptsChanged(room.roomId, since?.stream ?? -1, upTo);
+    const content: Record<string, Record<string, Record<string, JsonObject>>> = {};
+    for (const receipt of receipts) {
+      if (receipt.receipt_type === 'm.read.private' && receipt.user_id !== userId) continue;
+      const byType = (content[receipt.event_id] ??= {});
+      const byUser = (byType[receipt.receipt_type] ??= {});
+      byUser[receipt.user_id] = { ts: Number(receipt.ts), ...(receipt.thread_id ? { thread_id: receipt.thread_id } : {}) };
+    }
+    if (Object.keys(content).length > 0) events.push({ type: 'm.receipt', content });
+    return events;
+  }
+
+  private summary(room: RoomSnapshot, userId: string): JsonObject {
+    const joined = room.usersWith('join');
+    const invited = room.usersWith('invite');
+    const heroes = [...joined, ...invited].filter((u) => u !== userId).sort().slice(0, 5);
+    return { 'm.heroes': heroes, 'm.joined_member_count': joined.length, 'm.invited_member_count': invited.length };
+  }
+
+  /** Messages from others since the user's read receipt (or since they joined). */
+  private async unread(room: RoomSnapshot, userId: string): Promise<JsonObject> {
+    let after = room.get('m.room.member', userId)?.stream ?? 0;
+    const receipt = await this.storage.userData.ownReceipt(room.roomId, userId, 'm.read');
+    if (receipt) {
+      const event = await this.reader.getEvent(receipt);
+      if (event && event.stream > after) after = event.stream;
+    }
+    const counts = await this.storage.rooms.countUnread(room.roomId, after, userId, UNREAD_COUNT_CAP);
+    return { notification_count: counts.notifications, highlight_count: counts.highlights };
+  }
+
+  private invitedRoom(room: RoomSnapshot, userId: string): JsonObject {
+    const events: JsonObject[] = [];
+    for (const type of INVITE_STATE_TYPES) {
+      const event = room.get(type);
+      if (event) events.push(toStrippedState(event));
+    }
+    const own = room.get('m.room.member', userId);
+    if (own) {
+      const inviter = room.get('m.room.member', own.sender);
+      if (inviter && inviter.sender !== userId) events.push(toStrippedState(inviter));
+      // bot-sdk only auto-joins when it finds its own invite here, with the inviter as sender.
+      events.push({ ...toStrippedState(own), event_id: own.eventId, origin_server_ts: own.originServerTs });
+    }
+    return { invite_state: { events } };
+  }
+
+  private async leftRoom(context: RoomContext): Promise<JsonObject> {
+    const { room, entry, since, filter, viewer } = context;
+    const visibility = await this.reader.visibilityFor(room, viewer.userId);
+    const limit = filter.timeline.limit ?? DEFAULT_TIMELINE_LIMIT;
+    const page = await this.reader.pageBackwards(room, {
+      before: entry.stream,
+      stopAt: since?.stream ?? -1,
+      limit,
+      visibility,
+      matches: (e) => filter.timeline.matches(e) || e.stream === entry.stream,
+    });
+    const timeline = page.events.reverse();
+    return {
+      timeline: {
+        events: await this.renderFor(timeline, viewer, filter),
+        limited: page.more,
+        prev_batch: formatSyncToken({ stream: (timeline[0]?.stream ?? entry.stream) - 1, typing: 0 }),
+      },
+      state: { events: [] },
+      account_data: {
+        events: context.accountData.map((row) => ({ type: row.type, content: JSON.parse(row.content) as JsonObject })),
+      },
+    };
+  }
+
+  private async renderFor(events: StoredEvent[], viewer: Viewer, filter: CompiledFilter): Promise<JsonObject[]> {
+    const rendered: ClientEvent[] = await this.reader.render(events, viewer);
+    // room_id stays in although the spec's sync form may omit it: some bots read it from the event.
+    return rendered.map((event) => filter.project(event));
+  }
+}
+
+interface RoomContext {
+  room: RoomSnapshot;
+  entry: UserRoom;
+  since: SyncToken | undefined;
+  upTo: number;
+  typingSerial: number;
+  filter: CompiledFilter;
+  viewer: Viewer;
+  fullState: boolean;
+  accountData: AccountDataRow[];
+}
+

@@ -1,0 +1,85 @@
+/**
+ * A small Matrix client for tests, speaking HTTP to an in-process homeserver. Every answer it gets
+ * is checked against the Matrix spec (success bodies against the endpoint's schema, errors against
+ * the error schema), so a shape error fails whichever test meets it first.
+ */
+import { expect } from 'vitest';
+import type { TestHomeserver, TestUser } from './homeserver.js';
+import { validateMatrixError, validateResponse } from './spec-validator.js';
+
+export type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+export interface Answer {
+  status: number;
+  body: Json;
+  headers: Record<string, string>;
+}
+
+let txnCounter = 0;
+
+export class TestClient {
+  constructor(
+    readonly hs: TestHomeserver,
+    readonly user: TestUser,
+    readonly prefix = '/_matrix/client/v3',
+  ) {}
+
+  get userId(): string {
+    return this.user.userId;
+  }
+
+  async request(method: 'GET' | 'PUT' | 'POST' | 'DELETE', path: string, body?: unknown, query?: Record<string, string | number | boolean>): Promise<Answer> {
+    const url = this.prefix + path;
+    let req = this.hs.http[method.toLowerCase() as 'get'](url).auth(this.user.accessToken, { type: 'bearer' });
+    if (query) req = req.query(query);
+    if (body !== undefined) req = req.send(body as object);
+    const res = await req;
+    const answer = { status: res.status, body: res.body as Json, headers: res.headers as Record<string, string> };
+    const specPath = '/_matrix/client/v3' + path + (query ? `?${new URLSearchParams(Object.entries(query).map(([k, v]) => [k, String(v)]))}` : '');
+    const problems = res.status >= 400 ? validateMatrixError(res.body) : validateResponse(method, specPath.split('?')[0]!, res.status, res.body);
+    if (problems.length > 0) throw new Error(`${method} ${url} → ${res.status} breaks the spec:\n  ${problems.join('\n  ')}\n${JSON.stringify(res.body).slice(0, 1500)}`);
+    if (res.status < 400) expect(res.body).not.toHaveProperty('errcode');
+    return answer;
+  }
+
+  /** Like request, but the answer must be 200. */
+  async ok(method: 'GET' | 'PUT' | 'POST' | 'DELETE', path: string, body?: unknown, query?: Record<string, string | number | boolean>): Promise<Json> {
+    const answer = await this.request(method, path, body, query);
+    if (answer.status !== 200) throw new Error(`${method} ${path} → ${answer.status} ${JSON.stringify(answer.body)}`);
+    return answer.body;
+  }
+
+  async createRoom(body: Json = {}): Promise<string> {
+    return (await this.ok('POST', '/createRoom', body)).room_id as string;
+  }
+
+  async join(roomIdOrAlias: string): Promise<string> {
+    return (await this.ok('POST', `/join/${encodeURIComponent(roomIdOrAlias)}`, {})).room_id as string;
+  }
+
+  async invite(roomId: string, userId: string): Promise<void> {
+    await this.ok('POST', `/rooms/${encodeURIComponent(roomId)}/invite`, { user_id: userId });
+  }
+
+  async send(roomId: string, content: Json = { msgtype: 'm.text', body: 'hello' }, type = 'm.room.message', txnId = `t${++txnCounter}`): Promise<string> {
+    return (await this.ok('PUT', `/rooms/${encodeURIComponent(roomId)}/send/${encodeURIComponent(type)}/${txnId}`, content)).event_id as string;
+  }
+
+  async setState(roomId: string, type: string, stateKey: string, content: Json): Promise<string> {
+    const path = `/rooms/${encodeURIComponent(roomId)}/state/${encodeURIComponent(type)}/${encodeURIComponent(stateKey)}`;
+    return (await this.ok('PUT', path, content)).event_id as string;
+  }
+
+  async sync(query: Record<string, string | number | boolean> = {}): Promise<Json> {
+    return this.ok('GET', '/sync', undefined, query);
+  }
+}
+
+export function client(hs: TestHomeserver, user: TestUser, prefix?: string): TestClient {
+  return new TestClient(hs, user, prefix);
+}
+
+/** Timeline events of one room in a sync answer (empty when the room is not there). */
+export function timelineOf(sync: Json, roomId: string): Json[] {
+  return (sync.rooms?.join?.[roomId]?.timeline?.events as Json[] | undefined) ?? [];
+}
