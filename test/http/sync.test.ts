@@ -1,0 +1,342 @@
+/** GET /sync through HTTP: long-polling, sections, filters, ephemeral data, account data, restarts. */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createUser, login, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
+import { client, timelineOf, type Json, type TestClient } from '../support/client.js';
+import { expectMatrixError, validateEvent } from '../support/spec-validator.js';
+
+let hs: TestHomeserver;
+let alice: TestClient;
+let bob: TestClient;
+let carol: TestClient;
+
+beforeEach(async () => {
+  hs = await startTestHomeserver();
+  alice = client(hs, await createUser(hs, 'alice'));
+  bob = client(hs, await createUser(hs, 'bob'));
+  carol = client(hs, await createUser(hs, 'carol'));
+});
+afterEach(() => hs.close());
+
+const enc = encodeURIComponent;
+const text = (body: string) => ({ msgtype: 'm.text', body });
+
+/** Resolves once the server holds `count` parked syncs (no sleeps: it yields to the event loop). */
+async function parked(count: number): Promise<void> {
+  for (let i = 0; i < 1000 && hs.services.notifier.parkedCount() < count; i++) await new Promise((r) => setTimeout(r, 2));
+  expect(hs.services.notifier.parkedCount()).toBe(count);
+}
+
+describe('long-polling', () => {
+  it('the first sync returns at once even with a timeout; a parked sync is woken by a send from another request', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const started = performance.now();
+    const first = await bob.sync({ timeout: 30_000 });
+    expect(performance.now() - started).toBeLessThan(10_000);
+    const waiting = bob.sync({ since: first.next_batch, timeout: 30_000 });
+    await parked(1);
+    const eventId = await alice.send(roomId, text('wake up'));
+    const woken = await waiting;
+    expect(timelineOf(woken, roomId).map((e) => e.event_id)).toEqual([eventId]);
+    expect(woken.next_batch).not.toBe(first.next_batch);
+    expect(hs.services.notifier.parkedCount()).toBe(0);
+  });
+
+  it('times out with the same next_batch when nothing happened for the user, even if other rooms moved', async () => {
+    const other = await carol.createRoom();
+    const first = await bob.sync();
+    const waiting = bob.sync({ since: first.next_batch, timeout: 300 });
+    await parked(1);
+    await carol.send(other, text('not for bob'));
+    const answer = await waiting;
+    expect(answer.next_batch).toBe(first.next_batch);
+    expect(answer.rooms.join).toEqual({});
+  });
+
+  it('a client that disconnects frees its waiter', async () => {
+    const first = await bob.sync();
+    const request = hs.http
+      .get('/_matrix/client/v3/sync')
+      .query({ since: first.next_batch, timeout: 60_000 })
+      .auth(bob.user.accessToken, { type: 'bearer' });
+    const pending = request.then(
+      () => 'answered',
+      () => 'aborted',
+    );
+    await parked(1);
+    request.abort();
+    expect(await pending).toBe('aborted');
+    for (let i = 0; i < 500 && hs.services.notifier.parkedCount() > 0; i++) await new Promise((r) => setTimeout(r, 2));
+    expect(hs.services.notifier.parkedCount()).toBe(0);
+  });
+
+  it('timeout is capped by max_sync_timeout, and a missing timeout means 0', async () => {
+    await hs.close();
+    hs = await startTestHomeserver({ max_sync_timeout: 200 });
+    bob = client(hs, await createUser(hs, 'bob'));
+    const first = await bob.sync();
+    const started = performance.now();
+    const answer = await bob.sync({ since: first.next_batch, timeout: 600_000 });
+    expect(answer.next_batch).toBe(first.next_batch);
+    expect(performance.now() - started).toBeLessThan(30_000);
+    const immediate = await bob.sync({ since: first.next_batch });
+    expect(immediate.next_batch).toBe(first.next_batch);
+    expectMatrixError(await bob.request('GET', '/sync', undefined, { timeout: 'soon' }), 400, 'M_INVALID_PARAM');
+  });
+
+  it('many parked syncs of one user are all woken; users of other rooms are not', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const bobSince = (await bob.sync()).next_batch;
+    const carolSince = (await carol.sync()).next_batch;
+    const bobs = [1, 2, 3].map(() => bob.sync({ since: bobSince, timeout: 30_000 }));
+    const carols = carol.sync({ since: carolSince, timeout: 400 });
+    await parked(4);
+    const eventId = await alice.send(roomId, text('to bob'));
+    for (const answer of await Promise.all(bobs)) expect(timelineOf(answer, roomId).map((e) => e.event_id)).toEqual([eventId]);
+    expect((await carols).next_batch).toBe(carolSince);
+  });
+});
+
+describe('sections', () => {
+  it('an invite carries stripped state and the invitee\u2019s own member event with sender and is_direct', async () => {
+    await alice.ok('PUT', `/profile/${enc(alice.userId)}/displayname`, { displayname: 'Alice' });
+    const since = (await bob.sync()).next_batch;
+    const roomId = await alice.createRoom({ name: 'DM', invite: [bob.userId], is_direct: true });
+    const answer = await bob.sync({ since });
+    const events = answer.rooms.invite[roomId].invite_state.events as Json[];
+    expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(['m.room.create', 'm.room.join_rules', 'm.room.name', 'm.room.member']));
+    const own = events.find((e) => e.type === 'm.room.member' && e.state_key === bob.userId)!;
+    expect(own).toMatchObject({ sender: alice.userId, content: { membership: 'invite', is_direct: true } });
+    const inviter = events.find((e) => e.type === 'm.room.member' && e.state_key === alice.userId)!;
+    expect(inviter.content).toMatchObject({ membership: 'join', displayname: 'Alice' });
+    expect(answer.rooms.join).toEqual({});
+    // Joining moves the room to join, with the whole room and the join in the timeline.
+    await bob.join(roomId);
+    const joined = await bob.sync({ since: answer.next_batch });
+    expect(joined.rooms.invite).toEqual({});
+    const room = joined.rooms.join[roomId];
+    expect(room.timeline.events.at(-1)).toMatchObject({ type: 'm.room.member', state_key: bob.userId, content: { membership: 'join', is_direct: true } });
+    const typesSeen = [...room.state.events, ...room.timeline.events].map((e: Json) => e.type);
+    expect(typesSeen).toEqual(expect.arrayContaining(['m.room.create', 'm.room.power_levels', 'm.room.name']));
+  });
+
+  it('a kicked user gets the room under leave with the kick in the timeline, and nothing after it', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const since = (await bob.sync()).next_batch;
+    await alice.send(roomId, text('before'));
+    await alice.ok('POST', `/rooms/${enc(roomId)}/kick`, { user_id: bob.userId, reason: 'bye' });
+    await alice.send(roomId, text('after'));
+    const answer = await bob.sync({ since });
+    const left = answer.rooms.leave[roomId];
+    const bodies = left.timeline.events.map((e: Json) => e.content.body ?? e.content.membership);
+    expect(bodies).toEqual(['before', 'leave']);
+    expect(answer.rooms.join).toEqual({});
+    // Initial syncs leave left rooms out unless asked.
+    expect((await bob.sync()).rooms.leave).toEqual({});
+    const withLeave = await bob.sync({ filter: JSON.stringify({ room: { include_leave: true } }) });
+    expect(Object.keys(withLeave.rooms.leave)).toEqual([roomId]);
+  });
+
+  it('a limited timeline has a prev_batch that /messages continues from, and state as of the timeline start', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat', name: 'Old name' });
+    const since = (await alice.sync()).next_batch;
+    await alice.setState(roomId, 'm.room.name', '', { name: 'Middle name' });
+    const sent: string[] = [];
+    for (let i = 0; i < 6; i++) sent.push(await alice.send(roomId, text(`n${i}`)));
+    await alice.setState(roomId, 'm.room.topic', '', { topic: 'late topic' });
+    const answer = await alice.sync({ since, filter: JSON.stringify({ room: { timeline: { limit: 3 } } }) });
+    const room = answer.rooms.join[roomId];
+    expect(room.timeline.limited).toBe(true);
+    expect(room.timeline.events.map((e: Json) => e.event_id)).toEqual([sent[4], sent[5], expect.any(String)]);
+    // The name changed in the gap, so it is in state; the topic is in the timeline, so not in state.
+    expect(room.state.events.map((e: Json) => e.type)).toEqual(['m.room.name']);
+    expect(room.state.events[0].content).toEqual({ name: 'Middle name' });
+    const more = await alice.ok('GET', `/rooms/${enc(roomId)}/messages`, undefined, { dir: 'b', from: room.timeline.prev_batch, limit: 2 });
+    expect(more.chunk.map((e: Json) => e.event_id)).toEqual([sent[3], sent[2]]);
+  });
+
+  it('every event in an initial sync is valid, and has room_id, unsigned.age and state keys where due', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat', name: 'Valid', topic: 't' });
+    await bob.join(roomId);
+    await alice.send(roomId, text('hello'));
+    await alice.setState(roomId, 'm.room.topic', '', { topic: 't2' });
+    const answer = await alice.sync();
+    const room = answer.rooms.join[roomId];
+    for (const event of [...room.state.events, ...room.timeline.events] as Json[]) {
+      expect(validateEvent(event, { roomId })).toEqual([]);
+      expect(event.room_id).toBe(roomId);
+      expect(typeof event.unsigned.age).toBe('number');
+      expect(Number.isInteger(event.origin_server_ts)).toBe(true);
+    }
+    const topic = room.timeline.events.find((e: Json) => e.type === 'm.room.topic' && e.content.topic === 't2');
+    expect(topic.unsigned.prev_content).toEqual({ topic: 't' });
+    expect(room.summary).toEqual({ 'm.heroes': [bob.userId], 'm.joined_member_count': 2, 'm.invited_member_count': 0 });
+    expect(answer.account_data).toEqual({ events: [] });
+    expect(answer.presence).toEqual({ events: [] });
+  });
+
+  it('counts unread messages until a read receipt', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    await alice.send(roomId, text('one'));
+    const last = await alice.send(roomId, text(`two, ${bob.userId}`));
+    expect((await bob.sync()).rooms.join[roomId].unread_notifications).toEqual({ notification_count: 2, highlight_count: 1 });
+    await bob.ok('POST', `/rooms/${enc(roomId)}/receipt/m.read/${enc(last)}`, {});
+    expect((await bob.sync()).rooms.join[roomId].unread_notifications).toEqual({ notification_count: 0, highlight_count: 0 });
+  });
+});
+
+describe('filters', () => {
+  it('POST and GET a filter; sync applies it by id or inline', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    const other = await alice.createRoom({ preset: 'public_chat' });
+    await alice.send(roomId, text('m'));
+    await alice.send(roomId, { x: 1 }, 'org.example.custom');
+    const definition = { room: { rooms: [roomId], timeline: { types: ['m.room.message'], limit: 5 } }, event_fields: ['type', 'content.body', 'event_id'] };
+    const { filter_id: filterId } = await alice.ok('POST', `/user/${enc(alice.userId)}/filter`, definition);
+    expect(filterId).toBe('0');
+    expect(await alice.ok('GET', `/user/${enc(alice.userId)}/filter/${filterId}`)).toEqual(definition);
+    // Checked raw: event_fields trims events below what the schema requires.
+    const byId = (await hs.http.get('/_matrix/client/v3/sync').query({ filter: filterId }).auth(alice.user.accessToken, { type: 'bearer' })).body;
+    expect(Object.keys(byId.rooms.join)).toEqual([roomId]);
+    expect(byId.rooms.join[roomId].timeline.events).toEqual([{ type: 'm.room.message', content: { body: 'm' }, event_id: expect.any(String) }]);
+    const inline = await alice.sync({ filter: JSON.stringify({ room: { not_rooms: [roomId] } }) });
+    expect(Object.keys(inline.rooms.join)).toEqual([other]);
+    const notTypes = await alice.sync({ filter: JSON.stringify({ room: { timeline: { not_types: ['m.room.*'] } } }) });
+    expect(timelineOf(notTypes, roomId).map((e) => e.type)).toEqual(['org.example.custom']);
+  });
+
+  it('unknown filter ids do not break sync; others\u2019 filters and bad filters are refused', async () => {
+    expect((await alice.sync({ filter: '12345' })).next_batch).toEqual(expect.any(String));
+    expectMatrixError(await alice.request('GET', `/user/${enc(alice.userId)}/filter/77`), 404, 'M_NOT_FOUND');
+    expectMatrixError(await alice.request('POST', `/user/${enc(bob.userId)}/filter`, {}), 403, 'M_FORBIDDEN');
+    expectMatrixError(await alice.request('GET', `/user/${enc(bob.userId)}/filter/0`), 403, 'M_FORBIDDEN');
+    expectMatrixError(await alice.request('POST', `/user/${enc(alice.userId)}/filter`, { room: { timeline: { limit: 'ten' } } }), 400, 'M_BAD_JSON');
+    expectMatrixError(await alice.request('GET', '/sync', undefined, { filter: '{not json' }), 400, 'M_INVALID_PARAM');
+  });
+
+  it('lazy_load_members keeps only the members who sent timeline events', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    await carol.join(roomId);
+    for (let i = 0; i < 3; i++) await bob.send(roomId, text(`b${i}`));
+    const answer = await alice.sync({ filter: JSON.stringify({ room: { timeline: { limit: 3 }, state: { lazy_load_members: true } } }) });
+    const members = answer.rooms.join[roomId].state.events.filter((e: Json) => e.type === 'm.room.member').map((e: Json) => e.state_key);
+    expect(members.sort()).toEqual([alice.userId, bob.userId].sort());
+  });
+});
+
+describe('account data, typing and receipts', () => {
+  it('account data: 404 when unset, echoed in the next sync, global and per room, own only', async () => {
+    const roomId = await alice.createRoom();
+    expectMatrixError(await alice.request('GET', `/user/${enc(alice.userId)}/account_data/m.direct`), 404, 'M_NOT_FOUND');
+    const since = (await alice.sync()).next_batch;
+    const waiting = alice.sync({ since, timeout: 30_000 });
+    await parked(1);
+    expect(await alice.ok('PUT', `/user/${enc(alice.userId)}/account_data/m.direct`, { [bob.userId]: [roomId] })).toEqual({});
+    const echoed = await waiting;
+    expect(echoed.account_data.events).toEqual([{ type: 'm.direct', content: { [bob.userId]: [roomId] } }]);
+    expect(await alice.ok('GET', `/user/${enc(alice.userId)}/account_data/m.direct`)).toEqual({ [bob.userId]: [roomId] });
+    await alice.ok('PUT', `/user/${enc(alice.userId)}/rooms/${enc(roomId)}/account_data/m.tag`, { tags: { work: {} } });
+    const roomLevel = await alice.sync({ since: echoed.next_batch });
+    expect(roomLevel.rooms.join[roomId].account_data.events).toEqual([{ type: 'm.tag', content: { tags: { work: {} } } }]);
+    expect(await alice.ok('GET', `/user/${enc(alice.userId)}/rooms/${enc(roomId)}/account_data/m.tag`)).toEqual({ tags: { work: {} } });
+    expectMatrixError(await bob.request('PUT', `/user/${enc(alice.userId)}/account_data/x`, {}), 403, 'M_FORBIDDEN');
+    expectMatrixError(await bob.request('PUT', `/user/${enc(bob.userId)}/rooms/${enc(roomId)}/account_data/x`, {}), 403, 'M_FORBIDDEN');
+    expectMatrixError(await alice.request('PUT', `/user/${enc(alice.userId)}/account_data/m.push_rules`, {}), 400, 'M_BAD_JSON');
+  });
+
+  it('typing reaches the room, answers {}, and ends', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const since = (await bob.sync()).next_batch;
+    const path = `/rooms/${enc(roomId)}/typing/${enc(alice.userId)}`;
+    expect((await alice.request('PUT', path, { typing: true, timeout: 10_000 })).body).toEqual({});
+    const typing = await bob.sync({ since, timeout: 5000 });
+    expect(typing.rooms.join[roomId].ephemeral.events).toEqual([{ type: 'm.typing', content: { user_ids: [alice.userId] } }]);
+    await alice.ok('PUT', path, { typing: false });
+    const stopped = await bob.sync({ since: typing.next_batch, timeout: 5000 });
+    expect(stopped.rooms.join[roomId].ephemeral.events).toEqual([{ type: 'm.typing', content: { user_ids: [] } }]);
+    expectMatrixError(await bob.request('PUT', path, { typing: true }), 403, 'M_FORBIDDEN');
+    expectMatrixError(await carol.request('PUT', `/rooms/${enc(roomId)}/typing/${enc(carol.userId)}`, { typing: true }), 403, 'M_FORBIDDEN');
+  });
+
+  it('receipts and read markers answer {} and reach the room; private receipts only their owner', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const eventId = await alice.send(roomId, text('read me'));
+    const since = (await alice.sync()).next_batch;
+    expect((await bob.request('POST', `/rooms/${enc(roomId)}/receipt/m.read/${enc(eventId)}`, {})).body).toEqual({});
+    const seen = await alice.sync({ since, timeout: 5000 });
+    const receipt = seen.rooms.join[roomId].ephemeral.events.find((e: Json) => e.type === 'm.receipt');
+    expect(receipt.content[eventId]['m.read'][bob.userId]).toEqual({ ts: expect.any(Number) });
+    expect(await bob.ok('POST', `/rooms/${enc(roomId)}/read_markers`, { 'm.fully_read': eventId, 'm.read.private': eventId })).toEqual({});
+    const bobView = await bob.sync();
+    expect(bobView.rooms.join[roomId].account_data.events).toEqual([{ type: 'm.fully_read', content: { event_id: eventId } }]);
+    const aliceView = await alice.sync({ since: seen.next_batch });
+    expect(JSON.stringify(aliceView)).not.toContain('m.read.private');
+    expectMatrixError(await bob.request('POST', `/rooms/${enc(roomId)}/receipt/m.bogus/${enc(eventId)}`, {}), 400, 'M_INVALID_PARAM');
+    expectMatrixError(await carol.request('POST', `/rooms/${enc(roomId)}/receipt/m.read/${enc(eventId)}`, {}), 403, 'M_FORBIDDEN');
+  });
+});
+
+describe('tokens', () => {
+  it('garbage and future tokens give a usable answer rather than an error', async () => {
+    const garbage = await alice.sync({ since: 'not-a-token' });
+    expect(garbage.next_batch).toMatch(/^s\d+_\d+$/);
+    const future = await alice.sync({ since: 's999999_0' });
+    expect(future.next_batch).toMatch(/^s\d+_\d+$/);
+  });
+
+  it('r0 with ?access_token= works the same', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    const res = await hs.http.get('/_matrix/client/r0/sync').query({ access_token: alice.user.accessToken, _cacheBuster: 1 });
+    expect(res.status).toBe(200);
+    expect(Object.keys(res.body.rooms.join)).toEqual([roomId]);
+  });
+});
+
+describe('a file database', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'bhs-sync-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('rooms, events, tokens, filters and account data survive a restart', async () => {
+    const overrides = { database: { path: join(dir, 'hs.db') } };
+    await hs.close();
+    hs = await startTestHomeserver(overrides);
+    alice = client(hs, await createUser(hs, 'alice'));
+    bob = client(hs, await createUser(hs, 'bob'));
+    const roomId = await alice.createRoom({ preset: 'public_chat', room_alias_name: 'kept' });
+    await bob.join(roomId);
+    const before = await alice.send(roomId, text('before restart'), 'm.room.message', 'txn-restart');
+    const { filter_id: filterId } = await bob.ok('POST', `/user/${enc(bob.userId)}/filter`, { room: { timeline: { limit: 1 } } });
+    await bob.ok('PUT', `/user/${enc(bob.userId)}/account_data/m.direct`, { x: ['y'] });
+    const token = (await bob.sync({ filter: filterId })).next_batch;
+    await hs.close();
+
+    hs = await startTestHomeserver(overrides);
+    alice = client(hs, { ...alice.user, accessToken: await login(hs, 'alice', alice.user.password) });
+    bob = client(hs, { ...bob.user, accessToken: await login(hs, 'bob', bob.user.password) });
+    // The old token still works: nothing new, same token.
+    expect((await bob.sync({ since: token, filter: filterId })).next_batch).toBe(token);
+    const waiting = bob.sync({ since: token, filter: filterId, timeout: 30_000 });
+    await parked(1);
+    const after = await alice.send(roomId, text('after restart'));
+    const woken = await waiting;
+    expect(timelineOf(woken, roomId).map((e) => e.event_id)).toEqual([after]);
+    expect(woken.next_batch).not.toBe(token);
+    expect(await bob.ok('GET', `/user/${enc(bob.userId)}/account_data/m.direct`)).toEqual({ x: ['y'] });
+    expect((await alice.ok('GET', `/directory/room/${enc('#kept:test.local')}`)).room_id).toBe(roomId);
+    expect((await alice.ok('GET', `/rooms/${enc(roomId)}/event/${enc(before)}`)).content.body).toBe('before restart');
+    await hs.close();
+    hs = await startTestHomeserver();
+  });
+});
