@@ -30,7 +30,20 @@ export function openDatabase(options: DatabaseOptions): Db {
   sqlite.pragma('foreign_keys = ON');
   // Another process (the CLI beside a running server) may hold the write lock briefly.
   sqlite.pragma('busy_timeout = 5000');
-  return new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  dataVersions.set(db, () => sqlite.pragma('data_version', { simple: true }) as number);
+  return db;
+}
+
+const dataVersions = new WeakMap<Db, () => number>();
+
+/**
+ * A function returning SQLite's `data_version`, which changes when another connection (another
+ * process) commits; caches use it to notice changes they did not make. Constant for databases
+ * opened elsewhere.
+ */
+export function dataVersionReader(db: Db): () => number {
+  return dataVersions.get(db) ?? (() => 0);
 }
 
 export class MigrationError extends Error {

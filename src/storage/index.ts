@@ -4,7 +4,8 @@
  */
 import type { Kysely } from 'kysely';
 import type { Database } from './schema.js';
-import type { Db } from './database.js';
+import { dataVersionReader, type Db } from './database.js';
+import { AccessTokenCache } from './token-cache.js';
 import { UserStore } from './users-store.js';
 import { SessionStore } from './sessions-store.js';
 import { RatelimitStore } from './ratelimit-store.js';
@@ -19,10 +20,10 @@ export interface Stores {
   userData: UserDataStore;
 }
 
-function createStores(db: Kysely<Database>): Stores {
+function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTransaction: boolean): Stores {
   return {
     users: new UserStore(db),
-    sessions: new SessionStore(db),
+    sessions: new SessionStore(db, tokenCache, !inTransaction),
     ratelimits: new RatelimitStore(db),
     rooms: new RoomStore(db),
     userData: new UserDataStore(db),
@@ -36,19 +37,22 @@ export class Storage implements Stores {
   readonly rooms: RoomStore;
   readonly userData: UserDataStore;
 
+  private readonly tokenCache: AccessTokenCache;
+
   constructor(readonly db: Db) {
+    this.tokenCache = new AccessTokenCache(dataVersionReader(db));
     ({
       users: this.users,
       sessions: this.sessions,
       ratelimits: this.ratelimits,
       rooms: this.rooms,
       userData: this.userData,
-    } = createStores(db));
+    } = createStores(db, this.tokenCache, false));
   }
 
   /** Runs `work` in one transaction; keep it short and never await network or hashing inside. */
   transaction<T>(work: (stores: Stores) => Promise<T>): Promise<T> {
-    return this.db.transaction().execute((trx) => work(createStores(trx)));
+    return this.db.transaction().execute((trx) => work(createStores(trx, this.tokenCache, true)));
   }
 
   close(): Promise<void> {

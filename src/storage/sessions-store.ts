@@ -1,13 +1,22 @@
 /** Devices and the access and refresh tokens issued to them. Tokens are stored only as hashes. */
 import type { Insertable, Kysely, Selectable } from 'kysely';
 import type { AccessTokensTable, Database, DevicesTable, RefreshTokensTable } from './schema.js';
+import type { AccessTokenCache } from './token-cache.js';
 
 export type DeviceRow = Selectable<DevicesTable>;
 export type AccessTokenRow = Selectable<AccessTokensTable>;
 export type RefreshTokenRow = Selectable<RefreshTokensTable>;
 
 export class SessionStore {
-  constructor(private readonly db: Kysely<Database>) {}
+  /**
+   * `tokenCache` is shared by every store of one database; stores bound to a transaction pass
+   * `readThrough` false, since a transaction must read what is on disk.
+   */
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly tokenCache?: AccessTokenCache,
+    private readonly readThrough = true,
+  ) {}
 
   async getDevice(userId: string, deviceId: string): Promise<DeviceRow | undefined> {
     return this.db
@@ -24,18 +33,21 @@ export class SessionStore {
 
   /** Deletes a device with every token issued to it. */
   async deleteDevice(userId: string, deviceId: string): Promise<void> {
+    this.tokenCache?.invalidate();
     await this.deleteTokensOfDevice(userId, deviceId);
     await this.db.deleteFrom('devices').where('user_id', '=', userId).where('device_id', '=', deviceId).execute();
   }
 
   /** Deletes every device and token of a user. */
   async deleteAllDevices(userId: string): Promise<void> {
+    this.tokenCache?.invalidate();
     await this.db.deleteFrom('access_tokens').where('user_id', '=', userId).execute();
     await this.db.deleteFrom('refresh_tokens').where('user_id', '=', userId).execute();
     await this.db.deleteFrom('devices').where('user_id', '=', userId).execute();
   }
 
   async deleteTokensOfDevice(userId: string, deviceId: string): Promise<void> {
+    this.tokenCache?.invalidate();
     await this.db.deleteFrom('access_tokens').where('user_id', '=', userId).where('device_id', '=', deviceId).execute();
     await this.db.deleteFrom('refresh_tokens').where('user_id', '=', userId).where('device_id', '=', deviceId).execute();
   }
@@ -46,17 +58,26 @@ export class SessionStore {
   }
 
   async findAccessToken(tokenHash: string): Promise<AccessTokenRow | undefined> {
-    return this.db.selectFrom('access_tokens').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+    const cache = this.readThrough ? this.tokenCache : undefined;
+    const cached = cache?.get(tokenHash);
+    if (cached) return cached;
+    const generation = cache?.generation ?? 0;
+    const row = await this.db.selectFrom('access_tokens').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+    // A refreshable token changes on first use (it retires its predecessors), so only settled rows are kept.
+    if (row && cache && (row.refresh_token_id === null || row.used)) cache.put(tokenHash, row, generation);
+    return row;
   }
 
   /** Marks a token used; false when the token no longer exists. */
   async markAccessTokenUsed(id: number): Promise<boolean> {
+    this.tokenCache?.invalidate();
     const result = await this.db.updateTable('access_tokens').set({ used: 1 }).where('id', '=', id).executeTakeFirst();
     return Number(result.numUpdatedRows) > 0;
   }
 
   /** Deletes access and refresh tokens that expired before `beforeMs`; returns how many. */
   async deleteExpiredTokens(beforeMs: number): Promise<number> {
+    this.tokenCache?.invalidate();
     const access = await this.db.deleteFrom('access_tokens').where('expires_ts', '<', beforeMs).executeTakeFirst();
     const refresh = await this.db.deleteFrom('refresh_tokens').where('expires_ts', '<', beforeMs).executeTakeFirst();
     return Number(access.numDeletedRows) + Number(refresh.numDeletedRows);
@@ -77,6 +98,7 @@ export class SessionStore {
 
   /** Revokes a refresh token and the access tokens issued with it. */
   async deleteRefreshTokenFamily(id: number): Promise<void> {
+    this.tokenCache?.invalidate();
     await this.db.deleteFrom('access_tokens').where('refresh_token_id', '=', id).execute();
     await this.db.deleteFrom('refresh_tokens').where('id', '=', id).execute();
   }

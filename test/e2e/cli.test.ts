@@ -100,6 +100,13 @@ describe('bot-homeserver CLI', () => {
         headers: { Authorization: `Bearer ${session.body.access_token}` },
       });
       expect(await whoami.json()).toMatchObject({ user_id: '@hello:cli.test' });
+      // Rotating from the CLI while the server runs ends the session at once, although the
+      // server keeps tokens in memory: it notices the other process's commit.
+      expect(cli('create-bot', 'hello', '--config', config).status).toBe(0);
+      const afterRotation = await fetch(`${url}/_matrix/client/v3/account/whoami`, {
+        headers: { Authorization: `Bearer ${session.body.access_token}` },
+      });
+      expect(afterRotation.status).toBe(401);
     } finally {
       child.kill('SIGTERM');
       expect(await exited(child)).toBe(0);
