@@ -186,3 +186,29 @@ describe('GET /event, /messages and /context', () => {
     expect(timelineOf(initial, hidden).map((e) => e.event_id)).not.toContain(secret);
   });
 });
+
+describe('rate limits', () => {
+  it('rc_message limits sends with 429, retry_after_ms and Retry-After; an override lifts it', async () => {
+    await hs.close();
+    hs = await startTestHomeserver({ ratelimiting_enabled: true, rc_message: { per_second: 0.1, burst_count: 2 }, rc_login: { address: { per_second: 100, burst_count: 100 }, account: { per_second: 100, burst_count: 100 } } });
+    alice = client(hs, await createUser(hs, 'alice'));
+    bob = client(hs, await createUser(hs, 'bob'));
+    roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const first = await bob.send(roomId, text('one'), 'm.room.message', 'first');
+    await bob.send(roomId);
+    const limited = await bob.request('PUT', `/rooms/${enc(roomId)}/send/m.room.message/over`, text('too many'));
+    expectMatrixError(limited, 429, 'M_LIMIT_EXCEEDED');
+    expect(limited.body.retry_after_ms).toBeGreaterThan(0);
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    // A retry of a send that got through is answered from the record, not limited again.
+    expect(await bob.send(roomId, text('one'), 'm.room.message', 'first')).toBe(first);
+    const admin = await createUser(hs, 'admin', { admin: true });
+    const override = await hs.http
+      .post(`/_synapse/admin/v1/users/${enc(bob.userId)}/override_ratelimit`)
+      .auth(admin.accessToken, { type: 'bearer' })
+      .send({ messages_per_second: 0 });
+    expect(override.status).toBe(200);
+    await bob.send(roomId, text('unlimited now'));
+  });
+});
