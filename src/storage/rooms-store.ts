@@ -1,5 +1,5 @@
 /** Rooms, their events, current state, memberships and aliases. */
-import type { Kysely, Selectable } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Database, EventsTable, MembershipsTable, RoomsTable } from './schema.js';
 
 export type EventRow = Selectable<EventsTable>;
@@ -17,14 +17,7 @@ export class RoomStore {
     return this.db.selectFrom('rooms').selectAll().where('room_id', '=', roomId).executeTakeFirst();
   }
 
-  async setRoomPublic(roomId: string, isPublic: boolean): Promise<void> {
-    await this.db.updateTable('rooms').set({ is_public: isPublic ? 1 : 0 }).where('room_id', '=', roomId).execute();
-  }
 
-  async listPublicRooms(): Promise<string[]> {
-    const rows = await this.db.selectFrom('rooms').select('room_id').where('is_public', '=', 1).execute();
-    return rows.map((r) => r.room_id);
-  }
 
   async insertEvent(event: EventRow): Promise<void> {
     await this.db.insertInto('events').values(event).execute();
@@ -141,20 +134,6 @@ export class RoomStore {
     return this.db.selectFrom('memberships').selectAll().where('user_id', '=', userId).execute();
   }
 
-  async membershipsOfRoom(roomId: string): Promise<MembershipRow[]> {
-    return this.db.selectFrom('memberships').selectAll().where('room_id', '=', roomId).execute();
-  }
-
-  /** The newest stream position of each room's events. */
-  async latestStreamPerRoom(): Promise<Array<{ room_id: string; stream: number }>> {
-    const rows = await this.db
-      .selectFrom('events')
-      .select(['room_id', (eb) => eb.fn.max('stream_ordering').as('stream')])
-      .groupBy('room_id')
-      .execute();
-    return rows.map((r) => ({ room_id: r.room_id, stream: Number(r.stream) }));
-  }
-
   async latestStreamOfRoom(roomId: string): Promise<number> {
     const row = await this.db
       .selectFrom('events')
@@ -173,24 +152,40 @@ export class RoomStore {
   }
 
   /**
-   * Messages from others after a position, counted for unread notifications: all of them, and
-   * those whose JSON names `highlightText` (the reader's user id).
+   * Unread messages of a user in a room: messages from others after the later of `floor` and the
+   * event of the user's latest `m.read` receipt, counting at most `cap`; highlights are those whose
+   * JSON mentions the user's id. One statement, so a busy room costs one query, not one per row.
    */
-  async countUnread(roomId: string, after: number, userId: string, cap: number): Promise<{ notifications: number; highlights: number }> {
-    const rows = await this.db
+  async countUnread(roomId: string, userId: string, floor: number, cap: number): Promise<{ notifications: number; highlights: number }> {
+    const receiptStream = this.db
+      .selectFrom('receipts')
+      .innerJoin('events', 'events.event_id', 'receipts.event_id')
+      .select('events.stream_ordering')
+      .where('receipts.room_id', '=', roomId)
+      .where('receipts.user_id', '=', userId)
+      .where('receipts.receipt_type', '=', 'm.read')
+      .orderBy('receipts.stream_ordering', 'desc')
+      .limit(1);
+    const unread = this.db
       .selectFrom('events')
       .select('content')
       .where('room_id', '=', roomId)
-      .where('stream_ordering', '>', after)
+      .where('stream_ordering', '>', floor)
+      .where((eb) => eb('stream_ordering', '>', eb.fn.coalesce(receiptStream, eb.val(0))))
       .where('sender', '!=', userId)
       .where('type', 'in', ['m.room.message', 'm.room.encrypted', 'm.sticker'])
       .where('redacted_by', 'is', null)
       .orderBy('stream_ordering', 'desc')
       .limit(cap)
-      .execute();
-    let highlights = 0;
-    for (const row of rows) if (row.content.includes(userId)) highlights++;
-    return { notifications: rows.length, highlights };
+      .as('unread');
+    const row = await this.db
+      .selectFrom(unread)
+      .select((eb) => [
+        eb.fn.countAll<number>().as('notifications'),
+        eb.fn.sum<number>(sql<number>`instr(unread.content, ${userId}) > 0`).as('highlights'),
+      ])
+      .executeTakeFirst();
+    return { notifications: Number(row?.notifications ?? 0), highlights: Number(row?.highlights ?? 0) };
   }
 
   async getAlias(alias: string): Promise<{ room_id: string; creator: string } | undefined> {

@@ -75,19 +75,6 @@ export class UserDataStore {
     return Number(row?.max ?? 0);
   }
 
-  /** The user's latest receipt of the given type in a room. */
-  async ownReceipt(roomId: string, userId: string, receiptType: string): Promise<string | undefined> {
-    const row = await this.db
-      .selectFrom('receipts')
-      .select('event_id')
-      .where('room_id', '=', roomId)
-      .where('user_id', '=', userId)
-      .where('receipt_type', '=', receiptType)
-      .orderBy('stream_ordering', 'desc')
-      .executeTakeFirst();
-    return row?.event_id;
-  }
-
   async maxStreamOrdering(): Promise<number> {
     const accountData = await this.db
       .selectFrom('account_data')

@@ -167,7 +167,8 @@ export class SyncService {
       matches: (e) => filter.timeline.matches(e),
     });
     const timelineEvents = page.events.reverse();
-    const stateEvents = await this.stateBeforeTimeline(room, timelineEvents, upTo, full ? undefined : since!.stream);
+    // An incremental timeline that is not limited holds every change since the token: no gap, no state.
+    const stateEvents = full || page.more ? await this.stateBeforeTimeline(room, timelineEvents, upTo, full ? undefined : since!.stream) : [];
     const ephemeral = await this.ephemeral(room, since && !full ? since : undefined, upTo, typingChanged, userId);
 
     if (!full && timelineEvents.length === 0 && stateEvents.length === 0 && ephemeral.length === 0 && context.accountData.length === 0) {
@@ -254,13 +255,8 @@ export class SyncService {
 
   /** Messages from others since the user's read receipt (or since they joined). */
   private async unread(room: RoomSnapshot, userId: string): Promise<JsonObject> {
-    let after = room.get('m.room.member', userId)?.stream ?? 0;
-    const receipt = await this.storage.userData.ownReceipt(room.roomId, userId, 'm.read');
-    if (receipt) {
-      const event = await this.reader.getEvent(receipt);
-      if (event && event.stream > after) after = event.stream;
-    }
-    const counts = await this.storage.rooms.countUnread(room.roomId, after, userId, UNREAD_COUNT_CAP);
+    const joinedAt = room.get('m.room.member', userId)?.stream ?? 0;
+    const counts = await this.storage.rooms.countUnread(room.roomId, userId, joinedAt, UNREAD_COUNT_CAP);
     return { notification_count: counts.notifications, highlight_count: counts.highlights };
   }
 
