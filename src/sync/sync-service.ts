@@ -146,32 +146,35 @@ export class SyncService {
   private async joinedRoom(context: RoomContext): Promise<JsonObject | undefined> {
     const { room, entry, since, upTo, filter, viewer } = context;
     const userId = viewer.userId;
-    let full = !since || context.fullState;
-    if (since && !full && entry.stream > since.stream) {
-      // Joined (or changed profile) since the token: a fresh join gets the whole room.
+    // A room is new to this sync when there is no token or the user joined after it (a profile
+    // change is a join too, so the membership at the token decides); then it comes whole.
+    let fresh = !since;
+    if (since && entry.stream > since.stream) {
       const history = (await this.reader.visibilityFor(room, userId)).history;
-      full = membershipAt(history, since.stream) !== 'join';
+      fresh = membershipAt(history, since.stream) !== 'join';
     }
-    const typingChanged = this.typing.changedSince(room.roomId, since && !full ? since.typing : -1);
-    if (since && !full && room.latestStream <= since.stream && !typingChanged && context.accountData.length === 0) {
+    const fullState = fresh || context.fullState;
+    const typingChanged = this.typing.changedSince(room.roomId, fresh ? -1 : since!.typing);
+    if (!fullState && room.latestStream <= since!.stream && !typingChanged && context.accountData.length === 0) {
       return undefined;
     }
 
     const limit = filter.timeline.limit ?? DEFAULT_TIMELINE_LIMIT;
-    const visibility = full ? await this.reader.visibilityFor(room, userId) : undefined;
+    const visibility = fresh ? await this.reader.visibilityFor(room, userId) : undefined;
     const page = await this.reader.pageBackwards(room, {
       before: upTo,
-      stopAt: full ? -1 : since!.stream,
+      stopAt: fresh ? -1 : since!.stream,
       limit,
       visibility,
       matches: (e) => filter.timeline.matches(e),
     });
     const timelineEvents = page.events.reverse();
     // An incremental timeline that is not limited holds every change since the token: no gap, no state.
-    const stateEvents = full || page.more ? await this.stateBeforeTimeline(room, timelineEvents, upTo, full ? undefined : since!.stream) : [];
-    const ephemeral = await this.ephemeral(room, since && !full ? since : undefined, upTo, typingChanged, userId);
+    const stateEvents =
+      fullState || page.more ? await this.stateBeforeTimeline(room, timelineEvents, upTo, fullState ? undefined : since!.stream) : [];
+    const ephemeral = await this.ephemeral(room, fresh ? undefined : since, upTo, typingChanged, userId);
 
-    if (!full && timelineEvents.length === 0 && stateEvents.length === 0 && ephemeral.length === 0 && context.accountData.length === 0) {
+    if (!fullState && timelineEvents.length === 0 && stateEvents.length === 0 && ephemeral.length === 0 && context.accountData.length === 0) {
       return undefined;
     }
     const lazyMembers = filter.state.lazyLoadMembers || filter.timeline.lazyLoadMembers;

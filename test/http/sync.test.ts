@@ -340,3 +340,19 @@ describe('a file database', () => {
     hs = await startTestHomeserver();
   });
 });
+
+describe('full_state', () => {
+  it('with a token gives the whole state but only the new timeline events', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat', name: 'Full' });
+    const since = (await alice.sync()).next_batch;
+    const eventId = await alice.send(roomId, text('new'));
+    const answer = await alice.sync({ since, full_state: true });
+    const room = answer.rooms.join[roomId];
+    expect(room.timeline.events.map((e: Json) => e.event_id)).toEqual([eventId]);
+    expect(room.state.events.map((e: Json) => e.type)).toEqual(expect.arrayContaining(['m.room.create', 'm.room.name', 'm.room.power_levels']));
+    // Nothing new and full_state: the room is still listed, whole.
+    const again = await alice.sync({ since: answer.next_batch, full_state: true });
+    expect(again.rooms.join[roomId].timeline.events).toEqual([]);
+    expect(again.rooms.join[roomId].state.events.length).toBeGreaterThan(3);
+  });
+});
