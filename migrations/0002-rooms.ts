@@ -34,18 +34,36 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('prev_sender', 'text')
     .addColumn('redacts', 'text')
     .addColumn('redacted_by', 'text')
+    // The room's history visibility when the event was sent: who may read it is judged by that.
+    .addColumn('history_visibility', 'text', (col) => col.notNull())
     // Set when sent with a transaction id: retries are answered from here, and the sending
-    // device sees `unsigned.transaction_id`.
+    // device sees `unsigned.transaction_id`. The scope names the endpoint, room and target, since a
+    // transaction id identifies one request path, not one device-wide action.
     .addColumn('txn_device_id', 'text')
+    .addColumn('txn_scope', 'text')
     .addColumn('txn_id', 'text')
     .execute();
   await db.schema.createIndex('events_room_stream').on('events').columns(['room_id', 'stream_ordering']).execute();
   await db.schema
     .createIndex('events_txn')
     .on('events')
-    .columns(['sender', 'txn_device_id', 'txn_id'])
+    .columns(['sender', 'txn_device_id', 'txn_scope', 'txn_id'])
     .unique()
     .where((eb) => eb('txn_id', 'is not', null))
+    .execute();
+  // A user's membership history in a room, read for every visibility check.
+  await db.schema
+    .createIndex('events_room_state')
+    .on('events')
+    .columns(['room_id', 'type', 'state_key', 'stream_ordering'])
+    .where((eb) => eb('state_key', 'is not', null))
+    .execute();
+  // The events that replaced a state event, whose prev_content a redaction must strip too.
+  await db.schema
+    .createIndex('events_replaces_state')
+    .on('events')
+    .column('replaces_state')
+    .where((eb) => eb('replaces_state', 'is not', null))
     .execute();
 
   await db.schema

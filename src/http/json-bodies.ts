@@ -5,6 +5,7 @@
  * only by routes that read a body (Synapse ignores the body of, say, `POST /logout`).
  */
 import type { FastifyInstance } from 'fastify';
+import secureJson from 'secure-json-parse';
 
 /** Stands in for a body that did not parse, until a route's body validation refuses it. */
 export const NOT_JSON: unique symbol = Symbol('body is not JSON');
@@ -18,9 +19,18 @@ export function installJsonBodies(app: FastifyInstance): void {
       return;
     }
     try {
-      done(null, JSON.parse(text));
+      done(null, parseJsonSafely(text));
     } catch {
       done(null, NOT_JSON);
     }
   });
+}
+
+/**
+ * JSON.parse that drops `__proto__` keys (and `constructor.prototype`): such keys in event content
+ * or filters would otherwise reach object prototypes when the server copies or projects them.
+ * Throws on text that is not JSON.
+ */
+export function parseJsonSafely(text: string): unknown {
+  return secureJson.parse(text, undefined, { protoAction: 'remove', constructorAction: 'remove' });
 }

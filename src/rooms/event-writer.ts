@@ -25,7 +25,8 @@ export interface EventDraft {
   content: JsonObject;
   /** For m.room.redaction: the target and the content it keeps. */
   redaction?: { eventId: string; redactedContent: JsonObject } | undefined;
-  txn?: { deviceId: string; txnId: string } | undefined;
+  /** Set for requests with a transaction id; `scope` names the endpoint and its path (room, type). */
+  txn?: { deviceId: string; scope: string; txnId: string } | undefined;
 }
 
 export interface WriteRequest {
@@ -156,23 +157,30 @@ export class EventWriter {
       pending.reject(err);
       return undefined;
     }
+    // A request of several events is checked on a copy, so refusing its third event leaves
+    // nothing of the first two behind (a new room's snapshot is a copy already).
+    const working = drafts.length > 1 && !request.newRoom ? room.clone() : room;
     const events: StoredEvent[] = [];
     const now = this.clock.now();
     for (const draft of drafts) {
-      let event: StoredEvent;
       try {
-        event = this.build(room, draft, now);
+        const event = this.build(working, draft, now);
+        working.apply(event);
+        if (draft.redaction) working.applyRedaction(draft.redaction.eventId, draft.redaction.redactedContent, event.eventId);
+        events.push(event);
       } catch (err) {
-        // Nothing of an existing room changes until all its drafts pass, so refusing is enough.
-        if (events.length > 0 && !request.newRoom) throw err;
         pending.reject(err);
         return undefined;
       }
-      if (!request.newRoom) touchedRooms.add(room.roomId);
-      room.apply(event);
-      if (draft.redaction) room.applyRedaction(draft.redaction.eventId, draft.redaction.redactedContent, event.eventId);
-      events.push(event);
     }
+    if (working !== room) {
+      for (const [index, event] of events.entries()) {
+        room.apply(event);
+        const redaction = drafts[index]?.redaction;
+        if (redaction) room.applyRedaction(redaction.eventId, redaction.redactedContent, event.eventId);
+      }
+    }
+    if (!request.newRoom && events.length > 0) touchedRooms.add(room.roomId);
     return { pending, room, events, drafts };
   }
 
@@ -197,7 +205,9 @@ export class EventWriter {
       prevSender: replaced?.sender,
       redacts: draft.redaction?.eventId,
       redactedBy: undefined,
+      historyVisibility: room.historyVisibility(),
       txnDeviceId: draft.txn?.deviceId,
+      txnScope: draft.txn?.scope,
       txnId: draft.txn?.txnId,
     };
     assertEventSize(toClientEvent(event, { now }));

@@ -26,7 +26,10 @@ export interface StoredEvent {
   prevSender: string | undefined;
   redacts: string | undefined;
   redactedBy: string | undefined;
+  /** The room's history visibility when the event was sent. */
+  historyVisibility: string;
   txnDeviceId: string | undefined;
+  txnScope: string | undefined;
   txnId: string | undefined;
 }
 
@@ -76,7 +79,9 @@ export function eventFromRow(row: EventRow): StoredEvent {
     prevSender: row.prev_sender ?? undefined,
     redacts: row.redacts ?? undefined,
     redactedBy: row.redacted_by ?? undefined,
+    historyVisibility: row.history_visibility,
     txnDeviceId: row.txn_device_id ?? undefined,
+    txnScope: row.txn_scope ?? undefined,
     txnId: row.txn_id ?? undefined,
   };
 }
@@ -96,7 +101,9 @@ export function rowFromEvent(event: StoredEvent): EventRow {
     prev_sender: event.prevSender ?? null,
     redacts: event.redacts ?? null,
     redacted_by: event.redactedBy ?? null,
+    history_visibility: event.historyVisibility,
     txn_device_id: event.txnDeviceId ?? null,
+    txn_scope: event.txnScope ?? null,
     txn_id: event.txnId ?? null,
   };
 }

@@ -24,7 +24,7 @@ export class ReceiptService {
   ) {}
 
   async setReceipt(userId: string, roomId: string, type: ReceiptType, eventId: string, threadId: string | undefined): Promise<void> {
-    const room = await this.reader.roomForMember(roomId, userId);
+    const room = await this.reader.roomWhereJoined(roomId, userId);
     const event = await this.reader.getEvent(eventId);
     if (!event || event.roomId !== roomId) throw new MatrixError('M_NOT_FOUND', 'Event not found');
     if (type === 'm.fully_read') {

@@ -38,6 +38,29 @@ export class RoomReader {
     return room;
   }
 
+  /** The room, when the user is joined to it: typing and receipts are for members only. */
+  async roomWhereJoined(roomId: string, userId: string): Promise<RoomSnapshot> {
+    const room = await this.roomOrForbidden(roomId, userId);
+    if (!room.isJoined(userId)) throw notInRoom(userId, roomId);
+    return room;
+  }
+
+  /**
+   * The room's state as it was right after the event at `position`: the current state with every
+   * later change undone, following each state event's `replaces_state` back.
+   */
+  async stateAt(room: RoomSnapshot, position: number): Promise<StoredEvent[]> {
+    const state = new Map<string, StoredEvent>();
+    for (const event of room.stateEvents()) {
+      let current: StoredEvent | undefined = event;
+      while (current && current.stream > position) {
+        current = current.replacesState ? await this.getEvent(current.replacesState) : undefined;
+      }
+      if (current) state.set(`${current.type}\u0000${current.stateKey}`, current);
+    }
+    return [...state.values()].sort((a, b) => a.stream - b.stream);
+  }
+
   async visibilityFor(room: RoomSnapshot, userId: string): Promise<VisibilityContext> {
     const history = await this.storage.rooms.membershipHistory(room.roomId, userId);
     return {
@@ -164,7 +187,11 @@ export class RoomHistory {
       start: query.from ?? positionToken(from),
     };
     if (page.events.length > 0 || page.more) response.end = positionToken(page.lastScanned);
-    if (query.lazyLoadMembers) response.state = await this.memberStateFor(room, page.events, viewer);
+    if (query.lazyLoadMembers) {
+      const newest = page.events.reduce((max, e) => Math.max(max, e.stream), -1);
+      const state = newest < 0 ? [] : await this.reader.stateAt(room, newest);
+      response.state = await this.reader.render(memberEventsOf(state, page.events), viewer);
+    }
     return response;
   }
 
@@ -177,14 +204,18 @@ export class RoomHistory {
     const after = await this.reader.pageForwards(room, { after: event.stream, upTo: this.stream.current, limit: limit - beforeLimit, visibility, matches });
     const [rendered] = await this.reader.render([event], viewer);
     const all = [...before.events, event, ...after.events];
-    const state = lazyLoadMembers ? await this.memberStateFor(room, all, viewer) : await this.reader.render([...room.stateEvents()], viewer);
+    // The state at the last event returned, which the caller could see, never the current state:
+    // someone who left does not learn what happened after.
+    const last = after.events.at(-1) ?? event;
+    const state = await this.reader.stateAt(room, last.stream);
+    const shown = lazyLoadMembers ? memberEventsOf(state, all) : state;
     return {
       event: rendered,
       events_before: await this.reader.render(before.events, viewer),
       events_after: await this.reader.render(after.events, viewer),
       start: positionToken(before.events.length > 0 ? before.lastScanned : event.stream - 1),
       end: positionToken(after.events.length > 0 ? after.lastScanned : event.stream),
-      state,
+      state: await this.reader.render(shown, viewer),
     };
   }
 
@@ -235,14 +266,12 @@ export class RoomHistory {
     return joined;
   }
 
-  private async memberStateFor(room: RoomSnapshot, events: StoredEvent[], viewer: Viewer): Promise<ClientEvent[]> {
-    const senders = new Set(events.map((e) => e.sender));
-    const members = [...senders].flatMap((userId) => {
-      const member = room.get('m.room.member', userId);
-      return member ? [member] : [];
-    });
-    return this.reader.render(members, viewer);
-  }
+}
+
+/** The member events, among `state`, of the senders of `events`. */
+function memberEventsOf(state: StoredEvent[], events: StoredEvent[]): StoredEvent[] {
+  const senders = new Set(events.map((e) => e.sender));
+  return state.filter((e) => e.type === 'm.room.member' && senders.has(e.stateKey ?? ''));
 }
 
 /** Pagination tokens are stream positions in the sync token's form, so either works as `from`. */

@@ -10,7 +10,7 @@ import { MatrixError } from '../http/errors.js';
 import type { Limiters } from '../ratelimit/limiters.js';
 import type { Storage } from '../storage/index.js';
 import type { Requester } from '../users/session-service.js';
-import { canRedact, effectivePowerLevels, userPowerLevel, requiredPowerForEvent } from './auth-rules.js';
+import { canRedact, checkEventAuth, effectivePowerLevels, userPowerLevel, requiredPowerForEvent } from './auth-rules.js';
 import type { EventDraft, EventWriter } from './event-writer.js';
 import type { JsonObject, StoredEvent } from './events.js';
 import { assertRoomAlias, assertUserId, isRoomAlias, isRoomId, newRoomId, serverOf } from './ids.js';
@@ -63,6 +63,11 @@ export class RoomService {
     const invites = [...new Set(request.invite ?? [])];
     for (const userId of invites) assertUserId(userId);
     const inviteProfiles = await Promise.all(invites.map((userId) => this.profileOfExistingUser(userId)));
+    for (const state of request.initial_state ?? []) {
+      if (state.type === 'm.room.create' || state.type === 'm.room.member') {
+        throw new MatrixError('M_INVALID_PARAM', `${state.type} cannot be given in initial_state; use creation_content or invite`);
+      }
+    }
     const initialState: StateDraft[] = (request.initial_state ?? []).map((s) => ({
       type: s.type,
       stateKey: s.state_key ?? '',
@@ -126,7 +131,10 @@ export class RoomService {
         const previous = current.get('m.room.member', requester.userId)?.content;
         // An invite to a direct chat stays marked as one in the join, as Synapse does.
         const isDirect = current.membership(requester.userId) === 'invite' && previous?.is_direct === true;
-        return [memberDraft(requester.userId, requester.userId, { ...profile, membership: 'join', ...(isDirect ? { is_direct: true } : {}) }, reason)];
+        const draft = memberDraft(requester.userId, requester.userId, { ...profile, membership: 'join', ...(isDirect ? { is_direct: true } : {}) }, reason);
+        // Joining again with nothing changed writes nothing, as in Synapse.
+        if (current.isJoined(requester.userId) && isDeepStrictEqual(previous, draft.content)) return [];
+        return [draft];
       },
     });
     return roomId;
@@ -138,10 +146,7 @@ export class RoomService {
     await this.reader.roomOrForbidden(roomId, requester.userId);
     await this.writer.submit({
       roomId,
-      prepare: (room) => {
-        if (room.membership(target) === 'invite') return []; // already invited: nothing to do
-        return [memberDraft(requester.userId, target, { ...profile, membership: 'invite' }, reason)];
-      },
+      prepare: () => [memberDraft(requester.userId, target, { ...profile, membership: 'invite' }, reason)],
     });
   }
 
@@ -164,11 +169,14 @@ export class RoomService {
     await this.writer.submit({
       roomId,
       prepare: (room) => {
+        const draft = memberDraft(requester.userId, target, { membership: 'leave' }, reason);
+        // The auth rules first, so someone without the power learns nothing about the target.
+        assertAllowed(room, draft);
         const membership = room.membership(target);
         if (membership !== 'join' && membership !== 'invite' && membership !== 'knock') {
           throw new MatrixError('M_FORBIDDEN', `${target} is not in the room`);
         }
-        return [memberDraft(requester.userId, target, { membership: 'leave' }, reason)];
+        return [draft];
       },
     });
   }
@@ -188,8 +196,12 @@ export class RoomService {
     await this.writer.submit({
       roomId,
       prepare: (room) => {
-        if (room.membership(target) !== 'ban') throw new MatrixError('M_FORBIDDEN', `${target} is not banned`);
-        return [memberDraft(requester.userId, target, { membership: 'leave' }, reason)];
+        const draft = memberDraft(requester.userId, target, { membership: 'leave' }, reason);
+        if (room.membership(target) !== 'ban') {
+          assertAllowed(room, { ...draft, content: { membership: 'ban' } });
+          throw new MatrixError('M_FORBIDDEN', `${target} is not banned`);
+        }
+        return [draft];
       },
     });
   }
@@ -209,23 +221,34 @@ export class RoomService {
 
   /** Sends a message event; a retry with the same transaction id returns the first event id. */
   async send(requester: Requester, roomId: string, type: string, txnId: string, content: JsonObject): Promise<string> {
-    const key = `${requester.userId}\u0000${requester.deviceId}\u0000${txnId}`;
-    const inflight = this.inflightTxns.get(key);
-    if (inflight) return inflight;
-    const previous = await this.storage.rooms.findEventByTxn(requester.userId, requester.deviceId, txnId);
-    if (previous) return previous.event_id;
-    const work = (async () => {
+    const scope = `send\u0000${roomId}\u0000${type}`;
+    return this.once(requester, scope, txnId, async () => {
       await this.limiters.checkMessage(requester.userId);
       await this.reader.roomOrForbidden(roomId, requester.userId);
       const [event] = await this.writer.submit({
         roomId,
-        prepare: () => [{ type, sender: requester.userId, content, txn: { deviceId: requester.deviceId, txnId } }],
+        prepare: () => [{ type, sender: requester.userId, content, txn: { deviceId: requester.deviceId, scope, txnId } }],
       });
       return event!.eventId;
+    });
+  }
+
+  /**
+   * Runs a request with a transaction id once: a retry gets the first answer's event id, also
+   * while the first is still in flight. A transaction id names one request path (endpoint, room,
+   * target) of one device, as in the spec.
+   */
+  private async once(requester: Requester, scope: string, txnId: string, work: () => Promise<string>): Promise<string> {
+    const key = `${requester.userId}\u0000${requester.deviceId}\u0000${scope}\u0000${txnId}`;
+    const inflight = this.inflightTxns.get(key);
+    if (inflight) return inflight;
+    const attempt = (async () => {
+      const previous = await this.storage.rooms.findEventByTxn(requester.userId, requester.deviceId, scope, txnId);
+      return previous ? previous.event_id : work();
     })();
-    this.inflightTxns.set(key, work);
+    this.inflightTxns.set(key, attempt);
     try {
-      return await work;
+      return await attempt;
     } finally {
       this.inflightTxns.delete(key);
     }
@@ -240,11 +263,9 @@ export class RoomService {
     }
     if (type === 'm.room.canonical_alias') await this.checkCanonicalAliases(roomId, content);
     if (type === 'm.room.member') {
+      assertUserId(stateKey);
       const membership = content.membership;
-      if (membership === 'invite' || membership === 'join') {
-        assertUserId(stateKey);
-        await this.profileOfExistingUser(stateKey);
-      }
+      if (membership === 'invite' || membership === 'join') await this.profileOfExistingUser(stateKey);
     }
     await this.limiters.checkMessage(requester.userId);
     const [event] = await this.writer.submit({
@@ -255,12 +276,8 @@ export class RoomService {
   }
 
   async redact(requester: Requester, roomId: string, eventId: string, txnId: string, reason: string | undefined): Promise<string> {
-    const key = `${requester.userId}\u0000${requester.deviceId}\u0000${txnId}`;
-    const inflight = this.inflightTxns.get(key);
-    if (inflight) return inflight;
-    const previous = await this.storage.rooms.findEventByTxn(requester.userId, requester.deviceId, txnId);
-    if (previous) return previous.event_id;
-    const work = (async () => {
+    const scope = `redact\u0000${roomId}\u0000${eventId}`;
+    return this.once(requester, scope, txnId, async () => {
       const room = await this.reader.roomOrForbidden(roomId, requester.userId);
       const target = await this.reader.getEvent(eventId);
       if (!room.isJoined(requester.userId)) throw notInRoom(requester.userId, roomId);
@@ -277,19 +294,13 @@ export class RoomService {
             sender: requester.userId,
             content: reason === undefined ? {} : { reason },
             redaction: { eventId, redactedContent: redactedContent(target.type, target.content, current.roomVersion) },
-            txn: { deviceId: requester.deviceId, txnId },
+            txn: { deviceId: requester.deviceId, scope, txnId },
           };
           return [draft];
         },
       });
       return event!.eventId;
-    })();
-    this.inflightTxns.set(key, work);
-    try {
-      return await work;
-    } finally {
-      this.inflightTxns.delete(key);
-    }
+    });
   }
 
   // ---- aliases ----
@@ -392,6 +403,15 @@ export class RoomService {
       }).catch(() => undefined); // one room refusing must not stop the others
     }
   }
+}
+
+/** Throws the auth rules' refusal for a draft, before the caller looks at anything else. */
+function assertAllowed(room: RoomSnapshot, draft: EventDraft): void {
+  const result = checkEventAuth(
+    { type: draft.type, ...(draft.stateKey !== undefined ? { state_key: draft.stateKey } : {}), sender: draft.sender, content: draft.content },
+    room.lookup,
+  );
+  if (!result.allowed) throw new MatrixError('M_FORBIDDEN', result.reason);
 }
 
 function memberDraft(sender: string, target: string, content: JsonObject, reason?: string): EventDraft {

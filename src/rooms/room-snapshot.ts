@@ -74,16 +74,26 @@ export class RoomSnapshot {
     }
   }
 
-  /** Replaces the content of a state event in place when it is redacted. */
+  /**
+   * Applies a redaction to the current state: the redacted event's content, and the prev_content
+   * of the event that replaced it.
+   */
   applyRedaction(eventId: string, content: Record<string, unknown>, redactedBy: string): void {
     for (const [key, event] of this.state) {
+      if (event.replacesState === eventId) this.state.set(key, { ...event, prevContent: content });
       if (event.eventId !== eventId) continue;
-      const redacted = { ...event, content, redactedBy };
-      this.state.set(key, redacted);
+      this.state.set(key, { ...event, content, redactedBy });
       if (event.type === 'm.room.member') {
         const membership = content.membership;
         this.memberships.set(event.stateKey ?? '', typeof membership === 'string' ? membership : 'leave');
       }
     }
+  }
+
+  /** An independent copy, for checking several events before any of them counts. */
+  clone(): RoomSnapshot {
+    const copy = new RoomSnapshot(this.roomId, this.roomVersion, this.creator, this.state.values());
+    copy.latestStream = this.latestStream;
+    return copy;
   }
 }

@@ -11,7 +11,7 @@ export interface MembershipChange {
 
 export interface VisibilityContext {
   userId: string;
-  /** The room's `m.room.history_visibility` (current value; "shared" when unset). */
+  /** The room's `m.room.history_visibility` now ("shared" when unset); each event is judged by its own. */
   historyVisibility: string;
   /** The user's membership now. */
   currentMembership: string;
@@ -29,12 +29,17 @@ export function membershipAt(history: readonly MembershipChange[], stream: numbe
   return membership;
 }
 
+/**
+ * Whether the user may see the event, judged by the history visibility in force when it was sent
+ * (making a room world-readable later does not publish what was said under `joined`).
+ */
 export function canSeeEvent(event: StoredEvent, context: VisibilityContext): boolean {
-  if (context.historyVisibility === 'world_readable') return true;
+  const visibility = event.historyVisibility;
+  if (visibility === 'world_readable') return true;
   // A user always sees what happened to their own membership (the kick, the ban, the invite).
   if (event.type === 'm.room.member' && event.stateKey === context.userId) return true;
   const membership = membershipAt(context.history, event.stream);
   if (membership === 'join') return true;
-  if (context.historyVisibility === 'shared' && context.currentMembership === 'join') return true;
-  return context.historyVisibility === 'invited' && membership === 'invite';
+  if (visibility === 'shared' && context.currentMembership === 'join') return true;
+  return visibility === 'invited' && membership === 'invite';
 }

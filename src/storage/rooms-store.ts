@@ -74,12 +74,13 @@ export class RoomStore {
     return this.db.selectFrom('events').selectAll().where('event_id', 'in', eventIds).execute();
   }
 
-  async findEventByTxn(sender: string, deviceId: string, txnId: string): Promise<EventRow | undefined> {
+  async findEventByTxn(sender: string, deviceId: string, scope: string, txnId: string): Promise<EventRow | undefined> {
     return this.db
       .selectFrom('events')
       .selectAll()
       .where('sender', '=', sender)
       .where('txn_device_id', '=', deviceId)
+      .where('txn_scope', '=', scope)
       .where('txn_id', '=', txnId)
       .executeTakeFirst();
   }
@@ -125,9 +126,13 @@ export class RoomStore {
       .execute();
   }
 
-  /** Replaces an event's content with its redacted form and records which event redacted it. */
+  /**
+   * Replaces an event's content with its redacted form and records which event redacted it; the
+   * state events that replaced it get the redacted form as their prev_content too.
+   */
   async markRedacted(eventId: string, content: string, redactedBy: string): Promise<void> {
     await this.db.updateTable('events').set({ content, redacted_by: redactedBy }).where('event_id', '=', eventId).execute();
+    await this.db.updateTable('events').set({ prev_content: content }).where('replaces_state', '=', eventId).execute();
   }
 
   async membershipsOfUser(userId: string): Promise<MembershipRow[]> {

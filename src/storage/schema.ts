@@ -73,7 +73,9 @@ export interface EventsTable {
   prev_sender: string | null;
   redacts: string | null;
   redacted_by: string | null;
+  history_visibility: string;
   txn_device_id: string | null;
+  txn_scope: string | null;
   txn_id: string | null;
 }
 

@@ -1,38 +1,62 @@
 /**
  * Sync filters: what a client asks to see. Stored as the client sent them (so GET returns them
- * unchanged) and compiled into predicates when used.
+ * unchanged), validated the same way whether stored or given inline, and compiled into predicates.
  */
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Ajv } from 'ajv';
 import { MatrixError } from '../http/errors.js';
-import type { ClientEvent, JsonObject, StoredEvent } from '../rooms/events.js';
+import { parseJsonSafely } from '../http/json-bodies.js';
+import type { ClientEvent, JsonObject } from '../rooms/events.js';
+import { StringEnum } from '../schemas.js';
 
-export interface EventFilterDefinition {
-  limit?: number;
-  types?: string[];
-  not_types?: string[];
-  senders?: string[];
-  not_senders?: string[];
-  rooms?: string[];
-  not_rooms?: string[];
-  lazy_load_members?: boolean;
-  include_redundant_members?: boolean;
-  contains_url?: boolean;
-}
+/** Lists in a filter are capped: each entry costs work on every event a sync looks at. */
+const MAX_LIST = 500;
+const MAX_PATTERN = 255;
+const Strings = Type.Array(Type.String({ maxLength: MAX_PATTERN }), { maxItems: MAX_LIST });
 
-export interface FilterDefinition {
-  event_fields?: string[];
-  event_format?: string;
-  presence?: EventFilterDefinition;
-  account_data?: EventFilterDefinition;
-  room?: {
-    rooms?: string[];
-    not_rooms?: string[];
-    include_leave?: boolean;
-    timeline?: EventFilterDefinition;
-    state?: EventFilterDefinition;
-    ephemeral?: EventFilterDefinition;
-    account_data?: EventFilterDefinition;
-  };
-}
+export const EventFilterSchema = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 0 })),
+    types: Type.Optional(Strings),
+    not_types: Type.Optional(Strings),
+    senders: Type.Optional(Strings),
+    not_senders: Type.Optional(Strings),
+    rooms: Type.Optional(Strings),
+    not_rooms: Type.Optional(Strings),
+    lazy_load_members: Type.Optional(Type.Boolean()),
+    include_redundant_members: Type.Optional(Type.Boolean()),
+    contains_url: Type.Optional(Type.Boolean()),
+    unread_thread_notifications: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: true },
+);
+
+export const FilterSchema = Type.Object(
+  {
+    event_fields: Type.Optional(Strings),
+    event_format: Type.Optional(StringEnum(['client', 'federation'] as const)),
+    presence: Type.Optional(EventFilterSchema),
+    account_data: Type.Optional(EventFilterSchema),
+    room: Type.Optional(
+      Type.Object(
+        {
+          rooms: Type.Optional(Strings),
+          not_rooms: Type.Optional(Strings),
+          include_leave: Type.Optional(Type.Boolean()),
+          timeline: Type.Optional(EventFilterSchema),
+          state: Type.Optional(EventFilterSchema),
+          ephemeral: Type.Optional(EventFilterSchema),
+          account_data: Type.Optional(EventFilterSchema),
+        },
+        { additionalProperties: true },
+      ),
+    ),
+  },
+  { additionalProperties: true },
+);
+
+export type EventFilterDefinition = Static<typeof EventFilterSchema>;
+export type FilterDefinition = Static<typeof FilterSchema>;
 
 export const DEFAULT_TIMELINE_LIMIT = 10;
 /** A client asking for more than this per room gets this many; a page is one query. */
@@ -41,6 +65,9 @@ export const MAX_TIMELINE_LIMIT = 1000;
 export interface CompiledEventFilter {
   limit: number | undefined;
   lazyLoadMembers: boolean;
+  /** False when the filter lets every event through. */
+  restrictive: boolean;
+  typeAllowed(type: string): boolean;
   matches(event: { type: string; sender: string; roomId?: string; content?: JsonObject }): boolean;
 }
 
@@ -57,25 +84,46 @@ export interface CompiledFilter {
   project(event: ClientEvent): JsonObject;
 }
 
-/** Glob match with `*` as the spec allows in type filters. */
-function typeMatches(pattern: string, type: string): boolean {
-  if (!pattern.includes('*')) return pattern === type;
-  const regex = new RegExp(`^${pattern.split('*').map(escapeRegex).join('.*')}$`);
-  return regex.test(type);
-}
-
-function escapeRegex(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+/**
+ * `*` matches any run of characters, as the spec allows in type filters. Linear time (greedy with
+ * one backtrack point), so no pattern can make a sync spin the way a regular expression can.
+ */
+export function globMatches(pattern: string, text: string): boolean {
+  let p = 0;
+  let t = 0;
+  let star = -1;
+  let resume = 0;
+  while (t < text.length) {
+    if (p < pattern.length && pattern[p] !== '*' && pattern[p] === text[t]) {
+      p++;
+      t++;
+    } else if (p < pattern.length && pattern[p] === '*') {
+      star = p++;
+      resume = t;
+    } else if (star >= 0) {
+      p = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.length && pattern[p] === '*') p++;
+  return p === pattern.length;
 }
 
 export function compileEventFilter(definition: EventFilterDefinition | undefined): CompiledEventFilter {
   const d = definition ?? {};
+  const typeAllowed = (type: string): boolean => {
+    if (d.not_types?.some((p) => globMatches(p, type))) return false;
+    return !d.types || d.types.some((p) => globMatches(p, type));
+  };
   return {
     limit: typeof d.limit === 'number' ? Math.max(0, Math.min(MAX_TIMELINE_LIMIT, Math.floor(d.limit))) : undefined,
     lazyLoadMembers: d.lazy_load_members === true,
+    restrictive: [d.types, d.not_types, d.senders, d.not_senders, d.rooms, d.not_rooms, d.contains_url].some((v) => v !== undefined),
+    typeAllowed,
     matches(event) {
-      if (d.not_types?.some((p) => typeMatches(p, event.type))) return false;
-      if (d.types && !d.types.some((p) => typeMatches(p, event.type))) return false;
+      if (!typeAllowed(event.type)) return false;
       if (d.not_senders?.includes(event.sender)) return false;
       if (d.senders && !d.senders.includes(event.sender)) return false;
       if (event.roomId !== undefined) {
@@ -113,19 +161,23 @@ export function compileFilter(definition: FilterDefinition): CompiledFilter {
   };
 }
 
+/** Path segments that would reach an object's prototype rather than its data. */
+const FORBIDDEN_KEYS = new Set(['__proto__', 'prototype', 'constructor']);
+
 /** Keeps only the listed dotted paths (`content.body`); `\.` escapes a dot in a key. */
 function projectFields(event: JsonObject, fields: readonly string[]): JsonObject {
   const result: JsonObject = {};
   for (const field of fields) {
     const path = field.split(/(?<!\\)\./).map((part) => part.replace(/\\\./g, '.'));
+    if (path.some((key) => FORBIDDEN_KEYS.has(key))) continue;
     let source: unknown = event;
     for (const key of path) {
-      source = source !== null && typeof source === 'object' ? (source as JsonObject)[key] : undefined;
+      source = source !== null && typeof source === 'object' && Object.hasOwn(source, key) ? (source as JsonObject)[key] : undefined;
     }
     if (source === undefined) continue;
     let target = result;
     for (const key of path.slice(0, -1)) {
-      const next = target[key];
+      const next = Object.hasOwn(target, key) ? target[key] : undefined;
       if (next === null || typeof next !== 'object') target[key] = {};
       target = target[key] as JsonObject;
     }
@@ -134,18 +186,35 @@ function projectFields(event: JsonObject, fields: readonly string[]): JsonObject
   return result;
 }
 
-/** Reads a stored or inline filter; a definition that is not an object is a client error. */
-export function parseFilterJson<T extends object = FilterDefinition>(text: string): T {
+const ajv = new Ajv({ allErrors: false, strict: false });
+const checkFilter = ajv.compile(FilterSchema as TSchema);
+const checkEventFilter = ajv.compile(EventFilterSchema as TSchema);
+
+/** Reads a filter given inline as JSON (a query parameter); refuses what a stored one could not be. */
+export function parseInlineFilter(text: string): FilterDefinition {
+  return parseChecked(text, checkFilter) as FilterDefinition;
+}
+
+/** Reads an event filter given inline (`/messages`, `/context`). */
+export function parseInlineEventFilter(text: string): EventFilterDefinition {
+  return parseChecked(text, checkEventFilter) as EventFilterDefinition;
+}
+
+/** Reads a stored filter (validated when it was stored). */
+export function parseStoredFilter(text: string): FilterDefinition {
+  return JSON.parse(text) as FilterDefinition;
+}
+
+function parseChecked(text: string, check: (value: unknown) => boolean): unknown {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    parsed = parseJsonSafely(text);
   } catch {
     throw new MatrixError('M_INVALID_PARAM', 'filter is neither a filter id nor valid JSON');
   }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    throw new MatrixError('M_INVALID_PARAM', 'filter JSON must be an object');
+  if (parsed === undefined || parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new MatrixError('M_INVALID_PARAM', 'filter is neither a filter id nor a JSON object');
   }
-  return parsed as T;
+  if (!check(parsed)) throw new MatrixError('M_INVALID_PARAM', 'filter has fields of the wrong type');
+  return parsed;
 }
-
-export type { StoredEvent };

@@ -10,10 +10,10 @@ import { toStrippedState, type ClientEvent, type JsonObject, type StoredEvent, t
 import type { RoomCache, UserRoom } from '../rooms/room-cache.js';
 import type { RoomReader } from '../rooms/room-reader.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
-import { membershipAt } from '../rooms/visibility.js';
+import { membershipAt, type VisibilityContext } from '../rooms/visibility.js';
 import { GLOBAL_ACCOUNT_DATA, type AccountDataRow, type Storage } from '../storage/index.js';
 import type { Requester } from '../users/session-service.js';
-import { compileFilter, DEFAULT_TIMELINE_LIMIT, parseFilterJson, type CompiledFilter, type FilterDefinition } from './filters.js';
+import { compileFilter, DEFAULT_TIMELINE_LIMIT, parseInlineFilter, parseStoredFilter, type CompiledFilter, type FilterDefinition } from './filters.js';
 import type { Notifier } from './notifier.js';
 import { formatSyncToken, parseSyncToken, type StreamCounter, type SyncToken } from './stream.js';
 import type { TypingTracker } from './typing.js';
@@ -52,9 +52,12 @@ export class SyncService {
     const userId = request.requester.userId;
     const filter = compileFilter(await this.resolveFilter(userId, request.filter));
     let since = parseSyncToken(request.since);
+    let echo = request.since;
     if (since && since.stream > this.stream.current) {
-      // A token from a newer database than ours (restored backup, wiped data): start over from now.
+      // A token from a newer database than ours (restored backup, wiped data): go on from now,
+      // and hand back a token of ours so the client moves off the stale one.
       since = { stream: this.stream.current, typing: since.typing };
+      echo = formatSyncToken(since);
     }
     const deadline = performance.now() + request.timeoutMs;
     let serial = this.notifier.serialOf(userId);
@@ -69,17 +72,17 @@ export class SyncService {
       built = await this.build(request.requester, since, filter, request.fullState);
     }
     // Nothing new: the same token back, so a client's position does not move past unseen events.
-    if (built.empty && since && request.since !== undefined) built.body.next_batch = request.since;
+    if (built.empty && since && echo !== undefined) built.body.next_batch = echo;
     return built.body;
   }
 
   private async resolveFilter(userId: string, filter: string | undefined): Promise<FilterDefinition> {
     if (filter === undefined || filter === '') return {};
-    if (filter.trimStart().startsWith('{')) return parseFilterJson(filter);
+    if (filter.trimStart().startsWith('{')) return parseInlineFilter(filter);
     if (!/^\d{1,15}$/.test(filter)) throw new MatrixError('M_INVALID_PARAM', 'filter must be a filter id or JSON');
     const stored = await this.storage.userData.getFilter(userId, Number(filter));
     // A filter id the client kept from a database we no longer have: sync unfiltered rather than fail forever.
-    return stored === undefined ? {} : parseFilterJson(stored);
+    return stored === undefined ? {} : parseStoredFilter(stored);
   }
 
   private async build(requester: Requester, since: SyncToken | undefined, filter: CompiledFilter, fullState: boolean): Promise<BuiltSync> {
@@ -149,9 +152,12 @@ export class SyncService {
     // A room is new to this sync when there is no token or the user joined after it (a profile
     // change is a join too, so the membership at the token decides); then it comes whole.
     let fresh = !since;
-    if (since && entry.stream > since.stream) {
-      const history = (await this.reader.visibilityFor(room, userId)).history;
-      fresh = membershipAt(history, since.stream) !== 'join';
+    let visibility: VisibilityContext | undefined;
+    if (!since || entry.stream > since.stream) {
+      // The user's membership changed since the token (or there is none): what they may see of
+      // the room is checked event by event. Otherwise they were joined throughout.
+      visibility = await this.reader.visibilityFor(room, userId);
+      if (since) fresh = membershipAt(visibility.history, since.stream) !== 'join';
     }
     const fullState = fresh || context.fullState;
     const typingChanged = this.typing.changedSince(room.roomId, fresh ? -1 : since!.typing);
@@ -160,7 +166,6 @@ export class SyncService {
     }
 
     const limit = filter.timeline.limit ?? DEFAULT_TIMELINE_LIMIT;
-    const visibility = fresh ? await this.reader.visibilityFor(room, userId) : undefined;
     const page = await this.reader.pageBackwards(room, {
       before: upTo,
       stopAt: fresh ? -1 : since!.stream,
@@ -169,10 +174,24 @@ export class SyncService {
       matches: (e) => filter.timeline.matches(e),
     });
     const timelineEvents = page.events.reverse();
-    // An incremental timeline that is not limited holds every change since the token: no gap, no state.
-    const stateEvents =
-      fullState || page.more ? await this.stateBeforeTimeline(room, timelineEvents, upTo, fullState ? undefined : since!.stream) : [];
-    const ephemeral = await this.ephemeral(room, fresh ? undefined : since, upTo, typingChanged, userId);
+    const firstStream = timelineEvents[0]?.stream ?? upTo + 1;
+    let stateEvents: StoredEvent[];
+    if (fullState) {
+      stateEvents = await this.reader.stateAt(room, firstStream - 1);
+    } else if (filter.timeline.restrictive) {
+      // A filtered timeline may have left state changes out: send those it lacks, as of now.
+      const inTimeline = new Set(timelineEvents.map((e) => e.eventId));
+      stateEvents = (await this.reader.stateAt(room, upTo)).filter((e) => e.stream > since!.stream && !inTimeline.has(e.eventId));
+    } else if (page.more) {
+      // The changes in the gap between the token and the timeline.
+      stateEvents = (await this.reader.stateAt(room, firstStream - 1)).filter((e) => e.stream > since!.stream);
+    } else {
+      // An unfiltered, unlimited timeline holds every change since the token.
+      stateEvents = [];
+    }
+    const ephemeral = (await this.ephemeral(room, fresh ? undefined : since, upTo, typingChanged, userId)).filter((e) =>
+      filter.ephemeral.typeAllowed(String(e.type)),
+    );
 
     if (!fullState && timelineEvents.length === 0 && stateEvents.length === 0 && ephemeral.length === 0 && context.accountData.length === 0) {
       return undefined;
@@ -185,7 +204,14 @@ export class SyncService {
         filter.state.matches(e) &&
         (!lazyMembers || e.type !== 'm.room.member' || senders.has(e.stateKey ?? '')),
     );
-    const firstStream = timelineEvents[0]?.stream ?? upTo + 1;
+    if (lazyMembers && !fullState) {
+      // Lazy loading: the member events of this timeline's senders, unless already here.
+      const present = new Set([...state, ...timelineEvents].filter((e) => e.type === 'm.room.member').map((e) => e.stateKey));
+      for (const sender of senders) {
+        const member = room.get('m.room.member', sender);
+        if (!present.has(sender) && member && member.stream <= upTo && sender !== userId) state.push(member);
+      }
+    }
     return {
       timeline: {
         events: await this.renderFor(timelineEvents, viewer, filter),
@@ -202,36 +228,6 @@ export class SyncService {
       summary: this.summary(room, userId),
       unread_notifications: await this.unread(room, userId),
     };
-  }
-
-  /**
-   * The room state as it was just before the first timeline event: the current state with every
-   * later change undone. With `changedAfter`, only entries that changed after that position.
-   */
-  private async stateBeforeTimeline(room: RoomSnapshot, timeline: StoredEvent[], upTo: number, changedAfter: number | undefined): Promise<StoredEvent[]> {
-    const firstStream = timeline[0]?.stream ?? upTo + 1;
-    const current = [...room.stateEvents()];
-    const state = new Map(current.map((e) => [`${e.type}\u0000${e.stateKey}`, e]));
-    // Changes at or after the timeline's start (including any that committed after upTo), newest first.
-    const later = current.filter((e) => e.stream >= firstStream);
-    const undone = new Map<string, StoredEvent | undefined>();
-    if (later.length > 0) {
-      // Walk each key's chain of replaced events back until before the timeline starts.
-      for (const event of later) {
-        let previous: StoredEvent | undefined = event;
-        while (previous && previous.stream >= firstStream) {
-          previous = previous.replacesState ? await this.reader.getEvent(previous.replacesState) : undefined;
-        }
-        undone.set(`${event.type}\u0000${event.stateKey}`, previous);
-      }
-    }
-    for (const [key, previous] of undone) {
-      if (previous) state.set(key, previous);
-      else state.delete(key);
-    }
-    let events = [...state.values()];
-    if (changedAfter !== undefined) events = events.filter((e) => e.stream > changedAfter);
-    return events.sort((a, b) => a.stream - b.stream);
   }
 
   private async ephemeral(room: RoomSnapshot, since: SyncToken | undefined, upTo: number, typingChanged: boolean, userId: string): Promise<JsonObject[]> {

@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { RECEIPT_TYPES, type ReceiptType } from '../../rooms/receipts-service.js';
 import type { Services } from '../../services.js';
-import { compileEventFilter, parseFilterJson, type EventFilterDefinition } from '../../sync/filters.js';
+import { compileEventFilter, parseInlineEventFilter } from '../../sync/filters.js';
 import { StringEnum } from '../../schemas.js';
 import { authenticate, requesterOf } from '../auth.js';
 import { MatrixError } from '../errors.js';
@@ -101,7 +101,7 @@ export function roomEventRoutes(services: Services): FastifyPluginAsyncTypebox {
       },
       async (request) => {
         const query = request.query;
-        const filter = compileEventFilter(query.filter ? parseFilterJson<EventFilterDefinition>(query.filter) : undefined);
+        const filter = compileEventFilter(query.filter ? parseInlineEventFilter(query.filter) : undefined);
         return services.history.messages(requesterOf(request), request.params.roomId, {
           from: query.from,
           to: query.to,
@@ -123,7 +123,7 @@ export function roomEventRoutes(services: Services): FastifyPluginAsyncTypebox {
         },
       },
       async (request) => {
-        const filter = compileEventFilter(request.query.filter ? parseFilterJson<EventFilterDefinition>(request.query.filter) : undefined);
+        const filter = compileEventFilter(request.query.filter ? parseInlineEventFilter(request.query.filter) : undefined);
         return services.history.context(
           requesterOf(request),
           request.params.roomId,
@@ -147,7 +147,7 @@ export function roomEventRoutes(services: Services): FastifyPluginAsyncTypebox {
       async (request) => {
         const requester = requesterOf(request);
         if (request.params.userId !== requester.userId) throw new MatrixError('M_FORBIDDEN', 'Cannot set another user\u2019s typing state');
-        await services.roomReader.roomForMember(request.params.roomId, requester.userId);
+        await services.roomReader.roomWhereJoined(request.params.roomId, requester.userId);
         services.typing.setTyping(request.params.roomId, requester.userId, request.body.typing, request.body.timeout ?? 30_000);
         return {};
       },

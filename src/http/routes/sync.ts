@@ -3,52 +3,12 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
 import { StringEnum } from '../../schemas.js';
+import { FilterSchema } from '../../sync/filters.js';
 import { authenticate, requesterOf } from '../auth.js';
 import { MatrixError } from '../errors.js';
 
 /** Stored filters are small; a larger one is a mistake or an attack. */
 const MAX_FILTER_BYTES = 65_536;
-
-const EventFilterSchema = Type.Object(
-  {
-    limit: Type.Optional(Type.Integer({ minimum: 0 })),
-    types: Type.Optional(Type.Array(Type.String())),
-    not_types: Type.Optional(Type.Array(Type.String())),
-    senders: Type.Optional(Type.Array(Type.String())),
-    not_senders: Type.Optional(Type.Array(Type.String())),
-    rooms: Type.Optional(Type.Array(Type.String())),
-    not_rooms: Type.Optional(Type.Array(Type.String())),
-    lazy_load_members: Type.Optional(Type.Boolean()),
-    include_redundant_members: Type.Optional(Type.Boolean()),
-    contains_url: Type.Optional(Type.Boolean()),
-    unread_thread_notifications: Type.Optional(Type.Boolean()),
-  },
-  { additionalProperties: true },
-);
-
-export const FilterSchema = Type.Object(
-  {
-    event_fields: Type.Optional(Type.Array(Type.String())),
-    event_format: Type.Optional(StringEnum(['client', 'federation'] as const)),
-    presence: Type.Optional(EventFilterSchema),
-    account_data: Type.Optional(EventFilterSchema),
-    room: Type.Optional(
-      Type.Object(
-        {
-          rooms: Type.Optional(Type.Array(Type.String())),
-          not_rooms: Type.Optional(Type.Array(Type.String())),
-          include_leave: Type.Optional(Type.Boolean()),
-          timeline: Type.Optional(EventFilterSchema),
-          state: Type.Optional(EventFilterSchema),
-          ephemeral: Type.Optional(EventFilterSchema),
-          account_data: Type.Optional(EventFilterSchema),
-        },
-        { additionalProperties: true },
-      ),
-    ),
-  },
-  { additionalProperties: true },
-);
 
 const UserParams = Type.Object({ userId: Type.String() });
 

@@ -1,0 +1,183 @@
+/**
+ * What users must not be able to see or do, found by review: each test reproduces a hole that
+ * existed and guards against its return.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
+import { client, timelineOf, type Json, type TestClient } from '../support/client.js';
+import { expectMatrixError } from '../support/spec-validator.js';
+
+let hs: TestHomeserver;
+let alice: TestClient;
+let bob: TestClient;
+let mallory: TestClient;
+
+beforeEach(async () => {
+  hs = await startTestHomeserver();
+  alice = client(hs, await createUser(hs, 'alice'));
+  bob = client(hs, await createUser(hs, 'bob'));
+  mallory = client(hs, await createUser(hs, 'mallory'));
+});
+afterEach(() => hs.close());
+
+const enc = encodeURIComponent;
+const text = (body: string) => ({ msgtype: 'm.text', body });
+
+describe('injection', () => {
+  it('__proto__ in event content cannot reach object prototypes through event_fields', async () => {
+    const own = await mallory.createRoom();
+    const aliceRoom = await alice.createRoom();
+    const raw = '{"msgtype":"m.text","body":"hi","__proto__":{"rooms":[],"newRoom":{"room_version":"10"}}}';
+    const sent = await hs.http
+      .put(`/_matrix/client/v3/rooms/${enc(own)}/send/m.room.message/p1`)
+      .set('Content-Type', 'application/json')
+      .auth(mallory.user.accessToken, { type: 'bearer' })
+      .send(raw);
+    expect(sent.status).toBe(200);
+    await hs.http
+      .get('/_matrix/client/v3/sync')
+      .query({ filter: JSON.stringify({ event_fields: ['content.__proto__.rooms', 'content.__proto__.newRoom'] }) })
+      .auth(mallory.user.accessToken, { type: 'bearer' });
+    expect(({} as Json).rooms).toBeUndefined();
+    expect(({} as Json).newRoom).toBeUndefined();
+    expect(Object.keys((await alice.sync()).rooms.join)).toEqual([aliceRoom]);
+    const stored = await mallory.ok('GET', `/rooms/${enc(own)}/event/${enc(sent.body.event_id)}`);
+    expect(Object.hasOwn(stored.content, '__proto__')).toBe(false);
+  });
+
+  it('inline filters of the wrong shape are refused with 400, not 500', async () => {
+    for (const filter of [{ room: { rooms: 5 } }, { room: { timeline: { types: 'x' } } }, { room: { timeline: { types: [1] } } }, { event_fields: 5 }]) {
+      expectMatrixError(await alice.request('GET', '/sync', undefined, { filter: JSON.stringify(filter) }), 400, 'M_INVALID_PARAM');
+    }
+    const roomId = await alice.createRoom();
+    expectMatrixError(await alice.request('GET', `/rooms/${enc(roomId)}/messages`, undefined, { filter: '{"types":"x"}' }), 400, 'M_INVALID_PARAM');
+  });
+});
+
+describe('what leavers, outsiders and the banned see', () => {
+  it('/context gives the state at the returned events, not what happened after the caller left', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    await alice.ok('POST', `/rooms/${enc(roomId)}/kick`, { user_id: bob.userId });
+    const leave = (
+      await hs.http.get(`/_matrix/client/v3/rooms/${enc(roomId)}/state/m.room.member/${enc(bob.userId)}`).query({ format: 'event' }).auth(alice.user.accessToken, { type: 'bearer' })
+    ).body;
+    await alice.setState(roomId, 'm.room.topic', '', { topic: 'secret plans' });
+    await mallory.join(roomId);
+    const context = await bob.ok('GET', `/rooms/${enc(roomId)}/context/${enc(leave.event_id)}`);
+    const seen = JSON.stringify(context.state);
+    expect(seen).not.toContain('secret plans');
+    expect(seen).not.toContain(mallory.userId);
+  });
+
+  it('events are judged by the history visibility when they were sent', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat', initial_state: [{ type: 'm.room.history_visibility', content: { history_visibility: 'joined' } }] });
+    const hidden = await alice.send(roomId, text('members only'));
+    await alice.ok('PUT', `/rooms/${enc(roomId)}/state/m.room.history_visibility/`, { history_visibility: 'world_readable' });
+    const open = await alice.send(roomId, text('for everyone'));
+    const outsider = await mallory.ok('GET', `/rooms/${enc(roomId)}/messages`, undefined, { dir: 'b', limit: 50 });
+    const ids = outsider.chunk.map((e: Json) => e.event_id);
+    expect(ids).toContain(open);
+    expect(ids).not.toContain(hidden);
+  });
+
+  it('an incremental sync across a leave and rejoin hides what was said while away', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat', initial_state: [{ type: 'm.room.history_visibility', content: { history_visibility: 'joined' } }] });
+    await bob.join(roomId);
+    const since = (await bob.sync()).next_batch;
+    await bob.ok('POST', `/rooms/${enc(roomId)}/leave`, {});
+    const away = await alice.send(roomId, text('while bob was away'));
+    await bob.join(roomId);
+    const back = await bob.sync({ since });
+    expect(timelineOf(back, roomId).map((e) => e.event_id)).not.toContain(away);
+  });
+
+  it('typing and receipts need membership, even in a world-readable room', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat', initial_state: [{ type: 'm.room.history_visibility', content: { history_visibility: 'world_readable' } }] });
+    const eventId = await alice.send(roomId);
+    expectMatrixError(await mallory.request('PUT', `/rooms/${enc(roomId)}/typing/${enc(mallory.userId)}`, { typing: true }), 403, 'M_FORBIDDEN');
+    expectMatrixError(await mallory.request('POST', `/rooms/${enc(roomId)}/receipt/m.read/${enc(eventId)}`, {}), 403, 'M_FORBIDDEN');
+  });
+
+  it('a non-member learns nothing about who is invited or joined from invite, kick and unban', async () => {
+    const roomId = await alice.createRoom();
+    await alice.invite(roomId, bob.userId);
+    expectMatrixError(await mallory.request('POST', `/rooms/${enc(roomId)}/invite`, { user_id: bob.userId }), 403, 'M_FORBIDDEN');
+    const kickInvited = await mallory.request('POST', `/rooms/${enc(roomId)}/kick`, { user_id: bob.userId });
+    const kickStranger = await mallory.request('POST', `/rooms/${enc(roomId)}/kick`, { user_id: '@nobody:test.local' });
+    expect(kickInvited.body.error.replace(bob.userId, 'X')).toBe(kickStranger.body.error.replace('@nobody:test.local', 'X'));
+  });
+});
+
+describe('redaction and state details', () => {
+  it('a redacted state event does not survive as the next event\u2019s prev_content', async () => {
+    const roomId = await alice.createRoom();
+    const first = await alice.setState(roomId, 'm.room.topic', '', { topic: 'the password is hunter2' });
+    await alice.setState(roomId, 'm.room.topic', '', { topic: 'nothing to see' });
+    await alice.ok('PUT', `/rooms/${enc(roomId)}/redact/${enc(first)}/r1`, {});
+    const res = await hs.http.get(`/_matrix/client/v3/rooms/${enc(roomId)}/state/m.room.topic/`).query({ format: 'event' }).auth(alice.user.accessToken, { type: 'bearer' });
+    expect(JSON.stringify(res.body)).not.toContain('hunter2');
+    const synced = await alice.sync();
+    expect(JSON.stringify(synced)).not.toContain('hunter2');
+    const history = await alice.ok('GET', `/rooms/${enc(roomId)}/messages`, undefined, { dir: 'b', limit: 50 });
+    expect(JSON.stringify(history)).not.toContain('hunter2');
+  });
+
+  it('member state keys must be user ids; initial_state cannot carry members or a create event', async () => {
+    const roomId = await alice.createRoom();
+    expectMatrixError(await alice.request('PUT', `/rooms/${enc(roomId)}/state/m.room.member/foo`, { membership: 'ban' }), 400, 'M_INVALID_PARAM');
+    expectMatrixError(
+      await alice.request('POST', '/createRoom', { initial_state: [{ type: 'm.room.member', state_key: '@ghost:elsewhere', content: { membership: 'invite' } }] }),
+      400,
+      'M_INVALID_PARAM',
+    );
+  });
+
+  it('joining again with nothing changed writes nothing', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const before = await bob.ok('GET', `/rooms/${enc(roomId)}/state/m.room.member/${enc(bob.userId)}`, undefined, {});
+    const token = (await bob.sync()).next_batch;
+    await bob.join(roomId);
+    expect((await bob.sync({ since: token })).next_batch).toBe(token);
+    expect(await bob.ok('GET', `/rooms/${enc(roomId)}/state/m.room.member/${enc(bob.userId)}`)).toEqual(before);
+  });
+});
+
+describe('transaction ids name one request path', () => {
+  it('the same transaction id in two rooms, or for a send and a redaction, are different requests', async () => {
+    const roomA = await alice.createRoom();
+    const roomB = await alice.createRoom();
+    const inA = await alice.send(roomA, text('a'), 'm.room.message', 'txn1');
+    const inB = await alice.send(roomB, text('b'), 'm.room.message', 'txn1');
+    expect(inB).not.toBe(inA);
+    expect(await alice.send(roomB, text('b'), 'm.room.message', 'txn1')).toBe(inB);
+    const redaction = await alice.ok('PUT', `/rooms/${enc(roomA)}/redact/${enc(inA)}/txn1`, {});
+    expect(redaction.event_id).not.toBe(inA);
+    expect((await alice.ok('GET', `/rooms/${enc(roomA)}/event/${enc(inA)}`)).content).toEqual({});
+  });
+});
+
+describe('sync details', () => {
+  it('a timeline filtered by type still brings the state changes it leaves out', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    const filter = JSON.stringify({ room: { timeline: { types: ['m.room.message'] } } });
+    const since = (await alice.sync({ filter })).next_batch;
+    await bob.join(roomId);
+    await alice.setState(roomId, 'm.room.name', '', { name: 'Renamed' });
+    await alice.send(roomId, text('hi'));
+    const room = (await alice.sync({ since, filter })).rooms.join[roomId];
+    expect(room.timeline.events.map((e: Json) => e.type)).toEqual(['m.room.message']);
+    const state = room.state.events.map((e: Json) => `${e.type}|${e.state_key}`);
+    expect(state).toEqual(expect.arrayContaining(['m.room.name|', `m.room.member|${bob.userId}`]));
+  });
+
+  it('a token from the future is replaced by one of ours, and no event is skipped after it', async () => {
+    const roomId = await alice.createRoom();
+    const stale = await alice.sync({ since: 's999999_0' });
+    expect(stale.next_batch).not.toBe('s999999_0');
+    const eventId = await alice.send(roomId, text('after the stale token'));
+    const next = await alice.sync({ since: stale.next_batch });
+    expect(timelineOf(next, roomId).map((e) => e.event_id)).toEqual([eventId]);
+  });
+});
