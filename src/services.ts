@@ -17,6 +17,7 @@ import { Notifier } from './sync/notifier.js';
 import { StreamCounter } from './sync/stream.js';
 import { SyncService } from './sync/sync-service.js';
 import { TypingTracker } from './sync/typing.js';
+import { UnreadCounts } from './sync/unread.js';
 import { AccountService } from './users/account-service.js';
 import { PasswordHasher } from './users/passwords.js';
 import { RegistrationService } from './users/registration-service.js';
@@ -60,9 +61,10 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const rooms = new RoomService(storage, config, clock, roomCache, writer, roomReader, limiters);
   const typing = new TypingTracker(roomCache, notifier);
   const accountData = new AccountDataService(storage, stream, notifier, roomCache);
-  const receipts = new ReceiptService(storage, stream, notifier, roomReader, accountData, clock);
+  const unread = new UnreadCounts(storage);
+  const receipts = new ReceiptService(storage, stream, notifier, roomReader, accountData, clock, unread);
   const profiles = new ProfileService(storage, rooms);
-  const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing);
+  const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread);
   return {
     config, clock, storage, limiters, accounts, sessions, registration,
     stream, notifier, roomCache, rooms, roomReader, history, typing, receipts, accountData, profiles, sync,

@@ -134,8 +134,10 @@ export class EventWriter {
       }
       for (const userId of item.room.interestedUsers()) wake.add(userId);
     }
-    this.notifier.notify(wake);
     for (const item of prepared) item.pending.resolve(item.events);
+    // Senders get their answers first; the syncs this wakes are built in the next turn. No wake-up
+    // is lost in between: a sync that looks now already sees the commit.
+    setImmediate(() => this.notifier.notify(wake));
     this.flushing = false;
     if (this.queue.length > 0) this.schedule();
   }

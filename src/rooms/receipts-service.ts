@@ -7,6 +7,7 @@ import type { Clock } from '../clock.js';
 import { MatrixError } from '../http/errors.js';
 import type { Storage } from '../storage/index.js';
 import type { Notifier } from '../sync/notifier.js';
+import type { UnreadCounts } from '../sync/unread.js';
 import { writeAtNextPosition, type StreamCounter } from '../sync/stream.js';
 import type { RoomReader } from './room-reader.js';
 
@@ -21,6 +22,7 @@ export class ReceiptService {
     private readonly reader: RoomReader,
     private readonly accountData: AccountDataService,
     private readonly clock: Clock,
+    private readonly unread: UnreadCounts,
   ) {}
 
   async setReceipt(userId: string, roomId: string, type: ReceiptType, eventId: string, threadId: string | undefined): Promise<void> {
@@ -44,6 +46,7 @@ export class ReceiptService {
       }),
     );
     if (position > room.latestStream) room.latestStream = position;
+    if (type === 'm.read') this.unread.receiptMoved(roomId, userId);
     this.notifier.notify(type === 'm.read.private' ? [userId] : room.interestedUsers());
   }
 }

@@ -157,11 +157,11 @@ export class RoomStore {
   }
 
   /**
-   * Unread messages of a user in a room: messages from others after the later of `floor` and the
-   * event of the user's latest `m.read` receipt, counting at most `cap`; highlights are those whose
+   * Unread messages of a user in a room: messages from others up to `upTo` and after the later of
+   * `floor` and the event of the user's latest `m.read` receipt, counting at most `cap`; highlights are those whose
    * JSON mentions the user's id. One statement, so a busy room costs one query, not one per row.
    */
-  async countUnread(roomId: string, userId: string, floor: number, cap: number): Promise<{ notifications: number; highlights: number }> {
+  async countUnread(roomId: string, userId: string, floor: number, upTo: number, cap: number): Promise<{ notifications: number; highlights: number }> {
     const receiptStream = this.db
       .selectFrom('receipts')
       .innerJoin('events', 'events.event_id', 'receipts.event_id')
@@ -176,6 +176,7 @@ export class RoomStore {
       .select('content')
       .where('room_id', '=', roomId)
       .where('stream_ordering', '>', floor)
+      .where('stream_ordering', '<=', upTo)
       .where((eb) => eb('stream_ordering', '>', eb.fn.coalesce(receiptStream, eb.val(0))))
       .where('sender', '!=', userId)
       .where('type', 'in', ['m.room.message', 'm.room.encrypted', 'm.sticker'])

@@ -17,12 +17,11 @@ import { compileFilter, DEFAULT_TIMELINE_LIMIT, parseInlineFilter, parseStoredFi
 import type { Notifier } from './notifier.js';
 import { formatSyncToken, parseSyncToken, type StreamCounter, type SyncToken } from './stream.js';
 import type { TypingTracker } from './typing.js';
+import type { UnreadCounts } from './unread.js';
 
 /** State events a user sees about a room they are invited to (the spec's recommended set). */
 const INVITE_STATE_TYPES = ['m.room.create', 'm.room.join_rules', 'm.room.name', 'm.room.avatar', 'm.room.canonical_alias', 'm.room.encryption', 'm.room.topic'];
 
-/** Counting unread messages stops here; clients show "99+" long before. */
-const UNREAD_COUNT_CAP = 1000;
 
 export interface SyncRequest {
   requester: Requester;
@@ -46,6 +45,7 @@ export class SyncService {
     private readonly stream: StreamCounter,
     private readonly notifier: Notifier,
     private readonly typing: TypingTracker,
+    private readonly unread: UnreadCounts,
   ) {}
 
   async sync(request: SyncRequest): Promise<JsonObject> {
@@ -226,7 +226,13 @@ export class SyncService {
           .map((row) => ({ type: row.type, content: JSON.parse(row.content) as JsonObject })),
       },
       summary: this.summary(room, userId),
-      unread_notifications: await this.unread(room, userId),
+      // An unfiltered, unlimited incremental timeline holds every new event: counts carry forward.
+      unread_notifications: await this.unread.countsAt(
+        room,
+        userId,
+        upTo,
+        !fresh && !page.more && !filter.timeline.restrictive ? { after: since!.stream, events: timelineEvents } : undefined,
+      ),
     };
   }
 
@@ -250,13 +256,6 @@ export class SyncService {
     const invited = room.usersWith('invite');
     const heroes = [...joined, ...invited].filter((u) => u !== userId).sort().slice(0, 5);
     return { 'm.heroes': heroes, 'm.joined_member_count': joined.length, 'm.invited_member_count': invited.length };
-  }
-
-  /** Messages from others since the user's read receipt (or since they joined). */
-  private async unread(room: RoomSnapshot, userId: string): Promise<JsonObject> {
-    const joinedAt = room.get('m.room.member', userId)?.stream ?? 0;
-    const counts = await this.storage.rooms.countUnread(room.roomId, userId, joinedAt, UNREAD_COUNT_CAP);
-    return { notification_count: counts.notifications, highlight_count: counts.highlights };
   }
 
   private invitedRoom(room: RoomSnapshot, userId: string): JsonObject {

@@ -191,6 +191,32 @@ describe('sections', () => {
   });
 });
 
+describe('unread counts across incremental syncs', () => {
+  it('carry forward between syncs and restart from a new read receipt', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const counts = (answer: Json) => answer.rooms.join[roomId]?.unread_notifications;
+    let answer = await bob.sync();
+    expect(counts(answer)).toEqual({ notification_count: 0, highlight_count: 0 });
+    await alice.send(roomId, text('one'));
+    await alice.send(roomId, text(`two for ${bob.userId}`));
+    answer = await bob.sync({ since: answer.next_batch });
+    expect(counts(answer)).toEqual({ notification_count: 2, highlight_count: 1 });
+    const third = await alice.send(roomId, text('three'));
+    await bob.send(roomId, text('my own message does not count'));
+    answer = await bob.sync({ since: answer.next_batch });
+    expect(counts(answer)).toEqual({ notification_count: 3, highlight_count: 1 });
+    await bob.ok('POST', `/rooms/${enc(roomId)}/receipt/m.read/${enc(third)}`, {});
+    answer = await bob.sync({ since: answer.next_batch });
+    expect(counts(answer)).toEqual({ notification_count: 0, highlight_count: 0 });
+    await alice.send(roomId, text('four'));
+    answer = await bob.sync({ since: answer.next_batch });
+    expect(counts(answer)).toEqual({ notification_count: 1, highlight_count: 0 });
+    // A fresh count from scratch agrees with the carried one.
+    expect(counts(await bob.sync())).toEqual({ notification_count: 1, highlight_count: 0 });
+  });
+});
+
 describe('filters', () => {
   it('POST and GET a filter; sync applies it by id or inline', async () => {
     const roomId = await alice.createRoom({ preset: 'public_chat' });
