@@ -64,7 +64,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const unread = new UnreadCounts(storage);
   const receipts = new ReceiptService(storage, stream, notifier, roomReader, accountData, clock, unread);
   const profiles = new ProfileService(storage, rooms);
-  const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread);
+  const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData);
   return {
     config, clock, storage, limiters, accounts, sessions, registration,
     stream, notifier, roomCache, rooms, roomReader, history, typing, receipts, accountData, profiles, sync,

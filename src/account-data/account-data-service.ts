@@ -13,6 +13,12 @@ import { writeAtNextPosition, type StreamCounter } from '../sync/stream.js';
 const SERVER_MANAGED_TYPES = new Set(['m.push_rules']);
 
 export class AccountDataService {
+  /**
+   * The newest account-data position per user, so a sync with nothing new skips the query.
+   * Positions only grow, so a write may set it without the user being loaded, and a load merges.
+   */
+  private readonly latest = new Map<string, number>();
+
   constructor(
     private readonly storage: Storage,
     private readonly stream: StreamCounter,
@@ -42,9 +48,22 @@ export class AccountDataService {
   /** Writes without the client-facing checks (read markers store `m.fully_read` here). */
   async write(userId: string, roomId: string, type: string, content: JsonObject): Promise<void> {
     const text = JSON.stringify(content);
-    await writeAtNextPosition(this.storage, this.stream, (stores, position) =>
-      stores.userData.setAccountData({ user_id: userId, room_id: roomId, type, content: text, stream_ordering: position }),
+    await writeAtNextPosition(
+      this.storage,
+      this.stream,
+      (stores, position) => stores.userData.setAccountData({ user_id: userId, room_id: roomId, type, content: text, stream_ordering: position }),
+      (position) => this.latest.set(userId, Math.max(this.latest.get(userId) ?? 0, position)),
     );
     this.notifier.notify([userId]);
+  }
+
+  /** The stream position of the user's newest account-data change (0 when none). */
+  async latestPosition(userId: string): Promise<number> {
+    const known = this.latest.get(userId);
+    if (known !== undefined) return known;
+    const stored = await this.storage.userData.latestAccountDataOf(userId);
+    const merged = Math.max(this.latest.get(userId) ?? 0, stored);
+    this.latest.set(userId, merged);
+    return merged;
   }
 }

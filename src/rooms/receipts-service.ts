@@ -34,19 +34,26 @@ export class ReceiptService {
       await this.accountData.write(userId, roomId, 'm.fully_read', { event_id: eventId });
       return;
     }
-    const position = await writeAtNextPosition(this.storage, this.stream, (stores, position) =>
-      stores.userData.setReceipt({
-        room_id: roomId,
-        user_id: userId,
-        receipt_type: type,
-        thread_id: threadId ?? '',
-        event_id: eventId,
-        ts: this.clock.now(),
-        stream_ordering: position,
-      }),
+    await writeAtNextPosition(
+      this.storage,
+      this.stream,
+      (stores, position) =>
+        stores.userData.setReceipt({
+          room_id: roomId,
+          user_id: userId,
+          receipt_type: type,
+          thread_id: threadId ?? '',
+          event_id: eventId,
+          ts: this.clock.now(),
+          stream_ordering: position,
+        }),
+      (position) => {
+        // Before the position is readable, or a sync could read past the receipt and skip the room.
+        if (position > room.latestStream) room.latestStream = position;
+        if (position > room.latestReceiptStream) room.latestReceiptStream = position;
+        if (type === 'm.read') this.unread.receiptMoved(roomId, userId);
+      },
     );
-    if (position > room.latestStream) room.latestStream = position;
-    if (type === 'm.read') this.unread.receiptMoved(roomId, userId);
     this.notifier.notify(type === 'm.read.private' ? [userId] : room.interestedUsers());
   }
 }

@@ -11,6 +11,8 @@ export class RoomSnapshot {
   private readonly memberships = new Map<string, string>();
   /** Stream position of the newest event (or receipt) in the room. */
   latestStream = 0;
+  /** Stream position of the newest receipt in the room: syncs skip the receipts query below it. */
+  latestReceiptStream = 0;
 
   constructor(
     readonly roomId: string,
@@ -94,6 +96,7 @@ export class RoomSnapshot {
   clone(): RoomSnapshot {
     const copy = new RoomSnapshot(this.roomId, this.roomVersion, this.creator, this.state.values());
     copy.latestStream = this.latestStream;
+    copy.latestReceiptStream = this.latestReceiptStream;
     return copy;
   }
 }

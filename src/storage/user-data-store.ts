@@ -66,6 +66,15 @@ export class UserDataStore {
       .execute();
   }
 
+  async latestAccountDataOf(userId: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('account_data')
+      .select((eb) => eb.fn.max('stream_ordering').as('max'))
+      .where('user_id', '=', userId)
+      .executeTakeFirst();
+    return Number(row?.max ?? 0);
+  }
+
   async latestReceiptOfRoom(roomId: string): Promise<number> {
     const row = await this.db
       .selectFrom('receipts')

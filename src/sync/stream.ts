@@ -61,17 +61,21 @@ export function parseSyncToken(value: string | undefined): SyncToken | undefined
 /**
  * Runs `work` in a transaction with the next stream position and marks it committed afterwards.
  * For writes other than events (account data, receipts), which the event writer does not batch.
+ * `beforeVisible` runs after the commit and before the position becomes readable, in the same
+ * turn: in-memory markers a sync consults must move before any sync can read past the position.
  */
 export async function writeAtNextPosition(
   storage: Storage,
   stream: StreamCounter,
   work: (stores: Stores, position: number) => Promise<void>,
+  beforeVisible?: (position: number) => void,
 ): Promise<number> {
   let position = 0;
   await storage.transaction(async (stores) => {
     position = stream.next();
     await work(stores, position);
   });
+  beforeVisible?.(position);
   stream.commit(position);
   return position;
 }

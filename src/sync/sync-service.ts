@@ -18,6 +18,7 @@ import type { Notifier } from './notifier.js';
 import { formatSyncToken, parseSyncToken, type StreamCounter, type SyncToken } from './stream.js';
 import type { TypingTracker } from './typing.js';
 import type { UnreadCounts } from './unread.js';
+import type { AccountDataService } from '../account-data/account-data-service.js';
 
 /** State events a user sees about a room they are invited to (the spec's recommended set). */
 const INVITE_STATE_TYPES = ['m.room.create', 'm.room.join_rules', 'm.room.name', 'm.room.avatar', 'm.room.canonical_alias', 'm.room.encryption', 'm.room.topic'];
@@ -46,6 +47,7 @@ export class SyncService {
     private readonly notifier: Notifier,
     private readonly typing: TypingTracker,
     private readonly unread: UnreadCounts,
+    private readonly accountData: AccountDataService,
   ) {}
 
   async sync(request: SyncRequest): Promise<JsonObject> {
@@ -92,7 +94,7 @@ export class SyncService {
     const typingSerial = this.typing.serial;
     const after = since?.stream ?? -1;
 
-    const accountData = await this.storage.userData.accountDataChanged(userId, after, upTo);
+    const accountData = (await this.accountData.latestPosition(userId)) > after ? await this.storage.userData.accountDataChanged(userId, after, upTo) : [];
     const roomAccountData = new Map<string, AccountDataRow[]>();
     const globalAccountData: JsonObject[] = [];
     for (const row of accountData) {
@@ -239,7 +241,8 @@ export class SyncService {
   private async ephemeral(room: RoomSnapshot, since: SyncToken | undefined, upTo: number, typingChanged: boolean, userId: string): Promise<JsonObject[]> {
     const events: JsonObject[] = [];
     if (typingChanged) events.push({ type: 'm.typing', content: { user_ids: this.typing.typingIn(room.roomId) } });
-    const receipts = await this.storage.userData.receiptsChanged(room.roomId, since?.stream ?? -1, upTo);
+    const after = since?.stream ?? -1;
+    const receipts = room.latestReceiptStream > after ? await this.storage.userData.receiptsChanged(room.roomId, after, upTo) : [];
     const content: Record<string, Record<string, Record<string, JsonObject>>> = {};
     for (const receipt of receipts) {
       if (receipt.receipt_type === 'm.read.private' && receipt.user_id !== userId) continue;
