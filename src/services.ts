@@ -63,7 +63,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const accountData = new AccountDataService(storage, stream, notifier, roomCache);
   const unread = new UnreadCounts(storage);
   const receipts = new ReceiptService(storage, stream, notifier, roomReader, accountData, clock, unread);
-  const profiles = new ProfileService(storage, rooms);
+  const profiles = new ProfileService(storage, rooms, limiters);
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData);
   return {
     config, clock, storage, limiters, accounts, sessions, registration,

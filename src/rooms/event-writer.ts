@@ -112,7 +112,9 @@ export class EventWriter {
       for (const item of prepared) {
         for (const event of item.events) if (event.type === 'm.room.member') this.cache.forgetUser(event.stateKey ?? '');
       }
-      for (const item of prepared) item.pending.reject(err);
+      // Every request of the batch is settled, including those the failure came before (a
+      // rejection after a refusal is a no-op): a caller must never wait forever.
+      for (const pending of batch) pending.reject(err);
       this.flushing = false;
       if (this.queue.length > 0) this.schedule();
       return;

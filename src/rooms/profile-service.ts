@@ -1,5 +1,6 @@
 /** Display names and avatars. A change is written into the user's member event in every joined room. */
 import { MatrixError } from '../http/errors.js';
+import type { Limiters } from '../ratelimit/limiters.js';
 import type { Storage } from '../storage/index.js';
 import type { RoomService } from './room-service.js';
 
@@ -16,6 +17,7 @@ export class ProfileService {
   constructor(
     private readonly storage: Storage,
     private readonly rooms: RoomService,
+    private readonly limiters: Limiters,
   ) {}
 
   async get(userId: string): Promise<Profile> {
@@ -32,6 +34,8 @@ export class ProfileService {
       throw new MatrixError('M_INVALID_PARAM', `displayname is too long (max ${MAX_DISPLAYNAME_LENGTH})`);
     }
     await this.get(userId);
+    // Each change writes an event in every joined room, so it counts as a message.
+    await this.limiters.checkMessage(userId);
     await this.storage.users.update(userId, { displayname: displayname === '' ? null : displayname });
     await this.rooms.refreshMemberEvents(userId);
   }
@@ -41,6 +45,7 @@ export class ProfileService {
       throw new MatrixError('M_INVALID_PARAM', `avatar_url is too long (max ${MAX_AVATAR_URL_LENGTH})`);
     }
     await this.get(userId);
+    await this.limiters.checkMessage(userId);
     await this.storage.users.update(userId, { avatar_url: avatarUrl === '' ? null : avatarUrl });
     await this.rooms.refreshMemberEvents(userId);
   }

@@ -51,7 +51,7 @@ export class ReceiptService {
         // Before the position is readable, or a sync could read past the receipt and skip the room.
         if (position > room.latestStream) room.latestStream = position;
         if (position > room.latestReceiptStream) room.latestReceiptStream = position;
-        if (type === 'm.read') this.unread.receiptMoved(roomId, userId);
+        this.unread.receiptMoved(roomId, userId);
       },
     );
     this.notifier.notify(type === 'm.read.private' ? [userId] : room.interestedUsers());

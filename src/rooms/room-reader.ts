@@ -46,19 +46,13 @@ export class RoomReader {
   }
 
   /**
-   * The room's state as it was right after the event at `position`: the current state with every
-   * later change undone, following each state event's `replaces_state` back.
+   * The room's state as it was right after the event at `position`, oldest first: from memory when
+   * nothing changed since, otherwise one indexed query (never a walk, however long the history).
    */
   async stateAt(room: RoomSnapshot, position: number): Promise<StoredEvent[]> {
-    const state = new Map<string, StoredEvent>();
-    for (const event of room.stateEvents()) {
-      let current: StoredEvent | undefined = event;
-      while (current && current.stream > position) {
-        current = current.replacesState ? await this.getEvent(current.replacesState) : undefined;
-      }
-      if (current) state.set(`${current.type}\u0000${current.stateKey}`, current);
-    }
-    return [...state.values()].sort((a, b) => a.stream - b.stream);
+    const current = [...room.stateEvents()];
+    if (current.every((event) => event.stream <= position)) return current.sort((a, b) => a.stream - b.stream);
+    return (await this.storage.rooms.stateAt(room.roomId, position)).map(eventFromRow);
   }
 
   async visibilityFor(room: RoomSnapshot, userId: string): Promise<VisibilityContext> {
@@ -178,10 +172,13 @@ export class RoomHistory {
     const { room, visibility } = await this.roomForHistory(roomId, viewer.userId);
     const from = parsePosition(query.from, 'from') ?? (query.dir === 'b' ? this.stream.current : -1);
     const to = parsePosition(query.to, 'to');
+    // Someone no longer in the room (and not reading a world-readable one) has nothing to find
+    // after their last membership change: do not scan there.
+    const last = visibility.currentMembership === 'join' || room.historyVisibility() === 'world_readable' ? Infinity : (visibility.history.at(-1)?.stream ?? -1);
     const page =
       query.dir === 'b'
-        ? await this.reader.pageBackwards(room, { before: from, stopAt: to ?? -1, limit: query.limit, visibility, matches: query.matches })
-        : await this.reader.pageForwards(room, { after: from, upTo: to ?? this.stream.current, limit: query.limit, visibility, matches: query.matches });
+        ? await this.reader.pageBackwards(room, { before: Math.min(from, last), stopAt: to ?? -1, limit: query.limit, visibility, matches: query.matches })
+        : await this.reader.pageForwards(room, { after: from, upTo: Math.min(to ?? this.stream.current, last), limit: query.limit, visibility, matches: query.matches });
     const response: JsonObject = {
       chunk: await this.reader.render(page.events, viewer),
       start: query.from ?? positionToken(from),

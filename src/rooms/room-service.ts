@@ -221,6 +221,9 @@ export class RoomService {
 
   /** Sends a message event; a retry with the same transaction id returns the first event id. */
   async send(requester: Requester, roomId: string, type: string, txnId: string, content: JsonObject): Promise<string> {
+    if (type === 'm.room.redaction') {
+      throw new MatrixError('M_BAD_JSON', 'Redactions are sent with PUT /rooms/{roomId}/redact/{eventId}/{txnId}');
+    }
     const scope = `send\u0000${roomId}\u0000${type}`;
     return this.once(requester, scope, txnId, async () => {
       await this.limiters.checkMessage(requester.userId);
@@ -338,7 +341,35 @@ export class RoomService {
         userPowerLevel(levels, requester.userId) >= requiredPowerForEvent(levels, 'm.room.canonical_alias', true);
       if (!allowed) throw new MatrixError('M_FORBIDDEN', 'You don\u2019t have permission to delete the alias.');
     }
+    await this.dropFromCanonicalAlias(requester, row.room_id, alias);
     await this.storage.rooms.deleteAlias(alias);
+  }
+
+  /**
+   * Takes a deleted alias out of the room's m.room.canonical_alias first, as Synapse does, so the
+   * room never advertises an alias that another room could then claim. Someone who may not change
+   * that event cannot delete an alias it names.
+   */
+  private async dropFromCanonicalAlias(requester: Requester, roomId: string, alias: string): Promise<void> {
+    const room = await this.cache.room(roomId);
+    const content = room?.get('m.room.canonical_alias')?.content;
+    if (!content) return;
+    const alt = Array.isArray(content.alt_aliases) ? content.alt_aliases : [];
+    if (content.alias !== alias && !alt.includes(alias)) return;
+    const updated: JsonObject = { ...content, alt_aliases: alt.filter((a) => a !== alias) };
+    if (content.alias === alias) delete updated.alias;
+    if ((updated.alt_aliases as unknown[]).length === 0) delete updated.alt_aliases;
+    try {
+      await this.writer.submit({
+        roomId,
+        prepare: () => [{ type: 'm.room.canonical_alias', stateKey: '', sender: requester.userId, content: updated }],
+      });
+    } catch (err) {
+      if (err instanceof MatrixError && err.errcode === 'M_FORBIDDEN') {
+        throw new MatrixError('M_FORBIDDEN', `${alias} is the room's published alias; someone who may change m.room.canonical_alias must remove it first`);
+      }
+      throw err;
+    }
   }
 
   async aliasesOf(requester: Requester, roomId: string): Promise<string[]> {

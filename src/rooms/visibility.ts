@@ -36,10 +36,24 @@ export function membershipAt(history: readonly MembershipChange[], stream: numbe
 export function canSeeEvent(event: StoredEvent, context: VisibilityContext): boolean {
   const visibility = event.historyVisibility;
   if (visibility === 'world_readable') return true;
-  // A user always sees what happened to their own membership (the kick, the ban, the invite).
-  if (event.type === 'm.room.member' && event.stateKey === context.userId) return true;
-  const membership = membershipAt(context.history, event.stream);
+  let membership = membershipAt(context.history, event.stream);
+  if (event.type === 'm.room.member' && event.stateKey === context.userId) {
+    // The user's own membership change is judged by the more joined of before and after, as in
+    // Synapse: the leave that ends a membership is seen, a ban long after leaving is not.
+    const before = typeof event.prevContent?.membership === 'string' ? event.prevContent.membership : 'leave';
+    membership = moreJoined(before, membership);
+  }
   if (membership === 'join') return true;
   if (visibility === 'shared' && context.currentMembership === 'join') return true;
   return visibility === 'invited' && membership === 'invite';
+}
+
+const MEMBERSHIP_PRIORITY = ['join', 'invite', 'knock', 'leave', 'ban'];
+
+function moreJoined(a: string, b: string): string {
+  const rank = (m: string): number => {
+    const index = MEMBERSHIP_PRIORITY.indexOf(m);
+    return index < 0 ? MEMBERSHIP_PRIORITY.indexOf('leave') : index;
+  };
+  return rank(a) <= rank(b) ? a : b;
 }

@@ -114,6 +114,45 @@ export class RoomStore {
       .execute();
   }
 
+  /**
+   * The room's state as of a position: for each (type, state_key), the newest state event at or
+   * before it. Every state event this server writes has passed the auth rules, so the newest one is
+   * the state (no state resolution is needed on a single server).
+   */
+  async stateAt(roomId: string, position: number): Promise<EventRow[]> {
+    const latest = this.db
+      .selectFrom('events')
+      .select((eb) => eb.fn.max('stream_ordering').as('stream'))
+      .where('room_id', '=', roomId)
+      .where('state_key', 'is not', null)
+      .where('stream_ordering', '<=', position)
+      .groupBy(['type', 'state_key'])
+      .as('latest');
+    return this.db
+      .selectFrom('events')
+      .innerJoin(latest, (join) => join.onRef('events.stream_ordering', '=', 'latest.stream'))
+      .selectAll('events')
+      .orderBy('events.stream_ordering')
+      .execute();
+  }
+
+  /** Where the user's current stay in the room began: their first join after their last non-join. */
+  async currentJoinStart(roomId: string, userId: string): Promise<number> {
+    const memberEvents = this.db
+      .selectFrom('events')
+      .where('room_id', '=', roomId)
+      .where('type', '=', 'm.room.member')
+      .where('state_key', '=', userId);
+    const lastOut = memberEvents
+      .select((eb) => eb.fn.max('stream_ordering').as('s'))
+      .where(sql<string>`json_extract(content, '$.membership')`, '!=', 'join');
+    const row = await memberEvents
+      .select((eb) => eb.fn.min('stream_ordering').as('s'))
+      .where((eb) => eb('stream_ordering', '>', eb.fn.coalesce(lastOut, eb.val(-1))))
+      .executeTakeFirst();
+    return Number(row?.s ?? 0);
+  }
+
   /** Every membership event of one user in one room, oldest first: the user's history there. */
   async membershipHistory(roomId: string, userId: string): Promise<EventRow[]> {
     return this.db
@@ -158,7 +197,7 @@ export class RoomStore {
 
   /**
    * Unread messages of a user in a room: messages from others up to `upTo` and after the later of
-   * `floor` and the event of the user's latest `m.read` receipt, counting at most `cap`; highlights are those whose
+   * `floor` and the event of the user's latest read receipt (public or private), counting at most `cap`; highlights are those whose
    * JSON mentions the user's id. One statement, so a busy room costs one query, not one per row.
    */
   async countUnread(roomId: string, userId: string, floor: number, upTo: number, cap: number): Promise<{ notifications: number; highlights: number }> {
@@ -168,7 +207,7 @@ export class RoomStore {
       .select('events.stream_ordering')
       .where('receipts.room_id', '=', roomId)
       .where('receipts.user_id', '=', userId)
-      .where('receipts.receipt_type', '=', 'm.read')
+      .where('receipts.receipt_type', 'in', ['m.read', 'm.read.private'])
       .orderBy('receipts.stream_ordering', 'desc')
       .limit(1);
     const unread = this.db

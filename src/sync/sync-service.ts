@@ -10,7 +10,7 @@ import { toStrippedState, type ClientEvent, type JsonObject, type StoredEvent, t
 import type { RoomCache, UserRoom } from '../rooms/room-cache.js';
 import type { RoomReader } from '../rooms/room-reader.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
-import { membershipAt, type VisibilityContext } from '../rooms/visibility.js';
+import { membershipAt, type MembershipChange, type VisibilityContext } from '../rooms/visibility.js';
 import { GLOBAL_ACCOUNT_DATA, type AccountDataRow, type Storage } from '../storage/index.js';
 import type { Requester } from '../users/session-service.js';
 import { compileFilter, DEFAULT_TIMELINE_LIMIT, parseInlineFilter, parseStoredFilter, type CompiledFilter, type FilterDefinition } from './filters.js';
@@ -123,6 +123,12 @@ export class SyncService {
         if (section) join[roomId] = section;
       } else if (entry.membership === 'invite') {
         if (!since || fullState || entry.stream > since.stream) invite[roomId] = this.invitedRoom(room, userId);
+        if (since && entry.stream > since.stream) {
+          // Removed and invited again between two syncs: the client must also learn it left.
+          const history = (await this.reader.visibilityFor(room, userId)).history;
+          const left = history.filter((c) => c.stream > since.stream && (c.membership === 'leave' || c.membership === 'ban')).at(-1);
+          if (left && membershipAt(history, since.stream) === 'join') leave[roomId] = await this.leftRoom({ ...context, entry: { ...entry, stream: left.stream } });
+        }
       } else if (entry.membership === 'leave' || entry.membership === 'ban') {
         const include = since ? entry.stream > since.stream || (fullState && filter.includeLeave) : filter.includeLeave;
         if (include && entry.stream <= upTo) leave[roomId] = await this.leftRoom(context);
@@ -159,7 +165,8 @@ export class SyncService {
       // The user's membership changed since the token (or there is none): what they may see of
       // the room is checked event by event. Otherwise they were joined throughout.
       visibility = await this.reader.visibilityFor(room, userId);
-      if (since) fresh = membershipAt(visibility.history, since.stream) !== 'join';
+      // New to this sync unless joined at the token and ever since (a profile change is a join too).
+      if (since) fresh = membershipAt(visibility.history, since.stream) !== 'join' || leftSince(visibility.history, since.stream);
     }
     const fullState = fresh || context.fullState;
     const typingChanged = this.typing.changedSince(room.roomId, fresh ? -1 : since!.typing);
@@ -177,20 +184,12 @@ export class SyncService {
     });
     const timelineEvents = page.events.reverse();
     const firstStream = timelineEvents[0]?.stream ?? upTo + 1;
-    let stateEvents: StoredEvent[];
-    if (fullState) {
-      stateEvents = await this.reader.stateAt(room, firstStream - 1);
-    } else if (filter.timeline.restrictive) {
-      // A filtered timeline may have left state changes out: send those it lacks, as of now.
-      const inTimeline = new Set(timelineEvents.map((e) => e.eventId));
-      stateEvents = (await this.reader.stateAt(room, upTo)).filter((e) => e.stream > since!.stream && !inTimeline.has(e.eventId));
-    } else if (page.more) {
-      // The changes in the gap between the token and the timeline.
-      stateEvents = (await this.reader.stateAt(room, firstStream - 1)).filter((e) => e.stream > since!.stream);
-    } else {
-      // An unfiltered, unlimited timeline holds every change since the token.
-      stateEvents = [];
-    }
+    // An unfiltered, unlimited timeline of a user joined throughout holds every change since the
+    // token: there is no state to add. Otherwise the state is derived (see stateDelta).
+    const timelineHoldsEverything = !fullState && !page.more && !filter.timeline.restrictive && visibility === undefined;
+    const stateEvents = timelineHoldsEverything
+      ? []
+      : await this.stateDelta(room, timelineEvents, firstStream, upTo, fullState ? undefined : since!.stream);
     const ephemeral = (await this.ephemeral(room, fresh ? undefined : since, upTo, typingChanged, userId)).filter((e) =>
       filter.ephemeral.typeAllowed(String(e.type)),
     );
@@ -238,9 +237,31 @@ export class SyncService {
     };
   }
 
+  /**
+   * The state a client needs beside the timeline, as Synapse computes it: the state at the
+   * timeline's start and at its end, minus what the client had at the token and what the timeline
+   * itself carries. That covers the gap before a limited timeline and the changes a filter or
+   * history visibility kept out of it. One event per state key, the newest.
+   */
+  private async stateDelta(room: RoomSnapshot, timeline: StoredEvent[], firstStream: number, upTo: number, previousPosition: number | undefined): Promise<StoredEvent[]> {
+    const start = await this.reader.stateAt(room, firstStream - 1);
+    const end = await this.reader.stateAt(room, upTo);
+    const previous = previousPosition === undefined ? [] : await this.reader.stateAt(room, previousPosition);
+    const known = new Set([...previous, ...timeline].map((e) => e.eventId));
+    const byKey = new Map<string, StoredEvent>();
+    for (const event of [...start, ...end]) {
+      if (known.has(event.eventId)) continue;
+      const key = `${event.type}\u0000${event.stateKey}`;
+      const have = byKey.get(key);
+      if (!have || have.stream < event.stream) byKey.set(key, event);
+    }
+    return [...byKey.values()].sort((a, b) => a.stream - b.stream);
+  }
+
   private async ephemeral(room: RoomSnapshot, since: SyncToken | undefined, upTo: number, typingChanged: boolean, userId: string): Promise<JsonObject[]> {
     const events: JsonObject[] = [];
-    if (typingChanged) events.push({ type: 'm.typing', content: { user_ids: this.typing.typingIn(room.roomId) } });
+    // Only members type: someone who left or was banned while typing drops off at once.
+    if (typingChanged) events.push({ type: 'm.typing', content: { user_ids: this.typing.typingIn(room.roomId).filter((u) => room.isJoined(u)) } });
     const after = since?.stream ?? -1;
     const receipts = room.latestReceiptStream > after ? await this.storage.userData.receiptsChanged(room.roomId, after, upTo) : [];
     const content: Record<string, Record<string, Record<string, JsonObject>>> = {};
@@ -307,6 +328,11 @@ export class SyncService {
     // room_id stays in although the spec's sync form may omit it: some bots read it from the event.
     return rendered.map((event) => filter.project(event));
   }
+}
+
+/** Whether the user's membership left `join` at any point after `position`. */
+function leftSince(history: readonly MembershipChange[], position: number): boolean {
+  return history.some((change) => change.stream > position && change.membership !== 'join');
 }
 
 interface RoomContext {

@@ -1,7 +1,7 @@
 /**
  * Who is typing where. Typing is short-lived and never stored: it has its own serial, carried in
- * the sync token beside the stream position, and starts again at 0 after a restart (a token whose
- * typing serial is ahead of ours then simply gets every room's current typing list).
+ * the sync token beside the stream position (a token whose typing serial is ahead of ours, after
+ * the clock went back, simply gets every room's current typing list).
  */
 import type { RoomCache } from '../rooms/room-cache.js';
 import type { Notifier } from './notifier.js';
@@ -15,7 +15,11 @@ interface RoomTyping {
 }
 
 export class TypingTracker {
-  private serialCounter = 0;
+  /**
+   * Starts from the clock, not 0, so serials keep growing across restarts and a token from before
+   * one never looks newer than what happened after it.
+   */
+  private serialCounter = Date.now();
   private readonly rooms = new Map<string, RoomTyping>();
 
   constructor(

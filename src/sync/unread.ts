@@ -14,8 +14,10 @@ export const UNREAD_COUNT_CAP = 1000;
 const NOTIFYING_TYPES = new Set(['m.room.message', 'm.room.encrypted', 'm.sticker']);
 
 interface Counted {
-  /** The user's membership event position the count started from. */
+  /** Where the user's current stay in the room began; the count starts there at the earliest. */
   floor: number;
+  /** The member event the floor was found for. */
+  memberEventId: string | undefined;
   /** Position the count is correct at. */
   upTo: number;
   notifications: number;
@@ -47,12 +49,14 @@ export class UnreadCounts {
    */
   async countsAt(room: RoomSnapshot, userId: string, upTo: number, newEvents?: { after: number; events: StoredEvent[] }): Promise<UnreadCountsResult> {
     const key = `${room.roomId}\u0000${userId}`;
-    const floor = room.get('m.room.member', userId)?.stream ?? 0;
     const kept = this.counted.get(key);
+    const { floor, memberEventId } = await this.joinedSince(room, userId, kept);
     const generation = this.receiptGenerations.get(key) ?? 0;
     let next: Counted;
-    if (kept && newEvents && kept.floor === floor && kept.upTo === newEvents.after) {
-      next = { ...kept, upTo };
+    // A redaction may remove a counted message: count afresh then.
+    const redacts = newEvents?.events.some((event) => event.type === 'm.room.redaction') ?? false;
+    if (kept && newEvents && !redacts && kept.floor === floor && kept.upTo === newEvents.after) {
+      next = { ...kept, upTo, memberEventId };
       for (const event of newEvents.events) {
         if (!NOTIFYING_TYPES.has(event.type) || event.sender === userId || event.redactedBy) continue;
         next.notifications = Math.min(UNREAD_COUNT_CAP, next.notifications + 1);
@@ -60,9 +64,25 @@ export class UnreadCounts {
       }
     } else {
       const counts = await this.storage.rooms.countUnread(room.roomId, userId, floor, upTo, UNREAD_COUNT_CAP);
-      next = { floor, upTo, ...counts };
+      next = { floor, memberEventId, upTo, ...counts };
     }
     if ((this.receiptGenerations.get(key) ?? 0) === generation) this.counted.set(key, next);
     return { notification_count: next.notifications, highlight_count: next.highlights };
   }
+
+  /**
+   * Where the user's current stay in the room began, so a display name change (a new member event)
+   * does not mark everything read. Carried from the kept count when the member event is the same or
+   * follows it; otherwise read from the database.
+   */
+  private async joinedSince(room: RoomSnapshot, userId: string, kept: Counted | undefined): Promise<{ floor: number; memberEventId: string | undefined }> {
+    const member = room.get('m.room.member', userId);
+    if (!member) return { floor: 0, memberEventId: undefined };
+    if (kept?.memberEventId === member.eventId) return { floor: kept.floor, memberEventId: member.eventId };
+    // Not a profile change: the stay begins with this event.
+    if (member.prevContent?.membership !== 'join') return { floor: member.stream, memberEventId: member.eventId };
+    if (kept && member.replacesState === kept.memberEventId) return { floor: kept.floor, memberEventId: member.eventId };
+    return { floor: await this.storage.rooms.currentJoinStart(room.roomId, userId), memberEventId: member.eventId };
+  }
+
 }

@@ -181,3 +181,139 @@ describe('sync details', () => {
     expect(timelineOf(next, roomId).map((e) => e.event_id)).toEqual([eventId]);
   });
 });
+
+describe('second review', () => {
+  it('a ban long after leaving, or an invite never accepted, does not open /context', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    await bob.ok('POST', `/rooms/${enc(roomId)}/leave`, {});
+    await alice.setState(roomId, 'm.room.topic', '', { topic: 'SECRET-TOPIC' });
+    await mallory.join(roomId);
+    await alice.ok('POST', `/rooms/${enc(roomId)}/ban`, { user_id: bob.userId });
+    const ban = (await hs.http.get(`/_matrix/client/v3/rooms/${enc(roomId)}/state/m.room.member/${enc(bob.userId)}`).query({ format: 'event' }).auth(alice.user.accessToken, { type: 'bearer' })).body;
+    expectMatrixError(await bob.request('GET', `/rooms/${enc(roomId)}/context/${enc(ban.event_id)}`), 404, 'M_NOT_FOUND');
+    const history = await bob.ok('GET', `/rooms/${enc(roomId)}/messages`, undefined, { dir: 'b', limit: 50 });
+    expect(JSON.stringify(history)).not.toContain('SECRET-TOPIC');
+
+    const privateRoom = await alice.createRoom({ preset: 'private_chat', topic: 'PRIVATE-TOPIC' });
+    await alice.invite(privateRoom, mallory.userId);
+    await mallory.join(privateRoom);
+    await alice.invite(privateRoom, bob.userId);
+    const invite = (await hs.http.get(`/_matrix/client/v3/rooms/${enc(privateRoom)}/state/m.room.member/${enc(bob.userId)}`).query({ format: 'event' }).auth(alice.user.accessToken, { type: 'bearer' })).body;
+    expectMatrixError(await bob.request('GET', `/rooms/${enc(privateRoom)}/context/${enc(invite.event_id)}`), 404, 'M_NOT_FOUND');
+  });
+
+  it('leaving and rejoining between two syncs brings the whole current state', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat', initial_state: [{ type: 'm.room.history_visibility', content: { history_visibility: 'joined' } }] });
+    await bob.join(roomId);
+    const since = (await bob.sync()).next_batch;
+    await bob.ok('POST', `/rooms/${enc(roomId)}/leave`, {});
+    await alice.setState(roomId, 'm.room.topic', '', { topic: 'changed while away' });
+    await mallory.join(roomId);
+    await bob.join(roomId);
+    const room = (await bob.sync({ since })).rooms.join[roomId];
+    const seen = [...room.state.events, ...room.timeline.events];
+    expect(seen.find((e: Json) => e.type === 'm.room.topic')?.content).toEqual({ topic: 'changed while away' });
+    expect(seen.some((e: Json) => e.type === 'm.room.member' && e.state_key === mallory.userId)).toBe(true);
+    // An initial sync after the rejoin has the current state too, though its timeline starts earlier.
+    const initial = (await bob.sync()).rooms.join[roomId];
+    const all = [...initial.state.events, ...initial.timeline.events].filter((e: Json) => e.type === 'm.room.topic');
+    expect(all.at(-1).content).toEqual({ topic: 'changed while away' });
+  });
+
+  it('an initial sync with a filtered timeline still has the current state', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat', name: 'Before' });
+    await alice.send(roomId, text('first'));
+    await alice.setState(roomId, 'm.room.name', '', { name: 'After' });
+    await alice.send(roomId, text('second'));
+    const room = (await alice.sync({ filter: JSON.stringify({ room: { timeline: { types: ['m.room.message'] } } }) })).rooms.join[roomId];
+    const names = room.state.events.filter((e: Json) => e.type === 'm.room.name');
+    expect(names.at(-1).content).toEqual({ name: 'After' });
+  });
+
+  it('/context gives the state as it was at the returned events', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await alice.setState(roomId, 'm.room.topic', '', { topic: 'one' });
+    await alice.setState(roomId, 'm.room.topic', '', { topic: 'two' });
+    const middle = await alice.send(roomId, text('between two and three'));
+    await alice.setState(roomId, 'm.room.topic', '', { topic: 'three' });
+    const context = await alice.ok('GET', `/rooms/${enc(roomId)}/context/${enc(middle)}`, undefined, { limit: 0 });
+    expect(context.state.find((e: Json) => e.type === 'm.room.topic').content).toEqual({ topic: 'two' });
+  });
+
+  it('unread counts survive a display name change, drop on redaction and on a private receipt', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const counts = (answer: Json) => answer.rooms.join[roomId]?.unread_notifications?.notification_count;
+    let answer = await bob.sync();
+    await alice.send(roomId, text('1'));
+    const second = await alice.send(roomId, text('2'));
+    const third = await alice.send(roomId, text('3'));
+    answer = await bob.sync({ since: answer.next_batch });
+    expect(counts(answer)).toBe(3);
+    await bob.ok('PUT', `/profile/${enc(bob.userId)}/displayname`, { displayname: 'Bob 2' });
+    answer = await bob.sync({ since: answer.next_batch });
+    expect(counts(answer)).toBe(3);
+    expect(counts(await bob.sync())).toBe(3);
+    await alice.ok('PUT', `/rooms/${enc(roomId)}/redact/${enc(second)}/r`, {});
+    answer = await bob.sync({ since: answer.next_batch });
+    expect(counts(answer)).toBe(2);
+    await bob.ok('POST', `/rooms/${enc(roomId)}/receipt/m.read.private/${enc(third)}`, {});
+    answer = await bob.sync({ since: answer.next_batch });
+    expect(counts(answer)).toBe(0);
+  });
+
+  it('kicked and invited again between two syncs: the room is under both leave and invite', async () => {
+    const roomId = await alice.createRoom({ preset: 'private_chat' });
+    await alice.invite(roomId, bob.userId);
+    await bob.join(roomId);
+    const since = (await bob.sync()).next_batch;
+    await alice.ok('POST', `/rooms/${enc(roomId)}/kick`, { user_id: bob.userId });
+    await alice.invite(roomId, bob.userId);
+    const answer = await bob.sync({ since });
+    expect(Object.keys(answer.rooms.invite)).toEqual([roomId]);
+    expect(answer.rooms.leave[roomId].timeline.events.at(-1)).toMatchObject({ type: 'm.room.member', state_key: bob.userId, content: { membership: 'leave' } });
+  });
+
+  it('deleting an alias takes it out of the canonical alias, or is refused to someone who cannot', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat', room_alias_name: 'home' });
+    expect(await alice.ok('GET', `/rooms/${enc(roomId)}/state/m.room.canonical_alias`)).toEqual({ alias: '#home:test.local' });
+    expect(await alice.ok('DELETE', `/directory/room/${enc('#home:test.local')}`)).toEqual({});
+    expect(await alice.ok('GET', `/rooms/${enc(roomId)}/state/m.room.canonical_alias`)).toEqual({});
+    // Bob made an alias that became canonical, but may not change the canonical alias event.
+    await bob.join(roomId);
+    await bob.ok('PUT', `/directory/room/${enc('#bobs:test.local')}`, { room_id: roomId });
+    await alice.setState(roomId, 'm.room.canonical_alias', '', { alias: '#bobs:test.local' });
+    expectMatrixError(await bob.request('DELETE', `/directory/room/${enc('#bobs:test.local')}`), 403, 'M_FORBIDDEN');
+    expect((await alice.ok('GET', `/directory/room/${enc('#bobs:test.local')}`)).room_id).toBe(roomId);
+  });
+
+  it('a banned user drops off the typing list at once', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    await bob.ok('PUT', `/rooms/${enc(roomId)}/typing/${enc(bob.userId)}`, { typing: true, timeout: 60_000 });
+    await alice.ok('POST', `/rooms/${enc(roomId)}/ban`, { user_id: bob.userId });
+    const typing = (await alice.sync()).rooms.join[roomId].ephemeral.events.find((e: Json) => e.type === 'm.typing');
+    expect(typing?.content.user_ids ?? []).toEqual([]);
+  });
+
+  it('a failing database answers every waiting send with an error instead of hanging', async () => {
+    const roomId = await alice.createRoom();
+    const storage = hs.services.storage;
+    const original = storage.transaction.bind(storage);
+    storage.transaction = () => Promise.reject(new Error('disk gone'));
+    try {
+      const answers = await Promise.all([1, 2, 3].map((i) => alice.request('PUT', `/rooms/${enc(roomId)}/send/m.room.message/fail${i}`, text('x'))));
+      for (const answer of answers) expectMatrixError(answer, 500, 'M_UNKNOWN');
+    } finally {
+      storage.transaction = original;
+    }
+    // The retry goes through once the database is back.
+    expect(await alice.send(roomId, text('x'), 'm.room.message', 'fail1')).toEqual(expect.any(String));
+  });
+
+  it('redactions go through /redact, not /send', async () => {
+    const roomId = await alice.createRoom();
+    expectMatrixError(await alice.request('PUT', `/rooms/${enc(roomId)}/send/m.room.redaction/x`, { redacts: '$x' }), 400, 'M_BAD_JSON');
+  });
+});
