@@ -5,7 +5,7 @@
  * Everything sync returns is ordered by one stream: `events.stream_ordering`, and the same
  * counter stamps account data and receipts, so a sync token is one number.
  */
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
@@ -57,6 +57,13 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .on('events')
     .columns(['room_id', 'type', 'state_key', 'stream_ordering'])
     .where((eb) => eb('state_key', 'is not', null))
+    .execute();
+  // The state changes of a room after a position: what sync and /context undo or send.
+  await db.schema
+    .createIndex('events_room_state_changes')
+    .on('events')
+    .columns(['room_id', 'stream_ordering'])
+    .where(sql<boolean>`state_key is not null`)
     .execute();
   // The events that replaced a state event, whose prev_content a redaction must strip too.
   await db.schema

@@ -49,8 +49,10 @@ export class ReceiptService {
         }),
       (position) => {
         // Before the position is readable, or a sync could read past the receipt and skip the room.
-        if (position > room.latestStream) room.latestStream = position;
-        if (position > room.latestReceiptStream) room.latestReceiptStream = position;
+        // The room may have been reloaded meanwhile: mark the snapshot in use now.
+        const current = this.reader.loadedRoom(roomId) ?? room;
+        if (position > current.latestStream) current.latestStream = position;
+        if (position > current.latestReceiptStream) current.latestReceiptStream = position;
         this.unread.receiptMoved(roomId, userId);
       },
     );

@@ -6,7 +6,7 @@ import type { Clock } from '../clock.js';
 import { MatrixError } from '../http/errors.js';
 import type { Storage } from '../storage/index.js';
 import { formatSyncToken, parseSyncToken, type StreamCounter } from '../sync/stream.js';
-import { eventFromRow, toClientEvent, type ClientEvent, type JsonObject, type StoredEvent, type Viewer } from './events.js';
+import { eventFromRow, stateKeyOf, toClientEvent, type ClientEvent, type JsonObject, type StoredEvent, type Viewer } from './events.js';
 import type { RoomCache } from './room-cache.js';
 import type { RoomSnapshot } from './room-snapshot.js';
 import { canSeeEvent, type VisibilityContext } from './visibility.js';
@@ -38,6 +38,11 @@ export class RoomReader {
     return room;
   }
 
+  /** The room's snapshot if it is in memory (no loading). */
+  loadedRoom(roomId: string): RoomSnapshot | undefined {
+    return this.cache.peek(roomId);
+  }
+
   /** The room, when the user is joined to it: typing and receipts are for members only. */
   async roomWhereJoined(roomId: string, userId: string): Promise<RoomSnapshot> {
     const room = await this.roomOrForbidden(roomId, userId);
@@ -46,13 +51,32 @@ export class RoomReader {
   }
 
   /**
-   * The room's state as it was right after the event at `position`, oldest first: from memory when
-   * nothing changed since, otherwise one indexed query (never a walk, however long the history).
+   * The room's state as it was right after the event at `position`, oldest first: the current
+   * state from memory, with each key changed since put back to what the first later change
+   * replaced. Costs two indexed queries that grow with the changes since, not with the room.
    */
   async stateAt(room: RoomSnapshot, position: number): Promise<StoredEvent[]> {
     const current = [...room.stateEvents()];
     if (current.every((event) => event.stream <= position)) return current.sort((a, b) => a.stream - b.stream);
-    return (await this.storage.rooms.stateAt(room.roomId, position)).map(eventFromRow);
+    const state = new Map(current.map((event) => [stateKeyOf(event.type, event.stateKey ?? ''), event]));
+    const firstChange = new Map<string, string | null>();
+    for (const row of await this.storage.rooms.stateEventsAfter(room.roomId, position)) {
+      const key = stateKeyOf(row.type, row.state_key ?? '');
+      if (!firstChange.has(key)) firstChange.set(key, row.replaces_state);
+    }
+    const restore: string[] = [];
+    for (const [key, replaced] of firstChange) {
+      if (replaced === null) state.delete(key);
+      else restore.push(replaced);
+    }
+    for (const row of await this.storage.rooms.getEvents(restore)) state.set(stateKeyOf(row.type, row.state_key ?? ''), eventFromRow(row));
+    return [...state.values()].sort((a, b) => a.stream - b.stream);
+  }
+
+  /** State events after a position, oldest first. */
+  async stateChangesAfter(room: RoomSnapshot, position: number): Promise<StoredEvent[]> {
+    if (room.latestStream <= position) return [];
+    return (await this.storage.rooms.stateEventsAfter(room.roomId, position)).map(eventFromRow);
   }
 
   async visibilityFor(room: RoomSnapshot, userId: string): Promise<VisibilityContext> {

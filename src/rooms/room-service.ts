@@ -341,34 +341,34 @@ export class RoomService {
         userPowerLevel(levels, requester.userId) >= requiredPowerForEvent(levels, 'm.room.canonical_alias', true);
       if (!allowed) throw new MatrixError('M_FORBIDDEN', 'You don\u2019t have permission to delete the alias.');
     }
-    await this.dropFromCanonicalAlias(requester, row.room_id, alias);
     await this.storage.rooms.deleteAlias(alias);
+    await this.dropFromCanonicalAlias(requester, row.room_id, alias);
   }
 
   /**
-   * Takes a deleted alias out of the room's m.room.canonical_alias first, as Synapse does, so the
-   * room never advertises an alias that another room could then claim. Someone who may not change
-   * that event cannot delete an alias it names.
+   * Takes a deleted alias out of the room's m.room.canonical_alias, as Synapse does, so the room
+   * stops advertising it. Written as the caller; when they may not change that event (a server
+   * admin outside the room, an alias creator without power) it stays, as in Synapse.
    */
   private async dropFromCanonicalAlias(requester: Requester, roomId: string, alias: string): Promise<void> {
-    const room = await this.cache.room(roomId);
-    const content = room?.get('m.room.canonical_alias')?.content;
-    if (!content) return;
-    const alt = Array.isArray(content.alt_aliases) ? content.alt_aliases : [];
-    if (content.alias !== alias && !alt.includes(alias)) return;
-    const updated: JsonObject = { ...content, alt_aliases: alt.filter((a) => a !== alias) };
-    if (content.alias === alias) delete updated.alias;
-    if ((updated.alt_aliases as unknown[]).length === 0) delete updated.alt_aliases;
+    if (!(await this.cache.room(roomId))) return;
     try {
       await this.writer.submit({
         roomId,
-        prepare: () => [{ type: 'm.room.canonical_alias', stateKey: '', sender: requester.userId, content: updated }],
+        // Read at write time, so a change queued just before is not overwritten with stale content.
+        prepare: (room) => {
+          const content = room.get('m.room.canonical_alias')?.content;
+          if (!content) return [];
+          const alt = Array.isArray(content.alt_aliases) ? content.alt_aliases : [];
+          if (content.alias !== alias && !alt.includes(alias)) return [];
+          const updated: JsonObject = { ...content, alt_aliases: alt.filter((a) => a !== alias) };
+          if (content.alias === alias) delete updated.alias;
+          if ((updated.alt_aliases as unknown[]).length === 0) delete updated.alt_aliases;
+          return [{ type: 'm.room.canonical_alias', stateKey: '', sender: requester.userId, content: updated }];
+        },
       });
     } catch (err) {
-      if (err instanceof MatrixError && err.errcode === 'M_FORBIDDEN') {
-        throw new MatrixError('M_FORBIDDEN', `${alias} is the room's published alias; someone who may change m.room.canonical_alias must remove it first`);
-      }
-      throw err;
+      if (!(err instanceof MatrixError && err.errcode === 'M_FORBIDDEN')) throw err;
     }
   }
 

@@ -38,9 +38,12 @@ export function canSeeEvent(event: StoredEvent, context: VisibilityContext): boo
   if (visibility === 'world_readable') return true;
   let membership = membershipAt(context.history, event.stream);
   if (event.type === 'm.room.member' && event.stateKey === context.userId) {
-    // The user's own membership change is judged by the more joined of before and after, as in
-    // Synapse: the leave that ends a membership is seen, a ban long after leaving is not.
+    // The user's own membership change: the one that ends a membership or an invite (a leave, a
+    // kick, a rejected or withdrawn invite, a ban) is seen, as in Synapse, or clients never learn
+    // they are out; otherwise it is judged by the more joined of before and after, so a ban long
+    // after leaving is not.
     const before = typeof event.prevContent?.membership === 'string' ? event.prevContent.membership : 'leave';
+    if (before === 'join' || before === 'invite' || before === 'knock') return true;
     membership = moreJoined(before, membership);
   }
   if (membership === 'join') return true;

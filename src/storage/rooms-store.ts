@@ -70,8 +70,12 @@ export class RoomStore {
   }
 
   async getEvents(eventIds: readonly string[]): Promise<EventRow[]> {
-    if (eventIds.length === 0) return [];
-    return this.db.selectFrom('events').selectAll().where('event_id', 'in', eventIds).execute();
+    const rows: EventRow[] = [];
+    // In slices: SQLite caps the number of bound parameters in one statement.
+    for (let i = 0; i < eventIds.length; i += 5000) {
+      rows.push(...(await this.db.selectFrom('events').selectAll().where('event_id', 'in', eventIds.slice(i, i + 5000)).execute()));
+    }
+    return rows;
   }
 
   async findEventByTxn(sender: string, deviceId: string, scope: string, txnId: string): Promise<EventRow | undefined> {
@@ -114,25 +118,15 @@ export class RoomStore {
       .execute();
   }
 
-  /**
-   * The room's state as of a position: for each (type, state_key), the newest state event at or
-   * before it. Every state event this server writes has passed the auth rules, so the newest one is
-   * the state (no state resolution is needed on a single server).
-   */
-  async stateAt(roomId: string, position: number): Promise<EventRow[]> {
-    const latest = this.db
-      .selectFrom('events')
-      .select((eb) => eb.fn.max('stream_ordering').as('stream'))
-      .where('room_id', '=', roomId)
-      .where('state_key', 'is not', null)
-      .where('stream_ordering', '<=', position)
-      .groupBy(['type', 'state_key'])
-      .as('latest');
+  /** The room's state events after a position, oldest first (each names the event it replaced). */
+  async stateEventsAfter(roomId: string, position: number): Promise<EventRow[]> {
     return this.db
       .selectFrom('events')
-      .innerJoin(latest, (join) => join.onRef('events.stream_ordering', '=', 'latest.stream'))
-      .selectAll('events')
-      .orderBy('events.stream_ordering')
+      .selectAll()
+      .where('room_id', '=', roomId)
+      .where('state_key', 'is not', null)
+      .where('stream_ordering', '>', position)
+      .orderBy('stream_ordering', 'asc')
       .execute();
   }
 
@@ -201,15 +195,14 @@ export class RoomStore {
    * JSON mentions the user's id. One statement, so a busy room costs one query, not one per row.
    */
   async countUnread(roomId: string, userId: string, floor: number, upTo: number, cap: number): Promise<{ notifications: number; highlights: number }> {
+    // The receipt that reaches furthest, public or private, whichever was sent last.
     const receiptStream = this.db
       .selectFrom('receipts')
       .innerJoin('events', 'events.event_id', 'receipts.event_id')
-      .select('events.stream_ordering')
+      .select((eb) => eb.fn.max('events.stream_ordering').as('s'))
       .where('receipts.room_id', '=', roomId)
       .where('receipts.user_id', '=', userId)
-      .where('receipts.receipt_type', 'in', ['m.read', 'm.read.private'])
-      .orderBy('receipts.stream_ordering', 'desc')
-      .limit(1);
+      .where('receipts.receipt_type', 'in', ['m.read', 'm.read.private']);
     const unread = this.db
       .selectFrom('events')
       .select('content')

@@ -127,11 +127,17 @@ export class SyncService {
           // Removed and invited again between two syncs: the client must also learn it left.
           const history = (await this.reader.visibilityFor(room, userId)).history;
           const left = history.filter((c) => c.stream > since.stream && (c.membership === 'leave' || c.membership === 'ban')).at(-1);
-          if (left && membershipAt(history, since.stream) === 'join') leave[roomId] = await this.leftRoom({ ...context, entry: { ...entry, stream: left.stream } });
+          if (left && membershipAt(history, since.stream) === 'join') {
+            const section = await this.leftRoom({ ...context, entry: { ...entry, stream: left.stream } });
+            if (section) leave[roomId] = section;
+          }
         }
       } else if (entry.membership === 'leave' || entry.membership === 'ban') {
         const include = since ? entry.stream > since.stream || (fullState && filter.includeLeave) : filter.includeLeave;
-        if (include && entry.stream <= upTo) leave[roomId] = await this.leftRoom(context);
+        if (include && entry.stream <= upTo) {
+          const section = await this.leftRoom(context);
+          if (section) leave[roomId] = section;
+        }
       }
     }
 
@@ -242,15 +248,33 @@ export class SyncService {
    * timeline's start and at its end, minus what the client had at the token and what the timeline
    * itself carries. That covers the gap before a limited timeline and the changes a filter or
    * history visibility kept out of it. One event per state key, the newest.
+   *
+   * With a token, only keys changed since it can differ, so only the changes since are read.
    */
   private async stateDelta(room: RoomSnapshot, timeline: StoredEvent[], firstStream: number, upTo: number, previousPosition: number | undefined): Promise<StoredEvent[]> {
-    const start = await this.reader.stateAt(room, firstStream - 1);
-    const end = await this.reader.stateAt(room, upTo);
-    const previous = previousPosition === undefined ? [] : await this.reader.stateAt(room, previousPosition);
-    const known = new Set([...previous, ...timeline].map((e) => e.eventId));
+    const inTimeline = new Set(timeline.map((e) => e.eventId));
+    const candidates: StoredEvent[] = [];
+    if (previousPosition === undefined) {
+      candidates.push(...(await this.reader.stateAt(room, firstStream - 1)), ...(await this.reader.stateAt(room, upTo)));
+    } else {
+      const changesByKey = new Map<string, StoredEvent[]>();
+      for (const change of await this.reader.stateChangesAfter(room, previousPosition)) {
+        const key = `${change.type}\u0000${change.stateKey}`;
+        const list = changesByKey.get(key) ?? [];
+        list.push(change);
+        changesByKey.set(key, list);
+      }
+      for (const changes of changesByKey.values()) {
+        // The state at the timeline's start and at its end, for this key; when no change falls
+        // before that point, it is what the client had at the token, which it needs no repeat of.
+        const atStart = changes.filter((c) => c.stream <= firstStream - 1).at(-1);
+        const atEnd = changes.filter((c) => c.stream <= upTo).at(-1);
+        for (const event of [atStart, atEnd]) if (event) candidates.push(event);
+      }
+    }
     const byKey = new Map<string, StoredEvent>();
-    for (const event of [...start, ...end]) {
-      if (known.has(event.eventId)) continue;
+    for (const event of candidates) {
+      if (inTimeline.has(event.eventId)) continue;
       const key = `${event.type}\u0000${event.stateKey}`;
       const have = byKey.get(key);
       if (!have || have.stream < event.stream) byKey.set(key, event);
@@ -298,7 +322,8 @@ export class SyncService {
     return { invite_state: { events } };
   }
 
-  private async leftRoom(context: RoomContext): Promise<JsonObject> {
+  /** A left room's section, or undefined when there is nothing the user may see in it (as Synapse). */
+  private async leftRoom(context: RoomContext): Promise<JsonObject | undefined> {
     const { room, entry, since, filter, viewer } = context;
     const visibility = await this.reader.visibilityFor(room, viewer.userId);
     const limit = filter.timeline.limit ?? DEFAULT_TIMELINE_LIMIT;
@@ -310,6 +335,7 @@ export class SyncService {
       matches: (e) => filter.timeline.matches(e) || e.stream === entry.stream,
     });
     const timeline = page.events.reverse();
+    if (timeline.length === 0 && context.accountData.length === 0) return undefined;
     return {
       timeline: {
         events: await this.renderFor(timeline, viewer, filter),
