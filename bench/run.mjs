@@ -6,7 +6,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -149,17 +149,7 @@ class UsageError extends Error {}
 function checkBuild() {
   const marker = join(REPO_DIR, 'dist/src/main.js');
   if (!existsSync(marker)) throw new UsageError('dist/ is missing: run `npm run build` first');
-  const newest = newestMtime(join(REPO_DIR, 'src'));
-  if (newest > statSync(marker).mtimeMs) console.error('warning: src/ has changes newer than dist/; the bench runs dist/ (run `npm run build`)');
-}
-
-function newestMtime(dir) {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    newest = Math.max(newest, entry.isDirectory() ? newestMtime(path) : statSync(path).mtimeMs);
-  }
-  return newest;
+  // `npm run bench` rebuilds a stale dist/ first (the prebench script, bin/ensure-build.js).
 }
 
 function machineInfo(dbDir) {

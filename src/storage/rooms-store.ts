@@ -1,6 +1,7 @@
 /** Rooms, their events, current state, memberships and aliases. */
 import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Database, EventsTable, MembershipsTable, RoomsTable } from './schema.js';
+import { newestPosition } from './stream-positions.js';
 
 export type EventRow = Selectable<EventsTable>;
 export type RoomRow = Selectable<RoomsTable>;
@@ -173,26 +174,17 @@ export class RoomStore {
   }
 
   async latestStreamOfRoom(roomId: string): Promise<number> {
-    const row = await this.db
-      .selectFrom('events')
-      .select((eb) => eb.fn.max('stream_ordering').as('max'))
-      .where('room_id', '=', roomId)
-      .executeTakeFirst();
-    return Number(row?.max ?? 0);
+    return newestPosition(this.db, 'events', { column: 'room_id', value: roomId });
   }
 
   async maxStreamOrdering(): Promise<number> {
-    const row = await this.db
-      .selectFrom('events')
-      .select((eb) => eb.fn.max('stream_ordering').as('max'))
-      .executeTakeFirst();
-    return Number(row?.max ?? 0);
+    return newestPosition(this.db, 'events');
   }
 
   /**
    * Unread messages of a user in a room: messages from others up to `upTo` and after the later of
-   * `floor` and the event of the user's latest read receipt (public or private), counting at most `cap`; highlights are those whose
-   * JSON mentions the user's id. One statement, so a busy room costs one query, not one per row.
+   * `floor` and the event of the user's furthest read receipt (public or private), counting at most
+   * `cap`; highlights are those whose JSON mentions the user's id. One statement, so a busy room costs one query, not one per row.
    */
   async countUnread(roomId: string, userId: string, floor: number, upTo: number, cap: number): Promise<{ notifications: number; highlights: number }> {
     // The receipt that reaches furthest, public or private, whichever was sent last.

@@ -1,6 +1,7 @@
 /** Per-user data that sync returns besides room events: account data, read receipts and filters. */
 import type { Kysely, Selectable } from 'kysely';
 import type { AccountDataTable, Database, ReceiptsTable } from './schema.js';
+import { newestPosition } from './stream-positions.js';
 
 export type AccountDataRow = Selectable<AccountDataTable>;
 export type ReceiptRow = Selectable<ReceiptsTable>;
@@ -67,33 +68,15 @@ export class UserDataStore {
   }
 
   async latestAccountDataOf(userId: string): Promise<number> {
-    const row = await this.db
-      .selectFrom('account_data')
-      .select((eb) => eb.fn.max('stream_ordering').as('max'))
-      .where('user_id', '=', userId)
-      .executeTakeFirst();
-    return Number(row?.max ?? 0);
+    return newestPosition(this.db, 'account_data', { column: 'user_id', value: userId });
   }
 
   async latestReceiptOfRoom(roomId: string): Promise<number> {
-    const row = await this.db
-      .selectFrom('receipts')
-      .select((eb) => eb.fn.max('stream_ordering').as('max'))
-      .where('room_id', '=', roomId)
-      .executeTakeFirst();
-    return Number(row?.max ?? 0);
+    return newestPosition(this.db, 'receipts', { column: 'room_id', value: roomId });
   }
 
   async maxStreamOrdering(): Promise<number> {
-    const accountData = await this.db
-      .selectFrom('account_data')
-      .select((eb) => eb.fn.max('stream_ordering').as('max'))
-      .executeTakeFirst();
-    const receipts = await this.db
-      .selectFrom('receipts')
-      .select((eb) => eb.fn.max('stream_ordering').as('max'))
-      .executeTakeFirst();
-    return Math.max(Number(accountData?.max ?? 0), Number(receipts?.max ?? 0));
+    return Math.max(await newestPosition(this.db, 'account_data'), await newestPosition(this.db, 'receipts'));
   }
 
   /** Stores a filter under the user's next filter id and returns it. */

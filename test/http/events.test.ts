@@ -1,7 +1,7 @@
 /** Sending and reading events through HTTP: send, state, redact, event, messages, context. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createUser, login, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
-import { client, timelineOf, type TestClient } from '../support/client.js';
+import { client, clientsFor, timelineOf, type TestClient } from '../support/client.js';
 import { expectMatrixError, validateEvent } from '../support/spec-validator.js';
 
 let hs: TestHomeserver;
@@ -12,9 +12,7 @@ let roomId: string;
 
 beforeEach(async () => {
   hs = await startTestHomeserver();
-  alice = client(hs, await createUser(hs, 'alice'));
-  bob = client(hs, await createUser(hs, 'bob'));
-  carol = client(hs, await createUser(hs, 'carol'));
+  [alice, bob, carol] = await clientsFor(hs, 'alice', 'bob', 'carol');
   roomId = await alice.createRoom({ preset: 'public_chat' });
   await bob.join(roomId);
 });

@@ -1,7 +1,7 @@
 /** Profiles, push rules, presence and other endpoints SDKs call around the core. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
-import { client, type Json, type TestClient } from '../support/client.js';
+import { client, clientsFor, type Json, type TestClient } from '../support/client.js';
 import { expectMatrixError } from '../support/spec-validator.js';
 
 let hs: TestHomeserver;
@@ -10,8 +10,7 @@ let bob: TestClient;
 
 beforeEach(async () => {
   hs = await startTestHomeserver();
-  alice = client(hs, await createUser(hs, 'alice'));
-  bob = client(hs, await createUser(hs, 'bob'));
+  [alice, bob] = await clientsFor(hs, 'alice', 'bob');
 });
 afterEach(() => hs.close());
 

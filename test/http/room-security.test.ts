@@ -4,7 +4,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
-import { client, timelineOf, type Json, type TestClient } from '../support/client.js';
+import { client, clientsFor, timelineOf, type Json, type TestClient } from '../support/client.js';
 import { expectMatrixError } from '../support/spec-validator.js';
 
 let hs: TestHomeserver;
@@ -14,9 +14,7 @@ let mallory: TestClient;
 
 beforeEach(async () => {
   hs = await startTestHomeserver();
-  alice = client(hs, await createUser(hs, 'alice'));
-  bob = client(hs, await createUser(hs, 'bob'));
-  mallory = client(hs, await createUser(hs, 'mallory'));
+  [alice, bob, mallory] = await clientsFor(hs, 'alice', 'bob', 'mallory');
 });
 afterEach(() => hs.close());
 

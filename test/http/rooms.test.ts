@@ -1,7 +1,7 @@
 /** Rooms and membership through HTTP: creation, the membership endpoints and their auth rules, aliases. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
-import { client, timelineOf, type TestClient } from '../support/client.js';
+import { client, clientsFor, timelineOf, type TestClient } from '../support/client.js';
 import { expectMatrixError, validateEvent } from '../support/spec-validator.js';
 
 let hs: TestHomeserver;
@@ -11,9 +11,7 @@ let carol: TestClient;
 
 beforeEach(async () => {
   hs = await startTestHomeserver();
-  alice = client(hs, await createUser(hs, 'alice'));
-  bob = client(hs, await createUser(hs, 'bob'));
-  carol = client(hs, await createUser(hs, 'carol'));
+  [alice, bob, carol] = await clientsFor(hs, 'alice', 'bob', 'carol');
 });
 afterEach(() => hs.close());
 

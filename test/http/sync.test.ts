@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createUser, login, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
-import { client, timelineOf, type Json, type TestClient } from '../support/client.js';
+import { client, clientsFor, timelineOf, type Json, type TestClient } from '../support/client.js';
 import { expectMatrixError, validateEvent } from '../support/spec-validator.js';
 
 let hs: TestHomeserver;
@@ -14,9 +14,7 @@ let carol: TestClient;
 
 beforeEach(async () => {
   hs = await startTestHomeserver();
-  alice = client(hs, await createUser(hs, 'alice'));
-  bob = client(hs, await createUser(hs, 'bob'));
-  carol = client(hs, await createUser(hs, 'carol'));
+  [alice, bob, carol] = await clientsFor(hs, 'alice', 'bob', 'carol');
 });
 afterEach(() => hs.close());
 

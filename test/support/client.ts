@@ -4,7 +4,7 @@
  * the error schema), so a shape error fails whichever test meets it first.
  */
 import { expect } from 'vitest';
-import type { TestHomeserver, TestUser } from './homeserver.js';
+import { createUser, type TestHomeserver, type TestUser } from './homeserver.js';
 import { validateMatrixError, validateResponse } from './spec-validator.js';
 
 export type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -83,4 +83,11 @@ export function client(hs: TestHomeserver, user: TestUser, prefix?: string): Tes
 /** Timeline events of one room in a sync answer (empty when the room is not there). */
 export function timelineOf(sync: Json, roomId: string): Json[] {
   return (sync.rooms?.join?.[roomId]?.timeline?.events as Json[] | undefined) ?? [];
+}
+
+/** Creates and logs in one user per name, each with a client: `[alice, bob] = await clientsFor(hs, 'alice', 'bob')`. */
+export async function clientsFor<const Names extends readonly string[]>(hs: TestHomeserver, ...names: Names): Promise<{ [K in keyof Names]: TestClient }> {
+  const clients: TestClient[] = [];
+  for (const name of names) clients.push(client(hs, await createUser(hs, name)));
+  return clients as { [K in keyof Names]: TestClient };
 }
