@@ -414,6 +414,20 @@ export class RoomService {
     return this.profileOf(userId);
   }
 
+  /** Takes a deactivated user out of every room they are in or invited to, as Synapse does. */
+  async leaveAllRooms(userId: string): Promise<void> {
+    const rooms = await this.cache.roomsOf(userId);
+    for (const [roomId, entry] of rooms) {
+      if (entry.membership !== 'join' && entry.membership !== 'invite' && entry.membership !== 'knock') continue;
+      await this.writer
+        .submit({
+          roomId,
+          prepare: (room) => (['join', 'invite', 'knock'].includes(room.membership(userId)) ? [memberDraft(userId, userId, { membership: 'leave' })] : []),
+        })
+        .catch(() => undefined); // one room refusing must not keep the user in the others
+    }
+  }
+
   /** Writes a new member event in every room the user is joined to (after a profile change). */
   async refreshMemberEvents(userId: string): Promise<void> {
     const profile = await this.profileOf(userId);

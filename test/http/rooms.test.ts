@@ -231,3 +231,19 @@ describe('sync sees membership', () => {
     expect(joins).toMatchObject([{ state_key: bob.userId, sender: bob.userId, content: { membership: 'join' } }]);
   });
 });
+
+describe('deactivation and admin profile changes reach rooms', () => {
+  it('a deactivated user leaves every room and invite; an admin rename shows in member events', async () => {
+    const admin = client(hs, await createUser(hs, 'root', { admin: true }));
+    const joined = await alice.createRoom({ preset: 'public_chat' });
+    const invited = await alice.createRoom();
+    await bob.join(joined);
+    await alice.invite(invited, bob.userId);
+    await hs.http.put(`/_synapse/admin/v2/users/${enc(bob.userId)}`).auth(admin.user.accessToken, { type: 'bearer' }).send({ displayname: 'Robert' });
+    expect((await alice.ok('GET', `/rooms/${enc(joined)}/joined_members`)).joined[bob.userId].display_name).toBe('Robert');
+    const res = await hs.http.post(`/_synapse/admin/v1/deactivate/${enc(bob.userId)}`).auth(admin.user.accessToken, { type: 'bearer' }).send({});
+    expect(res.status).toBe(200);
+    expect(Object.keys((await alice.ok('GET', `/rooms/${enc(joined)}/joined_members`)).joined)).toEqual([alice.userId]);
+    expect((await alice.ok('GET', `/rooms/${enc(invited)}/state/m.room.member/${enc(bob.userId)}`)).membership).toBe('leave');
+  });
+});

@@ -125,6 +125,9 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
             deactivated: body.deactivated,
             userType: body.user_type,
           });
+          // Rooms see what the admin changed: a deactivated user leaves them, a new name shows there.
+          if (body.deactivated === true && existing.deactivated === 0) await services.rooms.leaveAllRooms(userId);
+          else if (body.displayname !== undefined || body.avatar_url !== undefined) await services.rooms.refreshMemberEvents(userId);
           return reply.code(200).send(userDetails(await existingUser(userId)));
         }
         await services.accounts.createUser({
@@ -150,6 +153,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
       async (request) => {
         const user = await existingUser(request.params.userId);
         await services.accounts.deactivate(user.user_id, { erase: request.body?.erase === true });
+        await services.rooms.leaveAllRooms(user.user_id);
         return { id_server_unbind_result: 'success' };
       },
     );
