@@ -41,6 +41,8 @@ export interface CreateRoomRequest {
 export class RoomService {
   /** Sends in flight, by user, device and transaction id: a retry racing its original joins it. */
   private readonly inflightTxns = new Map<string, Promise<string>>();
+  /** The tail of each room's queue of alias changes (see withAliasLock). */
+  private readonly aliasLocks = new Map<string, Promise<void>>();
 
   constructor(
     private readonly storage: Storage,
@@ -264,7 +266,16 @@ export class RoomService {
     if (current && current.sender === requester.userId && isDeepStrictEqual(current.content, content) && room.isJoined(requester.userId)) {
       return current.eventId;
     }
-    if (type === 'm.room.canonical_alias') await this.checkCanonicalAliases(roomId, content);
+    if (type === 'm.room.canonical_alias') {
+      // Checked and written under the room's alias lock, so an alias deleted meanwhile cannot
+      // slip into the event between the check and the write.
+      return this.withAliasLock(roomId, async () => {
+        await this.checkCanonicalAliases(roomId, content);
+        await this.limiters.checkMessage(requester.userId);
+        const [event] = await this.writer.submit({ roomId, prepare: () => [{ type, stateKey, sender: requester.userId, content }] });
+        return event!.eventId;
+      });
+    }
     if (type === 'm.room.member') {
       assertUserId(stateKey);
       const membership = content.membership;
@@ -341,8 +352,26 @@ export class RoomService {
         userPowerLevel(levels, requester.userId) >= requiredPowerForEvent(levels, 'm.room.canonical_alias', true);
       if (!allowed) throw new MatrixError('M_FORBIDDEN', 'You don\u2019t have permission to delete the alias.');
     }
-    await this.storage.rooms.deleteAlias(alias);
-    await this.dropFromCanonicalAlias(requester, row.room_id, alias);
+    await this.withAliasLock(row.room_id, async () => {
+      await this.storage.rooms.deleteAlias(alias);
+      await this.dropFromCanonicalAlias(requester, row.room_id, alias);
+    });
+  }
+
+  /** Runs alias changes of one room one at a time (deleting aliases, setting the canonical alias). */
+  private async withAliasLock<T>(roomId: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.aliasLocks.get(roomId) ?? Promise.resolve();
+    const result = previous.then(work, work);
+    const done = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.aliasLocks.set(roomId, done);
+    try {
+      return await result;
+    } finally {
+      if (this.aliasLocks.get(roomId) === done) this.aliasLocks.delete(roomId);
+    }
   }
 
   /**
