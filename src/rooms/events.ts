@@ -60,10 +60,6 @@ export function stateKeyOf(type: string, stateKey: string): string {
   return `${type}\u0000${stateKey}`;
 }
 
-export function isStateEvent(event: StoredEvent): boolean {
-  return event.stateKey !== undefined;
-}
-
 export function eventFromRow(row: EventRow): StoredEvent {
   return {
     stream: Number(row.stream_ordering),

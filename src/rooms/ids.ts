@@ -27,10 +27,6 @@ export function serverOf(id: string): string {
   return id.slice(id.indexOf(':') + 1);
 }
 
-export function assertRoomId(value: string): void {
-  if (!isRoomId(value)) throw new MatrixError('M_INVALID_PARAM', `Invalid room id: ${value.slice(0, 100)}`);
-}
-
 export function assertUserId(value: string): void {
   if (!isUserId(value)) throw new MatrixError('M_INVALID_PARAM', `Invalid user id: ${value.slice(0, 100)}`);
 }

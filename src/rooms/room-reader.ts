@@ -277,7 +277,7 @@ export class RoomHistory {
   async joinedMembers(viewer: Viewer, roomId: string): Promise<Record<string, { display_name: string | null; avatar_url: string | null }>> {
     const room = await this.reader.roomForMember(roomId, viewer.userId);
     const joined: Record<string, { display_name: string | null; avatar_url: string | null }> = {};
-    for (const userId of room.usersWith('join')) {
+    for (const userId of room.joinedUsers()) {
       const content = room.get('m.room.member', userId)?.content ?? {};
       joined[userId] = {
         display_name: typeof content.displayname === 'string' ? content.displayname : null,

@@ -12,17 +12,15 @@ import type { Storage } from '../storage/index.js';
 import type { Requester } from '../users/session-service.js';
 import { canRedact, checkEventAuth, effectivePowerLevels, userPowerLevel, requiredPowerForEvent } from './auth-rules.js';
 import type { EventDraft, EventWriter } from './event-writer.js';
-import type { JsonObject, StoredEvent } from './events.js';
+import type { JsonObject } from './events.js';
 import { assertRoomAlias, assertUserId, isRoomAlias, isRoomId, newRoomId, serverOf } from './ids.js';
 import { planCreateRoom, type Preset, type StateDraft } from './presets.js';
 import { redactedContent } from './redaction.js';
+import { DEFAULT_ROOM_VERSION, SUPPORTED_ROOM_VERSIONS } from './room-versions.js';
 import type { RoomCache } from './room-cache.js';
 import { notInRoom, type RoomReader } from './room-reader.js';
 import type { RoomSnapshot } from './room-snapshot.js';
 
-/** Room versions we create and join; capabilities advertises the same list. */
-export const SUPPORTED_ROOM_VERSIONS = ['10'] as const;
-export const DEFAULT_ROOM_VERSION = '10';
 
 export interface CreateRoomRequest {
   preset?: Preset | undefined;
@@ -59,7 +57,7 @@ export class RoomService {
   async createRoom(requester: Requester, request: CreateRoomRequest): Promise<string> {
     const creator = requester.userId;
     const roomVersion = request.room_version ?? DEFAULT_ROOM_VERSION;
-    if (!(SUPPORTED_ROOM_VERSIONS as readonly string[]).includes(roomVersion)) {
+    if (!SUPPORTED_ROOM_VERSIONS.includes(roomVersion)) {
       throw new MatrixError('M_UNSUPPORTED_ROOM_VERSION', `Your homeserver does not support room version ${roomVersion}`);
     }
     const invites = [...new Set(request.invite ?? [])];
@@ -492,4 +490,3 @@ function memberDraft(sender: string, target: string, content: JsonObject, reason
   return { type: 'm.room.member', stateKey: target, sender, content: reason === undefined ? content : { ...content, reason } };
 }
 
-export type { StoredEvent };

@@ -9,6 +9,10 @@ import { stateKeyOf, type StoredEvent } from './events.js';
 export class RoomSnapshot {
   private readonly state = new Map<string, StoredEvent>();
   private readonly memberships = new Map<string, string>();
+  // Kept beside the map, so the hot paths (waking a room's users after every send, member
+  // counts in every sync) cost the joined and invited users, not everyone who ever left.
+  private readonly joined = new Set<string>();
+  private readonly invited = new Set<string>();
   /** Stream position of the newest event (or receipt) in the room. */
   latestStream = 0;
   /** Stream position of the newest receipt in the room: syncs skip the receipts query below it. */
@@ -43,18 +47,17 @@ export class RoomSnapshot {
     return this.memberships.get(userId) === 'join';
   }
 
-  /** Users whose membership is `membership`. */
-  usersWith(membership: string): string[] {
-    const users: string[] = [];
-    for (const [userId, value] of this.memberships) if (value === membership) users.push(userId);
-    return users;
+  joinedUsers(): ReadonlySet<string> {
+    return this.joined;
+  }
+
+  invitedUsers(): ReadonlySet<string> {
+    return this.invited;
   }
 
   /** Users who should hear about new events: the joined and the invited. */
   interestedUsers(): string[] {
-    const users: string[] = [];
-    for (const [userId, value] of this.memberships) if (value === 'join' || value === 'invite') users.push(userId);
-    return users;
+    return [...this.joined, ...this.invited];
   }
 
   stateEvents(): IterableIterator<StoredEvent> {
@@ -72,7 +75,7 @@ export class RoomSnapshot {
     this.state.set(stateKeyOf(event.type, event.stateKey), event);
     if (event.type === 'm.room.member') {
       const membership = event.content.membership;
-      this.memberships.set(event.stateKey, typeof membership === 'string' ? membership : 'leave');
+      this.setMembership(event.stateKey, typeof membership === 'string' ? membership : 'leave');
     }
   }
 
@@ -87,9 +90,17 @@ export class RoomSnapshot {
       this.state.set(key, { ...event, content, redactedBy });
       if (event.type === 'm.room.member') {
         const membership = content.membership;
-        this.memberships.set(event.stateKey ?? '', typeof membership === 'string' ? membership : 'leave');
+        this.setMembership(event.stateKey ?? '', typeof membership === 'string' ? membership : 'leave');
       }
     }
+  }
+
+  private setMembership(userId: string, membership: string): void {
+    this.memberships.set(userId, membership);
+    if (membership === 'join') this.joined.add(userId);
+    else this.joined.delete(userId);
+    if (membership === 'invite') this.invited.add(userId);
+    else this.invited.delete(userId);
   }
 
   /** An independent copy, for checking several events before any of them counts. */

@@ -1,10 +1,13 @@
 /** GET /capabilities: what this server lets a user do. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
+import { DEFAULT_ROOM_VERSION, SUPPORTED_ROOM_VERSIONS } from '../../rooms/room-versions.js';
 import { authenticate } from '../auth.js';
 
-/** Room versions this server can create and join; 10 is the default (its create event carries `creator`). */
-export const ROOM_VERSIONS = { default: '10', available: { '10': 'stable' } } as const;
+const ROOM_VERSIONS = {
+  default: DEFAULT_ROOM_VERSION,
+  available: Object.fromEntries(SUPPORTED_ROOM_VERSIONS.map((version) => [version, 'stable'])),
+};
 
 export function capabilitiesRoutes(services: Services): FastifyPluginAsyncTypebox {
   return async (app) => {
