@@ -1,0 +1,37 @@
+// What each format's reader hands to parse-feed: the feed's fields as found, before the shared
+// clean-up (plain-text titles, safe summaries, absolute links, ids).
+
+export type FeedFormat = 'rss' | 'rdf' | 'atom' | 'json';
+
+export interface ItemDraft {
+  /** guid / id as written, if any. */
+  guid?: string;
+  /** Title as HTML (XML formats) or as plain text (JSON Feed, see `titleIsText`). */
+  title?: string;
+  titleIsText?: boolean;
+  /** Possibly relative. */
+  link?: string;
+  /** The short description if there is one, else the full content; HTML. */
+  summaryHtml?: string;
+  published?: Date;
+}
+
+export interface FeedDraft {
+  format: FeedFormat;
+  title?: string;
+  link?: string;
+  items: ItemDraft[];
+}
+
+/** A Date, or undefined for missing and unparsable dates (we never post "Invalid Date"). */
+export function validDate(value: Date | string | null | undefined): Date | undefined {
+  if (value === null || value === undefined || value === '') return undefined;
+  const date = value instanceof Date ? value : new Date(value);
+  return Number.isNaN(date.getTime()) ? undefined : date;
+}
+
+/** Trimmed text, or undefined when blank. */
+export function nonBlank(value: string | null | undefined): string | undefined {
+  const trimmed = value?.trim();
+  return trimmed ? trimmed : undefined;
+}

@@ -1,0 +1,95 @@
+// Bytes in, a clean feed out: decode, recognise the format from the content, read it with the
+// format's reader, then give every item the same treatment (plain-text title, safe short summary,
+// absolute link, stable id). Every failure is a FeedError whose message a chat user can act on.
+import { decodeFeedText } from './decode-text.js';
+import { FeedError } from './feed-error.js';
+import type { FeedDraft, ItemDraft } from './feed-draft.js';
+import { htmlPageError } from './html-page.js';
+import { absoluteUrl, collapseWhitespace, htmlToText, summarizeHtml, truncateText } from './html-text.js';
+import { assignItemIds } from './item-ids.js';
+import { readJsonFeed } from './json-feed.js';
+import { looksLikeHtml, looksLikeJson, rootElementName } from './sniff.js';
+import { readXmlFeed } from './xml-feed.js';
+
+export interface FeedItem {
+  /** Stable de-duplication key, unique within one parse (see item-ids.ts for the rules). */
+  id: string;
+  /** Plain text: entities decoded, whitespace collapsed, HTML tags stripped. */
+  title?: string;
+  /** Absolute http(s) URL. */
+  link?: string;
+  /** Plain text, cut to about 300 characters at a word boundary with "…". */
+  summaryText?: string;
+  /** Sanitized HTML (a few safe tags, absolute links), cut to a few hundred characters of text. */
+  summaryHtml?: string;
+  /** Published, else updated; undefined when absent or unparsable. */
+  published?: Date;
+}
+
+export interface ParsedFeed {
+  /** rss covers 0.91/0.92/2.0; rdf covers RSS 0.90 and 1.0. */
+  format: 'rss' | 'rdf' | 'atom' | 'json';
+  title?: string;
+  /** The site link, absolute. */
+  link?: string;
+  /** Document order. */
+  items: FeedItem[];
+}
+
+const SUMMARY_TEXT_CHARS = 300;
+const SUMMARY_HTML_TEXT_CHARS = 500;
+
+/** Detects the format from the content (not the URL or content-type), decodes the bytes, parses. Throws FeedError. */
+export function parseFeed(body: Buffer, source: { url: string; contentType?: string }): ParsedFeed {
+  const text = decodeFeedText(body, source.contentType);
+  if (text.trim() === '') throw new FeedError('the document is empty');
+  return finishFeed(readDraft(text, source.url), source.url);
+}
+
+function readDraft(text: string, url: string): FeedDraft {
+  if (looksLikeJson(text)) return readJsonFeed(text);
+  if (looksLikeHtml(text)) throw htmlPageError(text, url);
+  if (rootElementName(text) === undefined) throw new FeedError('that is not a feed: the document is neither XML nor JSON');
+  return readXmlFeed(text);
+}
+
+function finishFeed(draft: FeedDraft, url: string): ParsedFeed {
+  const items = draft.items.map((item) => finishItem(item, url));
+  const ids = assignItemIds(items);
+  const title = draft.title === undefined ? undefined : collapseWhitespace(htmlToText(draft.title));
+  return withoutUndefined({
+    format: draft.format,
+    title: title || undefined,
+    link: httpUrl(draft.link, url),
+    items: items.flatMap((item, i) => {
+      const id = ids[i];
+      if (id === undefined) return [];
+      const { guid: _guid, ...rest } = item;
+      return [withoutUndefined({ id, ...rest })];
+    }),
+  });
+}
+
+function finishItem(draft: ItemDraft, url: string) {
+  const title = draft.title === undefined ? undefined : draft.titleIsText ? collapseWhitespace(draft.title) : htmlToText(draft.title);
+  const summaryText = draft.summaryHtml === undefined ? undefined : htmlToText(draft.summaryHtml);
+  return {
+    guid: draft.guid,
+    title: title || undefined,
+    link: httpUrl(draft.link, url),
+    summaryText: summaryText ? truncateText(summaryText, SUMMARY_TEXT_CHARS) : undefined,
+    summaryHtml: draft.summaryHtml === undefined ? undefined : summarizeHtml(draft.summaryHtml, url, SUMMARY_HTML_TEXT_CHARS),
+    published: draft.published,
+  };
+}
+
+/** Links we post must be web links; a `javascript:` or `data:` link in a feed is dropped. */
+function httpUrl(link: string | undefined, baseUrl: string): string | undefined {
+  const url = link === undefined ? undefined : absoluteUrl(link, baseUrl);
+  return url !== undefined && /^https?:/i.test(url) ? url : undefined;
+}
+
+/** Leaves absent fields out entirely, so `'title' in item` and deep equality behave. */
+function withoutUndefined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
+}
