@@ -13,6 +13,8 @@ export interface ItemDraft {
   link?: string;
   /** The short description if there is one, else the full content; HTML. */
   summaryHtml?: string;
+  /** xml:base in force for summaryHtml, possibly relative to the feed URL. */
+  baseUrl?: string;
   published?: Date;
 }
 

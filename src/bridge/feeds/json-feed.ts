@@ -79,7 +79,10 @@ function stringField(value: unknown): string | undefined {
   return typeof value === 'string' ? nonBlank(value) : undefined;
 }
 
-/** JSON Feed's `summary` and `content_text` are plain text; the shared pipeline expects HTML. */
+/**
+ * JSON Feed's `summary` and `content_text` are plain text; the shared pipeline expects HTML. Only
+ * `<` is escaped: publishers write entities like "&amp;" into these fields and mean the character.
+ */
 function escapeIfText(text: string | undefined): string | undefined {
-  return text?.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  return text?.replace(/</g, '&lt;');
 }

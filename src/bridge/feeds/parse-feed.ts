@@ -5,7 +5,7 @@ import { decodeFeedText } from './decode-text.js';
 import { FeedError } from './feed-error.js';
 import type { FeedDraft, ItemDraft } from './feed-draft.js';
 import { htmlPageError } from './html-page.js';
-import { absoluteUrl, collapseWhitespace, htmlToText, summarizeHtml, truncateText } from './html-text.js';
+import { absoluteUrl, htmlToText, summarizeHtml, truncateText } from './html-text.js';
 import { assignItemIds } from './item-ids.js';
 import { readJsonFeed } from './json-feed.js';
 import { looksLikeHtml, looksLikeJson, rootElementName } from './sniff.js';
@@ -54,9 +54,12 @@ function readDraft(text: string, url: string): FeedDraft {
 }
 
 function finishFeed(draft: FeedDraft, url: string): ParsedFeed {
-  const items = draft.items.map((item) => finishItem(item, url));
+  // An item with no title, link or text (Le Cercle Psy has one) has nothing to post.
+  const items = draft.items
+    .map((item) => finishItem(item, url))
+    .filter((item) => item.title !== undefined || item.link !== undefined || item.summaryText !== undefined);
   const ids = assignItemIds(items);
-  const title = draft.title === undefined ? undefined : collapseWhitespace(htmlToText(draft.title));
+  const title = draft.title === undefined ? undefined : htmlToText(draft.title);
   return withoutUndefined({
     format: draft.format,
     title: title || undefined,
@@ -71,16 +74,25 @@ function finishFeed(draft: FeedDraft, url: string): ParsedFeed {
 }
 
 function finishItem(draft: ItemDraft, url: string) {
-  const title = draft.title === undefined ? undefined : draft.titleIsText ? collapseWhitespace(draft.title) : htmlToText(draft.title);
+  const title = draft.title === undefined ? undefined : draft.titleIsText ? plainTextTitle(draft.title) : htmlToText(draft.title);
   const summaryText = draft.summaryHtml === undefined ? undefined : htmlToText(draft.summaryHtml);
+  const contentBase = (draft.baseUrl === undefined ? undefined : absoluteUrl(draft.baseUrl, url)) ?? url;
   return {
     guid: draft.guid,
     title: title || undefined,
     link: httpUrl(draft.link, url),
     summaryText: summaryText ? truncateText(summaryText, SUMMARY_TEXT_CHARS) : undefined,
-    summaryHtml: draft.summaryHtml === undefined ? undefined : summarizeHtml(draft.summaryHtml, url, SUMMARY_HTML_TEXT_CHARS),
+    summaryHtml: draft.summaryHtml === undefined ? undefined : summarizeHtml(draft.summaryHtml, contentBase, SUMMARY_HTML_TEXT_CHARS),
     published: draft.published,
   };
+}
+
+/**
+ * JSON Feed titles are plain text, so "<i>" in one is literally "<i>" and stays; publishers still
+ * write entities like "&amp;" there, which we decode.
+ */
+function plainTextTitle(title: string): string {
+  return htmlToText(title.replace(/</g, '&lt;'));
 }
 
 /** Links we post must be web links; a `javascript:` or `data:` link in a feed is dropped. */

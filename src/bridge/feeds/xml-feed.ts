@@ -26,16 +26,29 @@ export function readXmlFeed(text: string): FeedDraft {
     link: nonBlank(feed.url),
     items: feed.items.map((item): ItemDraft => {
       const guid = nonBlank(item.id);
+      const description = nonBlank(item.description);
       return {
         guid,
         title: nonBlank(item.title),
         // An RSS guid is a permalink unless marked otherwise; Braingle's items have a guid and no link.
         link: nonBlank(item.url) ?? (format === 'rss' && guid && /^https?:\/\//i.test(guid) ? guid : undefined),
-        summaryHtml: nonBlank(item.description) ?? nonBlank(item.content),
+        summaryHtml: description ?? nonBlank(item.content),
+        baseUrl: contentBaseUrl(item.element, format === 'atom' ? (description ? 'summary' : 'content') : undefined),
         published: validDate(item.published) ?? validDate(item.updated),
       };
     }),
   };
+}
+
+type XmlElement = ReturnType<typeof parseXmlFeedDocument>['element'];
+
+/**
+ * The xml:base in force for the item's summary or content (Daring Fireball and reddit put one on
+ * every <content>); possibly relative, to be resolved against the feed URL.
+ */
+function contentBaseUrl(itemElement: XmlElement, childName: string | undefined): string | undefined {
+  const child = childName === undefined ? null : itemElement.findElementWithName(childName);
+  return nonBlank((child ?? itemElement).baseUrl);
 }
 
 function formatOf(type: string, root: string | undefined): FeedFormat {
