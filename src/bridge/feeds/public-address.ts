@@ -1,0 +1,73 @@
+// The fetcher is handed URLs by chat users, so it must not become a way to reach the homeserver's
+// own network (SSRF). The check runs inside the socket's DNS lookup: the address we approve is the
+// address we connect to, with no second resolution a rebinding DNS server could answer differently.
+import dns from 'node:dns';
+import type { LookupAddress, LookupOptions } from 'node:dns';
+import ipaddr from 'ipaddr.js';
+import { FeedError } from './feed-error.js';
+
+const RANGE_WORDS: Record<string, string> = {
+  loopback: 'a loopback address',
+  private: 'a private address',
+  uniqueLocal: 'a private address',
+  linkLocal: 'a link-local address',
+  carrierGradeNat: 'a carrier-grade NAT address',
+  unspecified: 'an unspecified address',
+  multicast: 'a multicast address',
+  broadcast: 'a broadcast address',
+};
+
+/**
+ * Why we refuse to connect to `address`, or undefined for a public unicast address. Anything
+ * ipaddr.js does not class as plain `unicast` (documentation, benchmarking, 6to4, ... ranges
+ * included) is refused; IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry.
+ */
+export function nonPublicAddressReason(address: string): string | undefined {
+  if (!ipaddr.isValid(address)) return `${address} is not an IP address`;
+  let parsed = ipaddr.parse(address);
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) {
+    parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  }
+  const range = parsed.range();
+  if (range === 'unicast') return undefined;
+  return `the address resolves to ${parsed.toString()}, ${RANGE_WORDS[range] ?? 'a reserved address'}`;
+}
+
+export type ResolveHost = (hostname: string) => Promise<LookupAddress[]>;
+
+export const systemResolveHost: ResolveHost = (hostname) => dns.promises.lookup(hostname, { all: true });
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+export type LookupFunction = (hostname: string, options: LookupOptions, callback: LookupCallback) => void;
+
+/**
+ * A `lookup` for node:net that resolves with `resolveHost` and fails the connection with a
+ * FeedError when any address the name resolves to is refused by `reasonToRefuse`.
+ */
+export function guardedLookup(resolveHost: ResolveHost, reasonToRefuse: (address: string) => string | undefined): LookupFunction {
+  return (hostname, options, callback) => {
+    resolveHost(hostname).then(
+      (addresses) => {
+        const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;
+        const usable = family ? addresses.filter((entry) => entry.family === family) : addresses;
+        const first = usable[0];
+        if (first === undefined) {
+          callback(Object.assign(new Error(`no address found for ${hostname}`), { code: 'ENOTFOUND' }), []);
+          return;
+        }
+        // Refuse if any answer is private: a name with one public and one private address could
+        // otherwise reach the private one on a retry or a later connection.
+        for (const entry of usable) {
+          const reason = reasonToRefuse(entry.address);
+          if (reason !== undefined) {
+            callback(new FeedError(reason), []);
+            return;
+          }
+        }
+        if (options.all) callback(null, usable);
+        else callback(null, first.address, first.family);
+      },
+      (error: NodeJS.ErrnoException) => callback(error, []),
+    );
+  };
+}

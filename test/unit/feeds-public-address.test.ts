@@ -1,0 +1,71 @@
+import type { LookupAddress } from 'node:dns';
+import { describe, expect, it } from 'vitest';
+import { FeedError } from '../../src/bridge/feeds/feed-error.js';
+import { guardedLookup, nonPublicAddressReason } from '../../src/bridge/feeds/public-address.js';
+
+describe('nonPublicAddressReason', () => {
+  it.each([
+    ['127.0.0.1', 'loopback'],
+    ['127.8.9.10', 'loopback'],
+    ['10.0.0.5', 'private'],
+    ['172.16.0.1', 'private'],
+    ['172.31.255.254', 'private'],
+    ['192.168.1.1', 'private'],
+    ['169.254.169.254', 'link-local'],
+    ['100.64.0.1', 'carrier-grade NAT'],
+    ['0.0.0.0', 'unspecified'],
+    ['224.0.0.1', 'multicast'],
+    ['255.255.255.255', 'broadcast'],
+    ['::1', 'loopback'],
+    ['::', 'unspecified'],
+    ['fe80::1', 'link-local'],
+    ['fc00::1', 'private'],
+    ['fd12:3456::1', 'private'],
+    ['ff02::1', 'multicast'],
+    ['::ffff:127.0.0.1', 'loopback'],
+    ['::ffff:10.0.0.5', 'private'],
+    ['::ffff:a9fe:a9fe', 'link-local'],
+    ['192.0.2.1', 'reserved'],
+    ['2001:db8::1', 'reserved'],
+  ])('refuses %s (%s)', (address, kind) => {
+    expect(nonPublicAddressReason(address)).toMatch(new RegExp(`^the address resolves to [^,]+, an? ${kind} address$`));
+  });
+
+  it('words the reason for a chat user', () => {
+    expect(nonPublicAddressReason('10.0.0.5')).toBe('the address resolves to 10.0.0.5, a private address');
+    expect(nonPublicAddressReason('::ffff:192.168.0.1')).toBe('the address resolves to 192.168.0.1, a private address');
+  });
+
+  it.each(['93.184.215.14', '1.1.1.1', '172.32.0.1', '100.128.0.1', '2606:4700::1111', '::ffff:8.8.8.8'])('allows %s', (address) => {
+    expect(nonPublicAddressReason(address)).toBeUndefined();
+  });
+});
+
+describe('guardedLookup', () => {
+  const answers: Record<string, LookupAddress[]> = {
+    'public.test': [{ address: '93.184.215.14', family: 4 }, { address: '2606:2800::1', family: 6 }],
+    'mixed.test': [{ address: '93.184.215.14', family: 4 }, { address: '10.1.2.3', family: 4 }],
+  };
+  const lookup = guardedLookup(async (hostname) => answers[hostname] ?? [], nonPublicAddressReason);
+  const call = (hostname: string, options: { all?: boolean; family?: number }) =>
+    new Promise<{ error: Error | null; address: unknown; family?: number }>((resolve) =>
+      lookup(hostname, options, (error, address, family) => resolve({ error, address, family })),
+    );
+
+  it('answers in both of the shapes node:net asks for', async () => {
+    expect(await call('public.test', { all: true })).toMatchObject({ error: null, address: answers['public.test'] });
+    expect(await call('public.test', {})).toMatchObject({ error: null, address: '93.184.215.14', family: 4 });
+    expect(await call('public.test', { family: 6 })).toMatchObject({ error: null, address: '2606:2800::1', family: 6 });
+  });
+
+  it('refuses a name when any of its addresses is not public', async () => {
+    const { error } = await call('mixed.test', { all: true });
+    expect(error).toBeInstanceOf(FeedError);
+    expect(error?.message).toBe('the address resolves to 10.1.2.3, a private address');
+  });
+
+  it('reports a name with no address as not found', async () => {
+    const { error } = await call('nowhere.test', {});
+    expect((error as NodeJS.ErrnoException).code).toBe('ENOTFOUND');
+  });
+});
