@@ -262,6 +262,18 @@ describe('formats and errors', () => {
     expect(parseFixture('atom-reddit-relative-xml-base.xml', 'https://www.reddit.com/.rss').format).toBe('atom');
   });
 
+  it('reads a bare "&" literally, in text, in links and next to CDATA', () => {
+    const feed = parseText(
+      rss('<item><title>AT&T & co &amp; more</title><link>https://site.example/?a=1&b=2</link><description><![CDATA[x &amp; y]]></description></item>'),
+    );
+    expect(feed.items[0]).toMatchObject({ title: 'AT&T & co & more', link: 'https://site.example/?a=1&b=2', summaryText: 'x & y' });
+  });
+
+  it('reports a structural error rather than losing the items after it', () => {
+    const broken = rss('<item><title>one</title><description>a <br> b</description></item><item><title>two</title></item>');
+    expect(errorOf(() => parseText(broken)).message).toMatch(/^not valid XML: Expected closing tag 'br' .* at line 1$/);
+  });
+
   it.each([
     ['', /^the document is empty$/],
     ['   \n', /^the document is empty$/],

@@ -8,8 +8,9 @@ import { FeedError } from './feed-error.js';
 import { nonBlank, validDate, type FeedDraft, type FeedFormat, type ItemDraft } from './feed-draft.js';
 import { prologOf, rootElementName } from './sniff.js';
 
-export function readXmlFeed(text: string): FeedDraft {
-  refuseEntityDeclarations(text);
+export function readXmlFeed(document: string): FeedDraft {
+  refuseEntityDeclarations(document);
+  const text = escapeBareAmpersands(document);
   checkWellFormed(text);
 
   const root = rootElementName(text);
@@ -66,6 +67,22 @@ function refuseEntityDeclarations(text: string): void {
   }
 }
 
+/**
+ * The commonest breakage in real feeds is a bare "&" ("AT&T", "?a=1&b=2"). Lenient readers take it
+ * literally and so do we, by escaping it (outside CDATA, where it is already literal) before the
+ * well-formedness check, which would otherwise stop at it.
+ */
+function escapeBareAmpersands(text: string): string {
+  return text
+    .split(/(<!\[CDATA\[[\s\S]*?\]\]>)/)
+    .map((part, i) => (i % 2 === 1 ? part : part.replace(/&(?!#\d+;|#x[0-9a-f]+;|[a-z][\w.-]*;)/gi, '&amp;')))
+    .join('');
+}
+
+/**
+ * Structural errors are reported rather than guessed around: the lenient parser "recovers" from an
+ * unclosed tag by swallowing the items after it, which would silently lose posts.
+ */
 function checkWellFormed(text: string): void {
   const result = XMLValidator.validate(text, { allowBooleanAttributes: true });
   if (result === true) return;
