@@ -58,6 +58,9 @@ function route(req: http.IncomingMessage, res: http.ServerResponse): void {
     case '/redirect-without-location':
       res.writeHead(302).end();
       return;
+    case '/redirect-to-nonsense':
+      res.writeHead(302, { location: 'http://exa mple.com:99999/' }).end();
+      return;
     case '/redirect-to-file':
       res.writeHead(302, { location: 'file:///etc/passwd' }).end();
       return;
@@ -253,9 +256,12 @@ describe('fetchFeed', () => {
     expect((await failure(fetchFeed(url, options()))).message).toBe(message);
   });
 
-  it('refuses a redirect to another scheme', async () => {
+  it('refuses a redirect to another scheme or to nonsense', async () => {
     expect((await failure(fetchFeed(`${base}/redirect-to-file`, options()))).message).toBe(
       'only http and https addresses can be fetched, not file:',
+    );
+    expect((await failure(fetchFeed(`${base}/redirect-to-nonsense`, options()))).message).toBe(
+      'the server redirected to an invalid address (http://exa mple.com:99999/)',
     );
   });
 });

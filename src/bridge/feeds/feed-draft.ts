@@ -1,14 +1,14 @@
 // What each format's reader hands to parse-feed: the feed's fields as found, before the shared
 // clean-up (plain-text titles, safe summaries, absolute links, ids).
 
+/** rss covers 0.91/0.92/2.0; rdf covers RSS 0.90 and 1.0. */
 export type FeedFormat = 'rss' | 'rdf' | 'atom' | 'json';
 
 export interface ItemDraft {
   /** guid / id as written, if any. */
   guid?: string;
-  /** Title as HTML (XML formats) or as plain text (JSON Feed, see `titleIsText`). */
+  /** As written: HTML in the XML formats, plain text in JSON Feed. */
   title?: string;
-  titleIsText?: boolean;
   /** Possibly relative. */
   link?: string;
   /** The short description if there is one, else the full content; HTML. */

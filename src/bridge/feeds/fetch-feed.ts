@@ -71,7 +71,7 @@ export async function fetchFeed(url: string, options: FetchFeedOptions, hooks: F
         const location = response.headers.location;
         if (!location) throw new FeedError(`the server answered ${statusText(status)} without saying where to`);
         if (redirects >= options.maxRedirects) throw new FeedError(`too many redirects (more than ${options.maxRedirects})`);
-        current = httpUrl(new URL(location, current).href);
+        current = redirectTarget(location, current);
         continue;
       }
       if (status === 304) {
@@ -119,6 +119,16 @@ function httpUrl(text: string): URL {
     throw new FeedError(`only http and https addresses can be fetched, not ${url.protocol.replace(/:$/, '')}:`);
   }
   return url;
+}
+
+function redirectTarget(location: string, from: URL): URL {
+  let target: URL;
+  try {
+    target = new URL(location, from);
+  } catch {
+    throw new FeedError(`the server redirected to an invalid address (${location})`);
+  }
+  return httpUrl(target.href);
 }
 
 /** node:net skips `lookup` for IP literals, so those are checked here. */

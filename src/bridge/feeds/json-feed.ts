@@ -35,7 +35,6 @@ function readItem(item: Record<string, unknown>): ItemDraft {
   return {
     guid,
     title: stringField(item.title),
-    titleIsText: true,
     link: stringField(item.url) ?? stringField(item.external_url),
     summaryHtml,
     published,

@@ -3,13 +3,15 @@
 // absolute link, stable id). Every failure is a FeedError whose message a chat user can act on.
 import { decodeFeedText } from './decode-text.js';
 import { FeedError } from './feed-error.js';
-import type { FeedDraft, ItemDraft } from './feed-draft.js';
+import type { FeedDraft, FeedFormat, ItemDraft } from './feed-draft.js';
 import { htmlPageError } from './html-page.js';
 import { absoluteUrl, htmlToText, summarizeHtml, truncateText } from './html-text.js';
 import { assignItemIds } from './item-ids.js';
 import { readJsonFeed } from './json-feed.js';
 import { looksLikeHtml, looksLikeJson, rootElementName } from './sniff.js';
 import { readXmlFeed } from './xml-feed.js';
+
+export type { FeedFormat };
 
 export interface FeedItem {
   /** Stable de-duplication key, unique within one parse (see item-ids.ts for the rules). */
@@ -28,7 +30,7 @@ export interface FeedItem {
 
 export interface ParsedFeed {
   /** rss covers 0.91/0.92/2.0; rdf covers RSS 0.90 and 1.0. */
-  format: 'rss' | 'rdf' | 'atom' | 'json';
+  format: FeedFormat;
   title?: string;
   /** The site link, absolute. */
   link?: string;
@@ -56,10 +58,10 @@ function readDraft(text: string, url: string): FeedDraft {
 function finishFeed(draft: FeedDraft, url: string): ParsedFeed {
   // An item with no title, link or text (Le Cercle Psy has one) has nothing to post.
   const items = draft.items
-    .map((item) => finishItem(item, url))
+    .map((item) => finishItem(item, draft.format, url))
     .filter((item) => item.title !== undefined || item.link !== undefined || item.summaryText !== undefined);
   const ids = assignItemIds(items);
-  const title = draft.title === undefined ? undefined : htmlToText(draft.title);
+  const title = draft.title === undefined ? undefined : titleText(draft.title, draft.format);
   return withoutUndefined({
     format: draft.format,
     title: title || undefined,
@@ -73,8 +75,11 @@ function finishFeed(draft: FeedDraft, url: string): ParsedFeed {
   });
 }
 
-function finishItem(draft: ItemDraft, url: string) {
-  const title = draft.title === undefined ? undefined : draft.titleIsText ? plainTextTitle(draft.title) : htmlToText(draft.title);
+/** An item ready to post, still carrying the guid its id is derived from. */
+type FinishedItem = Omit<FeedItem, 'id'> & { guid?: string };
+
+function finishItem(draft: ItemDraft, format: FeedFormat, url: string): FinishedItem {
+  const title = draft.title === undefined ? undefined : titleText(draft.title, format);
   const summaryText = draft.summaryHtml === undefined ? undefined : htmlToText(draft.summaryHtml);
   const contentBase = (draft.baseUrl === undefined ? undefined : absoluteUrl(draft.baseUrl, url)) ?? url;
   return {
@@ -88,11 +93,12 @@ function finishItem(draft: ItemDraft, url: string) {
 }
 
 /**
- * JSON Feed titles are plain text, so "<i>" in one is literally "<i>" and stays; publishers still
- * write entities like "&amp;" there, which we decode.
+ * Titles in XML feeds are treated as HTML (type="html" titles, CDATA with markup). JSON Feed titles
+ * are plain text, so "<i>" in one is literally "<i>" and stays; publishers still write entities
+ * like "&amp;" there, which we decode.
  */
-function plainTextTitle(title: string): string {
-  return htmlToText(title.replace(/</g, '&lt;'));
+function titleText(title: string, format: FeedFormat): string {
+  return htmlToText(format === 'json' ? title.replace(/</g, '&lt;') : title);
 }
 
 /** Links we post must be web links; a `javascript:` or `data:` link in a feed is dropped. */
