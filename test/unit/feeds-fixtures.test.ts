@@ -66,6 +66,15 @@ describe('the shared feed corpus', () => {
     if (expected === undefined) return;
     const source = { url: expected.url ?? DEFAULT_URL };
 
+    // A partial download must not pass for a feed with fewer items.
+    it('fails with a FeedError, never anything else, when cut short anywhere', () => {
+      const whole = feedFixture(name);
+      for (let eighth = 1; eighth < 8; eighth++) {
+        const cut = whole.subarray(0, Math.floor((whole.length * eighth) / 8));
+        expect(() => parseFeed(cut, source), `cut at ${eighth}/8`).toThrow(FeedError);
+      }
+    });
+
     if ('error' in expected) {
       it('fails with a readable FeedError', () => {
         let thrown: unknown;

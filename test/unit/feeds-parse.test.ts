@@ -279,7 +279,12 @@ describe('formats and errors', () => {
     ['   \n', /^the document is empty$/],
     ['just some words', /^that is not a feed: the document is neither XML nor JSON$/],
     ['<opml version="2.0"><body/></opml>', /^that XML document is not an RSS or Atom feed \(its root element is <opml>\)$/],
-    ['<rss><channel><title>x</titl></channel></rss>', /^not valid XML: Expected closing tag 'title' .* at line 1$/],
+    [
+      `<rss><channel><title>x</titl>\n${'<item><title>later</title></item>\n'.repeat(5)}</channel></rss>`,
+      /^not valid XML: Expected closing tag 'title' .* at line 1$/,
+    ],
+    [`<rss><channel><title>x</title>\n${'<item><title>later</title></item>\n'.repeat(5)}<item><tit`, /^not valid XML: unexpected end of document at line 7 \(<rss>, <channel>, <item>, <tit> never closed\)$/],
+    [`<rss><channel><title>x</title>\n<item><link href="https://site.example/a`, /^not valid XML: unexpected end of document at line 2/],
     ['[1, 2]', /^that JSON document is not a JSON Feed \(it is not an object\)$/],
     ['{"title": "x", "items": []}', /^that JSON document is not a JSON Feed \(it has no "version" starting with https:\/\/jsonfeed\.org\/version\/\)$/],
     ['{"version": "https://jsonfeed.org/version/1.1", "title": "x"}', /^that JSON Feed has no "items" list$/],

@@ -43,9 +43,15 @@ const SUMMARY_HTML_TEXT_CHARS = 500;
 
 /** Detects the format from the content (not the URL or content-type), decodes the bytes, parses. Throws FeedError. */
 export function parseFeed(body: Buffer, source: { url: string; contentType?: string }): ParsedFeed {
-  const text = decodeFeedText(body, source.contentType);
-  if (text.trim() === '') throw new FeedError('the document is empty');
-  return finishFeed(readDraft(text, source.url), source.url);
+  try {
+    const text = decodeFeedText(body, source.contentType);
+    if (text.trim() === '') throw new FeedError('the document is empty');
+    return finishFeed(readDraft(text, source.url), source.url);
+  } catch (error) {
+    if (error instanceof FeedError) throw error;
+    // A document odd enough to trip up a library still gets an answer the caller can post.
+    throw new FeedError(`the feed could not be read (${error instanceof Error ? error.message : String(error)})`, { cause: error });
+  }
 }
 
 function readDraft(text: string, url: string): FeedDraft {

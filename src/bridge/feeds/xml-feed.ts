@@ -86,7 +86,7 @@ function escapeBareAmpersands(text: string): string {
 function checkWellFormed(text: string): void {
   const result = XMLValidator.validate(text, { allowBooleanAttributes: true });
   if (result === true) return;
-  const { msg, line } = result.err;
+  const { msg, line, col } = result.err;
   // For a document that stops early the validator lists the elements left open.
   const unclosed = /^Invalid '(\[.*\])' found\.?$/s.exec(msg)?.[1];
   if (unclosed !== undefined) {
@@ -94,7 +94,25 @@ function checkWellFormed(text: string): void {
     const open = names.length > 0 ? ` (${names.map((name) => `<${name}>`).join(', ')} never closed)` : '';
     throw new FeedError(`not valid XML: unexpected end of document at line ${lineCount(text)}${open}`);
   }
+  const unclosedTag = /^Unclosed tag '([^']+)'/.exec(msg)?.[1];
+  if (unclosedTag !== undefined) {
+    throw new FeedError(`not valid XML: unexpected end of document at line ${lineCount(text)} (<${unclosedTag}> never closed)`);
+  }
+  // A download cut inside a tag shows up as some complaint about that tag, right at the end.
+  if (text.trimEnd().length - offsetOf(text, line, col) < 64) {
+    throw new FeedError(`not valid XML: unexpected end of document at line ${lineCount(text)}`);
+  }
   throw new FeedError(`not valid XML: ${msg.replace(/\.$/, '')} at line ${line}`);
+}
+
+function offsetOf(text: string, line: number, col: number): number {
+  let offset = 0;
+  for (let current = 1; current < line; current++) {
+    const newline = text.indexOf('\n', offset);
+    if (newline === -1) break;
+    offset = newline + 1;
+  }
+  return offset + col - 1;
 }
 
 function parseNameList(json: string): string[] {
