@@ -11,18 +11,22 @@ const BREAKING_TAGS = new Set([
   'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'hr', 'section', 'article', 'header', 'footer', 'figure', 'figcaption', 'dd', 'dt',
 ]);
 
-/** Plain text of an HTML fragment: tags dropped, entities decoded, whitespace collapsed. */
-export function htmlToText(html: string): string {
+/**
+ * Plain text of an HTML fragment: tags dropped, entities decoded, whitespace collapsed. Titles pass
+ * `keepAllText`: a title saying "Why <script> tags block rendering" must not lose its last words.
+ */
+export function htmlToText(html: string, { keepAllText = false } = {}): string {
   const parts: string[] = [];
+  const skipped = keepAllText ? new Set<string>() : SKIPPED_TAGS;
   let skipDepth = 0;
   const parser = new Parser(
     {
       onopentag(name) {
-        if (SKIPPED_TAGS.has(name)) skipDepth++;
+        if (skipped.has(name)) skipDepth++;
         if (BREAKING_TAGS.has(name)) parts.push(' ');
       },
       onclosetag(name) {
-        if (SKIPPED_TAGS.has(name)) skipDepth = Math.max(0, skipDepth - 1);
+        if (skipped.has(name)) skipDepth = Math.max(0, skipDepth - 1);
         if (BREAKING_TAGS.has(name)) parts.push(' ');
       },
       ontext(text) {

@@ -104,7 +104,7 @@ function finishItem(draft: ItemDraft, format: FeedFormat, url: string): Finished
  * like "&amp;" there, which we decode.
  */
 function titleText(title: string, format: FeedFormat): string {
-  return htmlToText(format === 'json' ? title.replace(/</g, '&lt;') : title);
+  return htmlToText(format === 'json' ? title.replace(/</g, '&lt;') : title, { keepAllText: true });
 }
 
 /** Links we post must be web links; a `javascript:` or `data:` link in a feed is dropped. */
