@@ -269,8 +269,14 @@ describe('fetchFeed', () => {
 describe('fetchFeed without private addresses', () => {
   const publicOnly = () => options({ allowPrivateAddresses: false });
 
-  it('refuses a loopback IP literal', async () => {
-    expect((await failure(fetchFeed(`${base}/golem`, publicOnly()))).message).toBe('the address is 127.0.0.1, a loopback address');
+  it.each([
+    ['127.0.0.1', 'the address is 127.0.0.1, a loopback address'],
+    ['[::1]', 'the address is ::1, a loopback address'],
+    ['[::ffff:127.0.0.1]', 'the address is 127.0.0.1, a loopback address'],
+    ['2130706433', 'the address is 127.0.0.1, a loopback address'], // the URL parser reads it as 127.0.0.1
+    ['10.0.0.5', 'the address is 10.0.0.5, a private address'],
+  ])('refuses the IP literal %s without connecting', async (host, message) => {
+    expect((await failure(fetchFeed(`http://${host}:${port}/golem`, publicOnly()))).message).toBe(message);
   });
 
   it('refuses localhost after resolving it', async () => {
