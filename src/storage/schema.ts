@@ -125,6 +125,46 @@ export interface FiltersTable {
   definition: string;
 }
 
+export interface BridgeStateTable {
+  key: string;
+  value: string;
+}
+
+export interface BridgeWebhooksTable {
+  id_hash: string;
+  room_id: string;
+  name: string;
+  created_by: string;
+  created_ts: number;
+}
+
+export interface BridgeFeedsTable {
+  url: string;
+  title: string | null;
+  etag: string | null;
+  last_modified: string | null;
+  last_success_ts: number | null;
+  last_error: string | null;
+  last_error_ts: number | null;
+  failures: number;
+  next_poll_ts: number;
+}
+
+export interface BridgeRoomFeedsTable {
+  room_id: string;
+  url: string;
+  label: string | null;
+  added_by: string;
+  created_ts: number;
+  failure_notified: number;
+}
+
+export interface BridgeFeedSeenTable {
+  url: string;
+  item_id: string;
+  seen_ts: number;
+}
+
 export interface Database {
   users: UsersTable;
   devices: DevicesTable;
@@ -139,4 +179,9 @@ export interface Database {
   account_data: AccountDataTable;
   receipts: ReceiptsTable;
   filters: FiltersTable;
+  bridge_state: BridgeStateTable;
+  bridge_webhooks: BridgeWebhooksTable;
+  bridge_feeds: BridgeFeedsTable;
+  bridge_room_feeds: BridgeRoomFeedsTable;
+  bridge_feed_seen: BridgeFeedSeenTable;
 }
