@@ -81,6 +81,35 @@ export const ConfigSchema = Type.Object(
     max_request_body_bytes: Type.Integer({ minimum: 1024, default: 1_048_576 }),
     // Longest a /sync may wait for news; longer client timeouts are cut to this.
     max_sync_timeout: Type.Union([DurationSchema], { default: '3m' }),
+    bridge: Type.Object(
+      {
+        enabled: Type.Boolean({ default: true }),
+        localpart: Type.String({ pattern: '^[a-z0-9._=/+-]+$', minLength: 1, maxLength: 64, default: 'bridge' }),
+        displayname: Type.String({ minLength: 1, maxLength: 256, default: 'Bridge' }),
+        // Where webhook URLs point; defaults to public_baseurl (or the listening address).
+        webhook_base_url: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+        webhooks: Type.Object(
+          {
+            max_body_bytes: Type.Integer({ minimum: 1024, maximum: 67_108_864, default: 1_048_576 }),
+            rate_limit: rateLimit(10, 50),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+        feeds: Type.Object(
+          {
+            poll_interval_seconds: Type.Integer({ minimum: 1, maximum: 604_800, default: 600 }),
+            concurrency: Type.Integer({ minimum: 1, maximum: 64, default: 4 }),
+            timeout_seconds: Type.Integer({ minimum: 1, maximum: 600, default: 20 }),
+            max_items_per_poll: Type.Integer({ minimum: 1, maximum: 100, default: 10 }),
+            max_bytes: Type.Integer({ minimum: 1024, maximum: 268_435_456, default: 5_242_880 }),
+            max_redirects: Type.Integer({ minimum: 0, maximum: 20, default: 5 }),
+            allow_private_addresses: Type.Boolean({ default: false }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     logging: Type.Object(
       {
         level: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, { default: 'info' }),

@@ -25,6 +25,12 @@ describe('configuration', () => {
     expect(config.public_baseurl).toBeUndefined();
   });
 
+  it('ships config.example.yaml with exactly the defaults', () => {
+    const example = loadConfig({ env: {}, file: new URL('../../config.example.yaml', import.meta.url).pathname });
+    expect(example).toEqual(loadConfig({ env: {} }));
+    expect(example.bridge).toMatchObject({ enabled: true, localpart: 'bridge', feeds: { poll_interval_seconds: 600, allow_private_addresses: false } });
+  });
+
   it('reads a YAML file, and the environment overrides it', () => {
     const file = configFile('server_name: example.org\nlisten:\n  port: 9000\nrc_message:\n  per_second: 5\n  burst_count: 10\n');
     const config = loadConfig({
