@@ -21,6 +21,8 @@ import { profileRoutes } from './http/routes/profile.js';
 import { roomEventRoutes } from './http/routes/room-events.js';
 import { directoryLookupRoutes, roomRoutes } from './http/routes/rooms.js';
 import { syncRoutes } from './http/routes/sync.js';
+import { webhookRoutes } from './http/routes/webhooks.js';
+import { Bridge, type BridgeOptions } from './bridge/bridge.js';
 import { serverInfoFor, type ServerInfo } from './server-info.js';
 import { createServices, type Services } from './services.js';
 import { migrateToLatest, openDatabase, Storage } from './storage/index.js';
@@ -36,12 +38,16 @@ export interface AppDependencies {
   storage?: Storage;
   /** A pino logger to log to; defaults to pino on stdout at the configured level. */
   logger?: FastifyBaseLogger;
+  /** Test hooks for the bridge user (a fake feed fetcher, a fixed random source). */
+  bridge?: BridgeOptions;
 }
 
 export interface Homeserver {
   config: Config;
   services: Services;
   server: ServerInfo;
+  /** The bridge user, when `bridge.enabled`. */
+  bridge: Bridge | undefined;
 }
 
 declare module 'fastify' {
@@ -76,7 +82,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     logController: new LogController({ disableRequestLogging: true }),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  app.decorate('homeserver', { config, services, server });
+  const bridge = config.bridge.enabled ? new Bridge(services, server, app.log, deps.bridge) : undefined;
+  app.decorate('homeserver', { config, services, server, bridge });
   app.decorateRequest('requester', null);
   // Expired tokens are deleted once a day has passed since they expired; the tables would only grow.
   let pruning: NodeJS.Timeout | undefined;
@@ -85,9 +92,11 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       services.sessions.pruneExpiredTokens().catch((err: unknown) => app.log.error({ err }, 'pruning expired tokens failed'));
     }, TOKEN_PRUNE_INTERVAL_MS);
     pruning.unref();
+    await bridge?.start();
   });
   app.addHook('onClose', async () => {
     clearInterval(pruning);
+    await bridge?.stop();
     services.typing.clear();
     if (ownsStorage) await storage.close();
   });
@@ -126,5 +135,6 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     );
   }
   await app.register(adminRoutes(services));
+  if (bridge) await app.register(webhookRoutes(bridge, config.bridge.webhooks.max_body_bytes));
   return app;
 }

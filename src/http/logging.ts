@@ -12,6 +12,8 @@ const SECRET_QUERY_PARAMS = new Set(['access_token', 'refresh_token']);
  * query parser reads them (`access%5Ftoken` is `access_token` too).
  */
 export function redactUrl(url: string): string {
+  // A webhook's id is its credential, and it sits in the path.
+  if (url.startsWith('/webhook/')) return url.replace(/^\/webhook\/[^/?#]*/, '/webhook/<redacted>');
   const queryStart = url.indexOf('?');
   if (queryStart < 0) return url;
   const pairs = url.slice(queryStart + 1).split('&').map((pair) => {

@@ -1,0 +1,344 @@
+/**
+ * The bridge user: a service account that lives in this process and acts through the same room
+ * service as any client. It follows its rooms with the ordinary sync (its position kept across
+ * restarts, so old commands never run twice), joins when invited, and turns `!bridge` commands into
+ * webhooks and feed subscriptions.
+ */
+import { randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config/index.js';
+import { MatrixError } from '../http/errors.js';
+import { RateLimiter } from '../ratelimit/rate-limiter.js';
+import { effectivePowerLevels, userPowerLevel } from '../rooms/auth-rules.js';
+import type { JsonObject } from '../rooms/events.js';
+import type { ServerInfo } from '../server-info.js';
+import type { Services } from '../services.js';
+import { BOT_USER_TYPE } from '../users/account-service.js';
+import type { Requester } from '../users/session-service.js';
+import { userIdFor } from '../users/user-ids.js';
+import { parseCommand, type BridgeCommand } from './commands.js';
+import { DirectMessages } from './direct-messages.js';
+import { AlreadyFollowedError, FeedService, type FeedFetcher } from './feed-service.js';
+import { FeedError } from './feeds/feed-error.js';
+import { fetchFeed } from './feeds/fetch-feed.js';
+import { HELP_LINES, joinGreeting } from './help.js';
+import type { BridgePoster } from './poster.js';
+import { WebhookService } from './webhook-service.js';
+
+/** Power the bridge needs in a room to act there (Moderator). */
+export const BRIDGE_REQUIRED_POWER = 50;
+const SYNC_TOKEN_KEY = 'sync_token';
+const SYNC_TIMEOUT_MS = 30_000;
+const RETRY_AFTER_ERROR_MS = 1_000;
+/** Only what the bridge reacts to: messages and membership, nothing ephemeral. */
+const SYNC_FILTER = JSON.stringify({
+  presence: { not_types: ['*'] },
+  account_data: { not_types: ['*'] },
+  room: {
+    timeline: { limit: 100, types: ['m.room.message', 'm.room.member'] },
+    state: { not_types: ['*'] },
+    ephemeral: { not_types: ['*'] },
+    account_data: { not_types: ['*'] },
+  },
+});
+
+export interface BridgeOptions {
+  /** Replaces the network fetch of feeds (tests). */
+  fetchFeed?: FeedFetcher | undefined;
+  random?: (() => number) | undefined;
+}
+
+export class Bridge implements BridgePoster {
+  readonly userId: string;
+  readonly webhooks: WebhookService;
+  readonly feeds: FeedService;
+  private readonly requester: Requester;
+  private readonly directMessages: DirectMessages;
+  private readonly abort = new AbortController();
+  private loop: Promise<void> | undefined;
+  /** Each room's commands run one after another; rooms do not wait for each other. */
+  private readonly roomQueues = new Map<string, Promise<void>>();
+  private readonly config: Config['bridge'];
+
+  constructor(
+    private readonly services: Services,
+    private readonly server: ServerInfo,
+    private readonly log: FastifyBaseLogger,
+    options: BridgeOptions = {},
+  ) {
+    this.config = services.config.bridge;
+    this.userId = userIdFor(this.config.localpart, services.config.server_name);
+    this.requester = { userId: this.userId, deviceId: 'BRIDGE', accessTokenId: 0 };
+    const limiter = new RateLimiter(this.config.webhooks.rate_limit, services.clock, services.config.ratelimiting_enabled);
+    this.webhooks = new WebhookService(services.storage, services.clock, limiter, this);
+    this.feeds = new FeedService(services.storage, this.config.feeds, services.clock, this, options.fetchFeed ?? fetchFeed, log, options.random);
+    this.directMessages = new DirectMessages(services, this.requester);
+  }
+
+  async start(): Promise<void> {
+    await this.ensureAccount();
+    this.loop = this.followRooms();
+    this.feeds.start();
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.loop;
+    await Promise.allSettled([...this.roomQueues.values()]);
+    await this.feeds.stop();
+  }
+
+  // ---- BridgePoster ----
+
+  isActiveIn(roomId: string): boolean {
+    return this.services.roomCache.peek(roomId)?.isJoined(this.userId) ?? false;
+  }
+
+  async post(roomId: string, content: JsonObject): Promise<string> {
+    return this.services.rooms.send(this.requester, roomId, 'm.room.message', randomUUID(), content);
+  }
+
+  // ---- following rooms ----
+
+  private async ensureAccount(): Promise<void> {
+    const { accounts, storage, limiters } = this.services;
+    const existing = await accounts.getUser(this.userId);
+    if (!existing) {
+      await accounts.createUser({ localpart: this.config.localpart, userType: BOT_USER_TYPE, displayname: this.config.displayname });
+    } else if (existing.deactivated) {
+      throw new Error(`the bridge user ${this.userId} is deactivated; reactivate it or set bridge.enabled: false`);
+    }
+    // Webhooks and feeds have their own limits; the per-user message limit would only drop posts.
+    const exempt = { user_id: this.userId, messages_per_second: 0, burst_count: 0 };
+    await storage.ratelimits.set(exempt);
+    limiters.overrideChanged(this.userId, exempt);
+  }
+
+  private async followRooms(): Promise<void> {
+    const { storage, sync } = this.services;
+    let since = await storage.bridge.getValue(SYNC_TOKEN_KEY);
+    while (!this.abort.signal.aborted) {
+      try {
+        const body = await sync.sync({
+          requester: this.requester,
+          since,
+          timeoutMs: SYNC_TIMEOUT_MS,
+          fullState: false,
+          filter: SYNC_FILTER,
+          signal: this.abort.signal,
+        });
+        if (this.abort.signal.aborted) break;
+        const next = String(body.next_batch);
+        // Saved before acting: after a crash a command is lost rather than run twice.
+        if (next !== since) await storage.bridge.setValue(SYNC_TOKEN_KEY, next);
+        this.handleSync(body, since === undefined);
+        since = next;
+      } catch (err) {
+        if (this.abort.signal.aborted) break;
+        this.log.error({ err }, 'bridge sync failed');
+        await new Promise((resolve) => setTimeout(resolve, RETRY_AFTER_ERROR_MS).unref());
+      }
+    }
+  }
+
+  private handleSync(body: JsonObject, initial: boolean): void {
+    const rooms = (body.rooms ?? {}) as { join?: JsonObject; invite?: JsonObject; leave?: JsonObject };
+    for (const roomId of Object.keys(rooms.invite ?? {})) this.inRoom(roomId, () => this.acceptInvite(roomId));
+    for (const roomId of Object.keys(rooms.leave ?? {})) this.inRoom(roomId, () => this.leftRoom(roomId));
+    // The first sync ever is history: commands in it were meant for nobody here yet.
+    if (initial) return;
+    for (const [roomId, room] of Object.entries(rooms.join ?? {})) {
+      for (const event of this.eventsSinceJoining(room as JsonObject)) {
+        if (event.type !== 'm.room.message' || event.sender === this.userId) continue;
+        const content = event.content as JsonObject;
+        // Notices are what bots say; answering them is how bots end up talking to each other forever.
+        if (content.msgtype !== 'm.text' || typeof content.body !== 'string') continue;
+        const command = parseCommand(content.body);
+        if (command) this.inRoom(roomId, () => this.run(roomId, String(event.sender), String(event.event_id), command));
+      }
+    }
+  }
+
+  /**
+   * The timeline after the bridge's own join, when the join is in it: a room it has just joined
+   * shows history from before, and commands there were not meant for it (or were already run
+   * during an earlier stay).
+   */
+  private eventsSinceJoining(room: JsonObject): JsonObject[] {
+    const events = (room.timeline as { events?: JsonObject[] } | undefined)?.events ?? [];
+    let start = 0;
+    events.forEach((event, index) => {
+      const content = event.content as JsonObject | undefined;
+      if (event.type === 'm.room.member' && event.state_key === this.userId && content?.membership === 'join') start = index + 1;
+    });
+    return events.slice(start);
+  }
+
+  private inRoom(roomId: string, work: () => Promise<void>): void {
+    const previous = this.roomQueues.get(roomId) ?? Promise.resolve();
+    const next = previous.then(work).catch((err: unknown) => this.log.error({ err, room: roomId }, 'bridge action failed'));
+    this.roomQueues.set(roomId, next);
+    void next.finally(() => {
+      if (this.roomQueues.get(roomId) === next) this.roomQueues.delete(roomId);
+    });
+  }
+
+  private async acceptInvite(roomId: string): Promise<void> {
+    // Invited means not joined: whatever the room had from an earlier stay has ended, even if the
+    // kick and the new invite came so close together that this sync shows only the invite.
+    await this.leftRoom(roomId);
+    try {
+      await this.services.rooms.join(this.requester, roomId);
+    } catch (err) {
+      this.log.warn({ err, room: roomId }, 'bridge could not join a room it was invited to');
+      return;
+    }
+    if (await this.directMessages.isDirectRoom(roomId)) return;
+    const { bridge } = await this.powers(roomId, this.userId);
+    await this.notice(roomId, joinGreeting(bridge, BRIDGE_REQUIRED_POWER));
+  }
+
+  /** Left, kicked or banned: the room's webhooks and feeds end (a new invite starts afresh). */
+  private async leftRoom(roomId: string): Promise<void> {
+    if (this.isActiveIn(roomId)) return;
+    const webhooks = await this.webhooks.removeAllOf(roomId);
+    const feeds = await this.feeds.removeAllOf(roomId);
+    if (webhooks + feeds > 0) this.log.info({ room: roomId, webhooks, feeds }, 'bridge left a room; its webhooks and feeds are removed');
+  }
+
+  // ---- commands ----
+
+  private async run(roomId: string, sender: string, eventId: string, command: BridgeCommand): Promise<void> {
+    const reply = (body: string) => this.notice(roomId, body, eventId);
+    switch (command.kind) {
+      case 'usage':
+        return reply(command.message);
+      case 'help':
+        return reply(HELP_LINES.join('\n'));
+      case 'webhook-list': {
+        const names = await this.webhooks.names(roomId);
+        return reply(names.length === 0 ? 'This room has no webhooks.' : `Webhooks in this room: ${names.join(', ')}`);
+      }
+      case 'feed-list':
+        return reply(await this.describeFeeds(roomId));
+      default:
+        break;
+    }
+    const refusal = await this.managementRefusal(roomId, sender);
+    if (refusal) return reply(refusal);
+    switch (command.kind) {
+      case 'webhook-create':
+        return this.createWebhook(roomId, sender, command.name, reply);
+      case 'webhook-remove': {
+        const removed = await this.webhooks.remove(roomId, command.name);
+        return reply(removed ? `Removed the webhook "${command.name}"; its URL no longer works.` : `This room has no webhook named "${command.name}".`);
+      }
+      case 'feed-add':
+        return this.addFeed(roomId, sender, command.url, command.label, reply);
+      case 'feed-remove': {
+        const removed = await this.feeds.unsubscribe(roomId, command.url);
+        return reply(removed ? `This room no longer follows ${command.url}.` : `This room does not follow ${command.url}.`);
+      }
+    }
+  }
+
+  /** Why the sender may not manage this room's webhooks and feeds (or the bridge may not act). */
+  private async managementRefusal(roomId: string, sender: string): Promise<string | undefined> {
+    const { bridge, sender: senderPower, stateDefault } = await this.powers(roomId, sender);
+    if (bridge < BRIDGE_REQUIRED_POWER) {
+      return `Sorry, I need power level ${BRIDGE_REQUIRED_POWER} (Moderator) in this room to do that, and I have ${bridge}. A room admin can give it to me.`;
+    }
+    if (senderPower < stateDefault) {
+      return `Sorry, managing webhooks and feeds here takes power level ${stateDefault}, and you have ${senderPower}.`;
+    }
+    return undefined;
+  }
+
+  private async powers(roomId: string, sender: string): Promise<{ bridge: number; sender: number; stateDefault: number }> {
+    const room = await this.services.roomCache.room(roomId);
+    if (!room) return { bridge: 0, sender: 0, stateDefault: 0 };
+    const levels = effectivePowerLevels(room.lookup);
+    return { bridge: userPowerLevel(levels, this.userId), sender: userPowerLevel(levels, sender), stateDefault: levels.state_default };
+  }
+
+  private async createWebhook(roomId: string, sender: string, name: string, reply: (body: string) => Promise<void>): Promise<void> {
+    const id = await this.webhooks.create(roomId, name, sender);
+    if (id === undefined) return reply(`This room already has a webhook named "${name}". Remove it first, or choose another name.`);
+    const url = `${this.webhookBaseUrl()}webhook/${id}`;
+    const roomName = await this.roomName(roomId);
+    try {
+      const dm = await this.directMessages.roomWith(sender);
+      await this.notice(dm, [
+        `Your webhook "${name}" for ${roomName} is ready. Keep this URL secret: anyone who has it can post to the room.`,
+        url,
+        `Post JSON such as {"text": "Hello"} to it with PUT or POST. To revoke it, say "!bridge webhook remove ${name}" in the room.`,
+      ].join('\n'));
+    } catch (err) {
+      this.log.warn({ err, room: roomId }, 'sending a webhook URL by direct message failed');
+      await this.webhooks.remove(roomId, name);
+      return reply(`I could not send you a direct message, so I did not create the webhook "${name}". Please try again.`);
+    }
+    return reply(`Created the webhook "${name}". I have sent its URL to ${sender} in a direct message.`);
+  }
+
+  private async addFeed(roomId: string, sender: string, url: string, label: string | undefined, reply: (body: string) => Promise<void>): Promise<void> {
+    try {
+      const result = await this.feeds.subscribe(roomId, url, label, sender);
+      const name = label ?? result.title ?? url;
+      const existing = result.existingItems === 1 ? '1 item' : `${result.existingItems} items`;
+      return reply(`This room now follows ${name} (${url}). Its current ${existing} are not posted; new ones will be.`);
+    } catch (err) {
+      if (err instanceof AlreadyFollowedError) return reply(err.message);
+      if (err instanceof FeedError) return reply(`I could not add ${url}: ${err.message}.`);
+      throw err;
+    }
+  }
+
+  private async describeFeeds(roomId: string): Promise<string> {
+    const feeds = await this.feeds.list(roomId);
+    if (feeds.length === 0) return 'This room follows no feeds.';
+    const now = this.services.clock.now();
+    const lines = feeds.map((feed) => {
+      const name = feed.label ?? feed.title ?? feed.url;
+      const success = feed.lastSuccessTs === null ? 'never fetched successfully' : `last fetched ${ago(now - feed.lastSuccessTs)}`;
+      const error = feed.failures > 0 && feed.lastError ? `; failing (${feed.failures}×): ${feed.lastError}` : '';
+      return `• ${name}: ${feed.url} (${success}${error})`;
+    });
+    return [`Feeds this room follows:`, ...lines].join('\n');
+  }
+
+  private async roomName(roomId: string): Promise<string> {
+    const room = await this.services.roomCache.room(roomId);
+    const name = room?.get('m.room.name')?.content.name;
+    const alias = room?.get('m.room.canonical_alias')?.content.alias;
+    if (typeof name === 'string' && name.trim() !== '') return `the room "${name}"`;
+    if (typeof alias === 'string') return alias;
+    return roomId;
+  }
+
+  private webhookBaseUrl(): string {
+    const base = this.config.webhook_base_url ?? this.server.publicBaseUrl;
+    return base.endsWith('/') ? base : `${base}/`;
+  }
+
+  private async notice(roomId: string, body: string, inReplyTo?: string): Promise<void> {
+    const content: JsonObject = { msgtype: 'm.notice', body };
+    if (inReplyTo) content['m.relates_to'] = { 'm.in_reply_to': { event_id: inReplyTo } };
+    try {
+      await this.post(roomId, content);
+    } catch (err) {
+      if (err instanceof MatrixError) this.log.warn({ err, room: roomId }, 'bridge could not post');
+      else throw err;
+    }
+  }
+}
+
+function ago(ms: number): string {
+  const seconds = Math.max(0, Math.round(ms / 1000));
+  if (seconds < 90) return `${seconds} s ago`;
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 90) return `${minutes} min ago`;
+  const hours = Math.round(minutes / 60);
+  if (hours < 36) return `${hours} h ago`;
+  return `${Math.round(hours / 24)} days ago`;
+}

@@ -1,0 +1,62 @@
+/**
+ * The bridge's direct-message rooms, recorded in its own `m.direct` account data as clients do, and
+ * reused while the other user is still in them.
+ */
+import { MatrixError } from '../http/errors.js';
+import type { JsonObject } from '../rooms/events.js';
+import type { Services } from '../services.js';
+import type { Requester } from '../users/session-service.js';
+
+export class DirectMessages {
+  /** One DM room is looked up or created per user at a time, so two requests never make two. */
+  private readonly locks = new Map<string, Promise<string>>();
+
+  constructor(
+    private readonly services: Services,
+    private readonly requester: Requester,
+  ) {}
+
+  async isDirectRoom(roomId: string): Promise<boolean> {
+    const direct = await this.directRooms();
+    return Object.values(direct).some((rooms) => Array.isArray(rooms) && rooms.includes(roomId));
+  }
+
+  /** A DM room with `userId`: an existing one the user is still joined or invited to, or a new one. */
+  roomWith(userId: string): Promise<string> {
+    const previous = this.locks.get(userId) ?? Promise.resolve('');
+    const next = previous.catch(() => '').then(() => this.findOrCreate(userId));
+    this.locks.set(userId, next);
+    void next.finally(() => {
+      if (this.locks.get(userId) === next) this.locks.delete(userId);
+    }).catch(() => undefined);
+    return next;
+  }
+
+  private async findOrCreate(userId: string): Promise<string> {
+    const direct = await this.directRooms();
+    const known = Array.isArray(direct[userId]) ? (direct[userId] as unknown[]).filter((id): id is string => typeof id === 'string') : [];
+    for (const roomId of [...known].reverse()) {
+      const room = await this.services.roomCache.room(roomId);
+      const theirs = room?.membership(userId);
+      if (room?.isJoined(this.requester.userId) && (theirs === 'join' || theirs === 'invite')) return roomId;
+    }
+    const roomId = await this.services.rooms.createRoom(this.requester, {
+      preset: 'trusted_private_chat',
+      is_direct: true,
+      invite: [userId],
+    });
+    const updated = await this.directRooms();
+    const rooms = Array.isArray(updated[userId]) ? (updated[userId] as unknown[]) : [];
+    await this.services.accountData.set(this.requester.userId, undefined, 'm.direct', { ...updated, [userId]: [...rooms, roomId] });
+    return roomId;
+  }
+
+  private async directRooms(): Promise<JsonObject> {
+    try {
+      return await this.services.accountData.get(this.requester.userId, undefined, 'm.direct');
+    } catch (err) {
+      if (err instanceof MatrixError && err.errcode === 'M_NOT_FOUND') return {};
+      throw err;
+    }
+  }
+}

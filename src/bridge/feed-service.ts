@@ -1,0 +1,298 @@
+/**
+ * Feed subscriptions and the poller. Each feed URL is one row however many rooms follow it, so it
+ * is fetched once per interval; what was already posted is remembered per feed, so each item
+ * reaches a room once, across restarts. Time comes from the clock and polling can be driven by
+ * `pollDue()`, so tests never wait for an interval.
+ */
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config/index.js';
+import type { FeedRow, RoomFeedRow, Storage } from '../storage/index.js';
+import { feedItemMessage, moreItemsMessage } from './feed-message.js';
+import { FeedError } from './feeds/feed-error.js';
+import type { FetchFeedOptions, FetchFeedResult } from './feeds/fetch-feed.js';
+import type { FeedItem, ParsedFeed } from './feeds/parse-feed.js';
+import type { BridgePoster } from './poster.js';
+
+export type FeedFetcher = (url: string, options: FetchFeedOptions) => Promise<FetchFeedResult>;
+type FeedsConfig = Config['bridge']['feeds'];
+
+/** After this many failures in a row, each following room is told once. */
+export const FAILURE_NOTICE_AFTER = 3;
+/** Backoff doubles per failure up to this (or the poll interval, if longer). */
+const MAX_BACKOFF_MS = 6 * 3_600_000;
+/** Seen item ids kept per feed beyond those currently in it. */
+const SEEN_IDS_KEPT = 1_000;
+const USER_AGENT = 'bot-homeserver-bridge (+https://github.com/bot-homeserver)';
+
+export interface FeedSubscription {
+  url: string;
+  label: string | null;
+  title: string | null;
+  lastSuccessTs: number | null;
+  lastError: string | null;
+  failures: number;
+}
+
+export interface SubscribeResult {
+  title: string | undefined;
+  /** Items present when subscribing: marked seen, never posted. */
+  existingItems: number;
+}
+
+export class AlreadyFollowedError extends Error {}
+
+export class FeedService {
+  private readonly inFlight = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = true;
+  /** Set by stop(): polls under way finish, queued ones are left for the next start. */
+  private closing = false;
+
+  constructor(
+    private readonly storage: Storage,
+    private readonly config: FeedsConfig,
+    private readonly clock: Clock,
+    private readonly poster: BridgePoster,
+    private readonly fetcher: FeedFetcher,
+    private readonly log: FastifyBaseLogger,
+    private readonly random: () => number = Math.random,
+  ) {}
+
+  // ---- subscriptions ----
+
+  async subscribe(roomId: string, url: string, label: string | undefined, addedBy: string): Promise<SubscribeResult> {
+    const now = this.clock.now();
+    const followed = await this.storage.bridge.roomFeeds(roomId);
+    if (followed.some((row) => row.url === url)) throw new AlreadyFollowedError(`This room already follows ${url}.`);
+    const known = await this.storage.bridge.feed(url);
+    let result: SubscribeResult;
+    if (known) {
+      // Another room follows it already: its items are known; new ones reach every room.
+      result = { title: known.title ?? undefined, existingItems: 0 };
+    } else {
+      const fetched = await this.fetcher(url, this.fetchOptions());
+      if (fetched.notModified) throw new FeedError('the server answered 304 Not Modified to a first request');
+      const { feed } = fetched;
+      await this.storage.bridge.insertFeedIfMissing({
+        url,
+        title: feed.title ?? null,
+        etag: fetched.etag ?? null,
+        last_modified: fetched.lastModified ?? null,
+        last_success_ts: now,
+        last_error: null,
+        last_error_ts: null,
+        failures: 0,
+        next_poll_ts: now + this.jittered(this.intervalMs()),
+      });
+      await this.storage.bridge.markSeen(url, feed.items.map((item) => item.id), now, SEEN_IDS_KEPT + feed.items.length);
+      result = { title: feed.title, existingItems: feed.items.length };
+    }
+    const inserted = await this.storage.bridge.insertRoomFeed({ room_id: roomId, url, label: label ?? null, added_by: addedBy, created_ts: now, failure_notified: 0 });
+    if (!inserted) throw new AlreadyFollowedError(`This room already follows ${url}.`);
+    this.reschedule();
+    return result;
+  }
+
+  async unsubscribe(roomId: string, url: string): Promise<boolean> {
+    const removed = await this.storage.bridge.deleteRoomFeed(roomId, url);
+    if (removed) await this.storage.bridge.deleteUnfollowedFeeds();
+    return removed;
+  }
+
+  async list(roomId: string): Promise<FeedSubscription[]> {
+    const rows = await this.storage.bridge.roomFeeds(roomId);
+    return rows.map((row) => ({
+      url: row.url,
+      label: row.label,
+      title: row.feed.title,
+      lastSuccessTs: row.feed.last_success_ts === null ? null : Number(row.feed.last_success_ts),
+      lastError: row.feed.last_error,
+      failures: row.feed.failures,
+    }));
+  }
+
+  /** The bridge left the room: its subscriptions end. */
+  async removeAllOf(roomId: string): Promise<number> {
+    const removed = await this.storage.bridge.deleteRoomFeedsOfRoom(roomId);
+    if (removed > 0) await this.storage.bridge.deleteUnfollowedFeeds();
+    return removed;
+  }
+
+  // ---- polling ----
+
+  start(): void {
+    this.stopped = false;
+    this.closing = false;
+    this.reschedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.closing = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  /** Polls every feed that is due now, at most `concurrency` at a time. */
+  async pollDue(): Promise<void> {
+    const due = await this.storage.bridge.dueFeeds(this.clock.now(), 10_000);
+    const queue = due.filter((feed) => !this.inFlight.has(feed.url));
+    const workers = Array.from({ length: Math.min(this.config.concurrency, queue.length) }, async () => {
+      for (let feed = queue.shift(); feed; feed = queue.shift()) {
+        if (this.closing) break;
+        await this.poll(feed);
+      }
+    });
+    await Promise.all(workers);
+  }
+
+  /** Fetches one feed and posts what is new to every room that follows it. Never throws. */
+  async poll(feed: FeedRow): Promise<void> {
+    if (this.inFlight.has(feed.url)) return;
+    this.inFlight.add(feed.url);
+    try {
+      let result: FetchFeedResult;
+      try {
+        result = await this.fetcher(feed.url, { ...this.fetchOptions(), etag: feed.etag ?? undefined, lastModified: feed.last_modified ?? undefined });
+      } catch (err) {
+        await this.failed(feed, err);
+        return;
+      }
+      const followers = await this.activeFollowers(feed.url);
+      if (!result.notModified) await this.postNewItems(feed, result.feed, followers);
+      await this.succeeded(feed, result, followers);
+    } catch (err) {
+      this.log.error({ err, feed: feed.url }, 'feed poll failed');
+    } finally {
+      this.inFlight.delete(feed.url);
+    }
+  }
+
+  private async postNewItems(feed: FeedRow, parsed: ParsedFeed, followers: RoomFeedRow[]): Promise<void> {
+    const ids = parsed.items.map((item) => item.id);
+    const seen = await this.storage.bridge.seenAmong(feed.url, ids);
+    const fresh = oldestFirst(parsed.items.filter((item) => !seen.has(item.id)));
+    const max = this.config.max_items_per_poll;
+    // The newest ones are shown, oldest first; the rest are counted in one line.
+    const shown = fresh.slice(Math.max(0, fresh.length - max));
+    const hidden = fresh.length - shown.length;
+    for (const room of followers) {
+      const name = room.label ?? parsed.title ?? feed.title ?? feed.url;
+      try {
+        for (const item of shown) await this.poster.post(room.room_id, feedItemMessage(name, item));
+        if (hidden > 0) await this.poster.post(room.room_id, moreItemsMessage(name, hidden, parsed.link));
+      } catch (err) {
+        this.log.warn({ err, feed: feed.url, room: room.room_id }, 'posting feed items failed');
+      }
+    }
+    // Marked after posting: a crash in between repeats an item rather than losing it.
+    await this.storage.bridge.markSeen(feed.url, ids, this.clock.now(), SEEN_IDS_KEPT + ids.length);
+  }
+
+  private async succeeded(feed: FeedRow, result: FetchFeedResult, followers: RoomFeedRow[]): Promise<void> {
+    const now = this.clock.now();
+    await this.storage.bridge.updateFeed(feed.url, {
+      ...(result.notModified ? {} : { title: result.feed.title ?? feed.title, etag: result.etag ?? null, last_modified: result.lastModified ?? null }),
+      last_success_ts: now,
+      failures: 0,
+      next_poll_ts: now + this.jittered(this.intervalMs()),
+    });
+    const recovered = followers.filter((room) => room.failure_notified);
+    for (const room of recovered) {
+      const name = room.label ?? feed.title ?? feed.url;
+      await this.poster.post(room.room_id, { msgtype: 'm.notice', body: `The feed ${name} works again.` }).catch(() => undefined);
+    }
+    await this.storage.bridge.setFailureNotified(feed.url, recovered.map((room) => room.room_id), false);
+  }
+
+  private async failed(feed: FeedRow, err: unknown): Promise<void> {
+    const message = err instanceof FeedError ? err.message : 'the fetch failed unexpectedly';
+    if (!(err instanceof FeedError)) this.log.warn({ err, feed: feed.url }, 'feed fetch failed unexpectedly');
+    const now = this.clock.now();
+    const failures = feed.failures + 1;
+    const backoff = Math.min(this.intervalMs() * 2 ** (failures - 1), Math.max(this.intervalMs(), MAX_BACKOFF_MS));
+    await this.storage.bridge.updateFeed(feed.url, { failures, last_error: message, last_error_ts: now, next_poll_ts: now + this.jittered(backoff) });
+    if (failures < FAILURE_NOTICE_AFTER) return;
+    const followers = (await this.activeFollowers(feed.url)).filter((room) => !room.failure_notified);
+    for (const room of followers) {
+      const name = room.label ?? feed.title ?? feed.url;
+      const body = `The feed ${name} has failed ${failures} times in a row: ${message}. I will keep trying, less often, and say when it works again.`;
+      await this.poster.post(room.room_id, { msgtype: 'm.notice', body }).catch(() => undefined);
+    }
+    await this.storage.bridge.setFailureNotified(feed.url, followers.map((room) => room.room_id), true);
+  }
+
+  private async activeFollowers(url: string): Promise<RoomFeedRow[]> {
+    const rows = await this.storage.bridge.followersOf(url);
+    return rows.filter((row) => this.poster.isActiveIn(row.room_id));
+  }
+
+  /** Arms the timer for the next due feed (or `delayMs` from now). */
+  private reschedule(delayMs?: number): void {
+    if (this.stopped) return;
+    clearTimeout(this.timer);
+    const arm = (delay: number) => {
+      // Timers are capped at about 24.8 days; a minute is plenty between checks.
+      this.timer = setTimeout(() => this.tick(), Math.max(0, Math.min(delay, 60_000)));
+      this.timer.unref();
+    };
+    if (delayMs !== undefined) {
+      arm(delayMs);
+      return;
+    }
+    this.storage.bridge
+      .nextPollTime()
+      .then((next) => {
+        if (!this.stopped && next !== undefined) arm(next - this.clock.now());
+        else if (!this.stopped) arm(60_000);
+      })
+      .catch((err: unknown) => this.log.error({ err }, 'scheduling feed polls failed'));
+  }
+
+  private tick(): void {
+    this.timer = undefined;
+    if (this.stopped || this.running) return;
+    this.running = this.pollDue()
+      .catch((err: unknown) => this.log.error({ err }, 'feed polling failed'))
+      .finally(() => {
+        this.running = undefined;
+        this.reschedule();
+      });
+  }
+
+  private intervalMs(): number {
+    return this.config.poll_interval_seconds * 1000;
+  }
+
+  /** Spreads polls by ±10%, so feeds added together do not stay in step. */
+  private jittered(ms: number): number {
+    return Math.round(ms * (0.9 + 0.2 * this.random()));
+  }
+
+  private fetchOptions(): FetchFeedOptions {
+    return {
+      timeoutMs: this.config.timeout_seconds * 1000,
+      maxBytes: this.config.max_bytes,
+      maxRedirects: this.config.max_redirects,
+      allowPrivateAddresses: this.config.allow_private_addresses,
+      userAgent: USER_AGENT,
+    };
+  }
+}
+
+/**
+ * Feeds list newest first, but not all of them, and not all items carry dates: with a date on
+ * every item, sort by it; otherwise trust the document's order and reverse it.
+ */
+export function oldestFirst(items: FeedItem[]): FeedItem[] {
+  if (items.length > 0 && items.every((item) => item.published !== undefined)) {
+    return items
+      .map((item, index) => ({ item, index }))
+      .sort((a, b) => a.item.published!.getTime() - b.item.published!.getTime() || b.index - a.index)
+      .map(({ item }) => item);
+  }
+  return [...items].reverse();
+}
