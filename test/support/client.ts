@@ -74,6 +74,53 @@ export class TestClient {
   async sync(query: Record<string, string | number | boolean> = {}): Promise<Json> {
     return this.ok('GET', '/sync', undefined, query);
   }
+
+  /** This client's own position for `syncUntil`, and every timeline event it has seen there. */
+  private followSince: string | undefined;
+  private readonly followed: Json[] = [];
+  /** Invites seen through syncUntil, by room: their `invite_state` events. */
+  readonly invites = new Map<string, Json[]>();
+
+  /**
+   * Long-polls /sync (continuing from the previous call) until `check` finds what it wants in an
+   * answer; fails after `timeoutMs` of waiting in real time.
+   */
+  async syncUntil<T>(check: (sync: Json) => T | undefined, timeoutMs = 10_000): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const query: Record<string, string | number> = { timeout: Math.max(0, Math.min(2_000, deadline - Date.now())) };
+      if (this.followSince) query.since = this.followSince;
+      const answer = await this.sync(query);
+      this.followSince = answer.next_batch as string;
+      for (const [roomId, room] of Object.entries((answer.rooms?.invite ?? {}) as Record<string, Json>)) {
+        this.invites.set(roomId, (room.invite_state?.events as Json[] | undefined) ?? []);
+      }
+      for (const [roomId, room] of Object.entries((answer.rooms?.join ?? {}) as Record<string, Json>)) {
+        for (const event of (room.timeline?.events as Json[] | undefined) ?? []) this.followed.push({ room_id: roomId, ...event });
+      }
+      const found = check(answer);
+      if (found !== undefined) return found;
+      if (Date.now() >= deadline) throw new Error(`${this.userId}: nothing matched within ${timeoutMs} ms`);
+    }
+  }
+
+  /** The first timeline event (seen before or arriving now) in `roomId` that matches. */
+  async waitForEvent(roomId: string, predicate: (event: Json) => boolean, timeoutMs = 10_000): Promise<Json> {
+    const match = (event: Json) => event.room_id === roomId && predicate(event);
+    const earlier = this.followed.find(match);
+    if (earlier) return earlier;
+    return this.syncUntil(() => this.followed.find(match), timeoutMs);
+  }
+
+  /** The invite to `roomId` (its invite_state events), seen before or arriving now. */
+  async waitForInvite(roomId: string, timeoutMs = 10_000): Promise<Json[]> {
+    return this.invites.get(roomId) ?? this.syncUntil(() => this.invites.get(roomId), timeoutMs);
+  }
+
+  /** Every timeline event of `roomId` this client has seen through syncUntil/waitForEvent. */
+  seenIn(roomId: string): Json[] {
+    return this.followed.filter((event) => event.room_id === roomId);
+  }
 }
 
 export function client(hs: TestHomeserver, user: TestUser, prefix?: string): TestClient {

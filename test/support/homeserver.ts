@@ -29,6 +29,9 @@ export function testConfig(overrides: Record<string, unknown> = {}): Config {
     password_hashing: { memory_cost_kib: 64, time_cost: 1, parallelism: 1 },
     ratelimiting_enabled: false,
     logging: { level: 'silent' },
+    // The bridge user is a room member with a parked sync of its own; tests that want it say so
+    // (see test/support/bridge.ts).
+    bridge: { enabled: false },
     ...overrides,
   });
 }
@@ -45,11 +48,11 @@ export interface TestHomeserver {
 
 export async function startTestHomeserver(
   overrides: Record<string, unknown> = {},
-  options: { clock?: FakeClock; logger?: AppDependencies['logger'] } = {},
+  options: { clock?: FakeClock; logger?: AppDependencies['logger']; bridge?: AppDependencies['bridge'] } = {},
 ): Promise<TestHomeserver> {
   const config = testConfig(overrides);
   const clock = options.clock ?? new FakeClock();
-  const app = await buildApp(config, { clock, logger: options.logger });
+  const app = await buildApp(config, { clock, logger: options.logger, bridge: options.bridge });
   await app.ready();
   return {
     app,

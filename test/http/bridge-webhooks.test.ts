@@ -1,0 +1,200 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startTestHomeserver, type TestHomeserver, createUser } from '../support/homeserver.js';
+import { client, clientsFor, type Json, type TestClient } from '../support/client.js';
+import { expectMatrixError } from '../support/spec-validator.js';
+import { bridgeIdOf, command, promoteBridge, roomWithBridge, withBridge } from '../support/bridge.js';
+import { TRUNCATION_MARKER } from '../../src/bridge/webhook-message.js';
+
+let hs: TestHomeserver | undefined;
+const dirs: string[] = [];
+afterEach(async () => {
+  await hs?.close();
+  hs = undefined;
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Creates a webhook as `owner` and reads its URL from the bridge's direct message. */
+async function createWebhook(server: TestHomeserver, owner: TestClient, roomId: string, name: string): Promise<{ url: string; path: string; reply: Json }> {
+  const reply = await command(server, owner, roomId, `!bridge webhook ${name}`);
+  expect(reply.content.body).toContain(`Created the webhook "${name}"`);
+  expect(reply.content.body).toContain('direct message');
+  // The URL is in a DM room the bridge invited the requester to (marked as direct), or reused.
+  const direct = await server.services.accountData.get(bridgeIdOf(server), undefined, 'm.direct');
+  const rooms = direct[owner.userId] as string[];
+  const dm = rooms[rooms.length - 1]!;
+  if (!server.services.roomCache.peek(dm)?.isJoined(owner.userId)) {
+    const inviteState = await owner.waitForInvite(dm);
+    const ownMember = inviteState.find((event) => event.type === 'm.room.member' && event.state_key === owner.userId);
+    expect(ownMember?.content.is_direct).toBe(true);
+    await owner.join(dm);
+  }
+  const message = await owner.waitForEvent(dm, (event) => event.sender === bridgeIdOf(server) && String(event.content?.body).includes(`"${name}"`));
+  const line = String(message.content.body).split('\n').find((text) => text.startsWith('https://'));
+  expect(line).toBeDefined();
+  const url = line!;
+  expect(url).toMatch(/^https:\/\/matrix\.test\.local\/webhook\/[A-Za-z0-9_-]{43}$/);
+  return { url, path: new URL(url).pathname, reply };
+}
+
+describe('the bridge user and webhooks', () => {
+  it('joins on invite, asks for power, then makes a webhook whose URL arrives by DM and posts into the room', async () => {
+    hs = await startTestHomeserver(withBridge());
+    const [alice] = await clientsFor(hs, 'alice');
+    const bridgeId = bridgeIdOf(hs);
+    expect(bridgeId).toBe('@bridge:test.local');
+    const roomId = await roomWithBridge(hs, alice, { promote: false });
+
+    const greeting = await alice.waitForEvent(roomId, (event) => event.sender === bridgeId && event.type === 'm.room.message');
+    expect(greeting.content.msgtype).toBe('m.notice');
+    expect(greeting.content.body).toContain('power level 50');
+
+    const refused = await command(hs, alice, roomId, '!bridge webhook ci');
+    expect(refused.content.body).toContain('I need power level 50');
+    expect(refused.content.body).toContain('I have 0');
+
+    await promoteBridge(hs, alice, roomId);
+    const { path } = await createWebhook(hs, alice, roomId, 'ci');
+    // The bridge recorded the DM room in its m.direct.
+    const direct = await hs.services.accountData.get(bridgeId, undefined, 'm.direct');
+    expect(direct[alice.userId]).toHaveLength(1);
+
+    const posted = await hs.http.post(path).send({ text: 'Build 42 passed', username: 'CI' });
+    expect(posted.status).toBe(200);
+    expect(posted.body).toEqual({ ok: true, event_id: expect.stringMatching(/^\$/) });
+    const event = await alice.waitForEvent(roomId, (e) => e.event_id === posted.body.event_id);
+    expect(event.sender).toBe(bridgeId);
+    expect(event.content).toMatchObject({ msgtype: 'm.notice', body: 'CI: Build 42 passed', formatted_body: '<strong>CI</strong>: Build 42 passed' });
+
+    // PUT works too, with html (sanitized) and m.text; curl's default form content type is read as JSON.
+    const put = await hs.http.put(path).set('Content-Type', 'application/x-www-form-urlencoded').send(JSON.stringify({ text: 'hi', html: '<b>hi</b><script>x</script>', msgtype: 'm.text' }));
+    expect(put.status).toBe(200);
+    const second = await alice.waitForEvent(roomId, (e) => e.event_id === put.body.event_id);
+    expect(second.content).toEqual({ msgtype: 'm.text', body: 'hi', format: 'org.matrix.custom.html', formatted_body: '<b>hi</b>' });
+
+    // A second webhook reuses the DM room.
+    await createWebhook(hs, alice, roomId, 'deploys');
+    expect((await hs.services.accountData.get(bridgeId, undefined, 'm.direct'))[alice.userId]).toHaveLength(1);
+    const list = await command(hs, alice, roomId, '!bridge webhook list');
+    expect(list.content.body).toBe('Webhooks in this room: ci, deploys');
+    expect(list.content.body).not.toContain('/webhook/');
+  });
+
+  it('answers every ingress mistake with a clear JSON error', async () => {
+    hs = await startTestHomeserver({
+      ratelimiting_enabled: true,
+      rc_login: { address: { per_second: 1000, burst_count: 1000 }, account: { per_second: 1000, burst_count: 1000 }, failed_attempts: { per_second: 1000, burst_count: 1000 } },
+      ...withBridge({ webhooks: { max_body_bytes: 300_000, rate_limit: { per_second: 0.001, burst_count: 4 } } }),
+    });
+    const [alice] = await clientsFor(hs, 'alice');
+    const roomId = await roomWithBridge(hs, alice);
+    const { path } = await createWebhook(hs, alice, roomId, 'alerts');
+
+    expectMatrixError(await hs.http.post(path).set('Content-Type', 'application/json').send('{"text": '), 400, 'M_NOT_JSON');
+    expectMatrixError(await hs.http.post(path), 400, 'M_NOT_JSON');
+    const noText = await hs.http.post(path).send({ message: 'hi' });
+    expectMatrixError(noText, 400, 'M_BAD_JSON');
+    expect(noText.body.error).toContain('"text"');
+    const getting = await hs.http.get(path);
+    expectMatrixError(getting, 405, 'M_UNRECOGNIZED');
+    expect(getting.headers.allow).toContain('POST');
+    expectMatrixError(await hs.http.post('/webhook/not-a-real-webhook-id').send({ text: 'x' }), 404, 'M_NOT_FOUND');
+    // Not in the room (the moment after a kick, before the bridge's own sync has noticed): 404.
+    const bridge = hs.app.homeserver.bridge!;
+    bridge.isActiveIn = () => false;
+    expectMatrixError(await hs.http.post(path).send({ text: 'x' }), 404, 'M_NOT_FOUND');
+    bridge.isActiveIn = (room: string) => hs!.services.roomCache.peek(room)?.isJoined(bridge.userId) ?? false;
+    expectMatrixError(await hs.http.post(path).send({ text: 'x'.repeat(400_000) }), 413, 'M_TOO_LARGE');
+
+    // Text that would make the event too large is cut, not refused (the 4th allowed post).
+    const long = await hs.http.post(path).send({ text: 'y'.repeat(200_000) });
+    expect(long.status).toBe(200);
+    const event = await alice.waitForEvent(roomId, (e) => e.event_id === long.body.event_id);
+    expect(String(event.content.body).endsWith(TRUNCATION_MARKER)).toBe(true);
+
+    // The burst is 4 posts (the bad ones above never reached the limiter... except those with a valid id).
+    let limited: { status: number; headers: Record<string, string>; body: Json } | undefined;
+    for (let i = 0; i < 6 && !limited; i += 1) {
+      const res = await hs.http.post(path).send({ text: `burst ${i}` });
+      if (res.status === 429) limited = res;
+    }
+    expect(limited).toBeDefined();
+    expectMatrixError(limited!, 429, 'M_LIMIT_EXCEEDED');
+    expect(Number(limited!.headers['retry-after'])).toBeGreaterThan(0);
+  });
+
+  it('lets only members with power manage webhooks, removes them at once, and ends them when the bridge is kicked', async () => {
+    hs = await startTestHomeserver(withBridge());
+    const [alice, bob] = await clientsFor(hs, 'alice', 'bob');
+    const roomId = await roomWithBridge(hs, alice, { invite: [bob.userId] });
+    await bob.join(roomId);
+
+    const refused = await command(hs, bob, roomId, '!bridge webhook mine');
+    expect(refused.content.body).toContain('takes power level 50, and you have 0');
+    const usage = await command(hs, bob, roomId, '!bridge webhook');
+    expect(usage.content.body).toContain('Usage: !bridge webhook <name>');
+    const help = await command(hs, bob, roomId, '!bridge help');
+    expect(help.content.body).toContain('!bridge feed <url> [label]');
+    expect((await command(hs, bob, roomId, '!bridge webhook list')).content.body).toBe('This room has no webhooks.');
+
+    const first = await createWebhook(hs, alice, roomId, 'ci');
+    const duplicate = await command(hs, alice, roomId, '!bridge webhook ci');
+    expect(duplicate.content.body).toContain('already has a webhook named "ci"');
+    expect((await command(hs, bob, roomId, '!bridge webhook remove ci')).content.body).toContain('you have 0');
+    expect((await hs.http.post(first.path).send({ text: 'still here' })).status).toBe(200);
+
+    const removed = await command(hs, alice, roomId, '!bridge webhook remove ci');
+    expect(removed.content.body).toContain('no longer works');
+    expectMatrixError(await hs.http.post(first.path).send({ text: 'gone' }), 404, 'M_NOT_FOUND');
+    expect((await command(hs, alice, roomId, '!bridge webhook remove ci')).content.body).toContain('no webhook named "ci"');
+
+    // Kicking the bridge ends the room's webhooks at once, and a new invite does not bring them back.
+    const second = await createWebhook(hs, alice, roomId, 'deploys');
+    await alice.ok('POST', `/rooms/${encodeURIComponent(roomId)}/kick`, { user_id: bridgeIdOf(hs) });
+    expectMatrixError(await hs.http.post(second.path).send({ text: 'after kick' }), 404, 'M_NOT_FOUND');
+    const bridgeId = bridgeIdOf(hs);
+    const isBridgeJoin = (event: Json) => event.type === 'm.room.member' && event.state_key === bridgeId && event.content.membership === 'join';
+    const firstJoin = alice.seenIn(roomId).find(isBridgeJoin)!.event_id;
+    await alice.invite(roomId, bridgeId);
+    await alice.waitForEvent(roomId, (event) => isBridgeJoin(event) && event.event_id !== firstJoin);
+    expectMatrixError(await hs.http.post(second.path).send({ text: 'after re-invite' }), 404, 'M_NOT_FOUND');
+    expect((await command(hs, alice, roomId, '!bridge webhook list')).content.body).toBe('This room has no webhooks.');
+  });
+
+  it('keeps webhooks across a restart, never re-runs old commands, and never logs webhook ids', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bhs-bridge-'));
+    dirs.push(dir);
+    const lines: string[] = [];
+    const logger = pino({ level: 'trace' }, new Writable({ write: (chunk, _enc, done) => { lines.push(String(chunk)); done(); } }));
+    const config = withBridge({}, { database: { path: join(dir, 'hs.db') } });
+    hs = await startTestHomeserver(config, { logger });
+    const aliceUser = await createUser(hs, 'alice');
+    let alice = client(hs, aliceUser);
+    const roomId = await roomWithBridge(hs, alice);
+    const { path } = await createWebhook(hs, alice, roomId, 'ci');
+    const id = path.split('/').pop()!;
+    expect((await hs.http.post(path).send({ text: 'before restart' })).status).toBe(200);
+    await hs.close();
+
+    hs = await startTestHomeserver(config, { logger });
+    alice = client(hs, aliceUser);
+    const posted = await hs.http.post(path).send({ text: 'after restart' });
+    expect(posted.status).toBe(200);
+    // A command after the restart is answered; had old ones been run again, their answers would come first.
+    await command(hs, alice, roomId, '!bridge webhook list');
+    const history = await alice.ok('GET', `/rooms/${encodeURIComponent(roomId)}/messages`, undefined, { dir: 'b', limit: 100 });
+    const bridgeId = bridgeIdOf(hs);
+    const said = (history.chunk as Json[]).filter((event) => event.sender === bridgeId).map((event) => String(event.content.body));
+    expect(said.filter((body) => body.startsWith('Created the webhook'))).toHaveLength(1);
+    expect(said.filter((body) => body.startsWith('Hello!'))).toHaveLength(1);
+    expect(said.filter((body) => body.startsWith('Webhooks in this room'))).toHaveLength(1);
+    expect(said).toContain('after restart');
+    const log = lines.join('');
+    expect(log).toContain('/webhook/<redacted>');
+    expect(log).not.toContain(id);
+  });
+});
