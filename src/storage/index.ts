@@ -11,6 +11,7 @@ import { SessionStore } from './sessions-store.js';
 import { RatelimitStore } from './ratelimit-store.js';
 import { RoomStore } from './rooms-store.js';
 import { UserDataStore } from './user-data-store.js';
+import { MediaStore } from './media-store.js';
 
 export interface Stores {
   users: UserStore;
@@ -18,6 +19,7 @@ export interface Stores {
   ratelimits: RatelimitStore;
   rooms: RoomStore;
   userData: UserDataStore;
+  media: MediaStore;
 }
 
 function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTransaction: boolean): Stores {
@@ -27,6 +29,7 @@ function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTran
     ratelimits: new RatelimitStore(db),
     rooms: new RoomStore(db),
     userData: new UserDataStore(db),
+    media: new MediaStore(db),
   };
 }
 
@@ -36,6 +39,7 @@ export class Storage implements Stores {
   readonly ratelimits: RatelimitStore;
   readonly rooms: RoomStore;
   readonly userData: UserDataStore;
+  readonly media: MediaStore;
 
   private readonly tokenCache: AccessTokenCache;
 
@@ -47,6 +51,7 @@ export class Storage implements Stores {
       ratelimits: this.ratelimits,
       rooms: this.rooms,
       userData: this.userData,
+      media: this.media,
     } = createStores(db, this.tokenCache, false));
   }
 
@@ -66,4 +71,5 @@ export type { DeviceRow, AccessTokenRow, RefreshTokenRow } from './sessions-stor
 export type { RatelimitOverrideRow } from './ratelimit-store.js';
 export type { EventRow, RoomRow, MembershipRow } from './rooms-store.js';
 export type { AccountDataRow, ReceiptRow } from './user-data-store.js';
+export type { MediaRow } from './media-store.js';
 export { GLOBAL_ACCOUNT_DATA } from './user-data-store.js';

@@ -125,6 +125,16 @@ export interface FiltersTable {
   definition: string;
 }
 
+export interface MediaTable {
+  media_id: string;
+  content_type: string;
+  upload_name: string | null;
+  size_bytes: number;
+  sha256: string;
+  uploader: string;
+  created_ts: number;
+}
+
 export interface Database {
   users: UsersTable;
   devices: DevicesTable;
@@ -139,4 +149,5 @@ export interface Database {
   account_data: AccountDataTable;
   receipts: ReceiptsTable;
   filters: FiltersTable;
+  media: MediaTable;
 }
