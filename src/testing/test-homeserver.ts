@@ -10,6 +10,7 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buildApp, type App } from '../app.js';
+import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../clock.js';
 import { finishConfig, type Config } from '../config/index.js';
 import { eventFromRow, type ClientEvent } from '../rooms/events.js';
@@ -26,6 +27,8 @@ export interface StartTestHomeserverOptions {
   logLevel?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** A clock to run on instead of the system clock (token expiry, timestamps). */
   clock?: Clock;
+  /** A pino logger for the server's log, instead of pino on stdout at `logLevel`. */
+  logger?: FastifyBaseLogger;
   /**
    * Any configuration keys (as in the YAML file), applied over the test defaults: for example
    * `{ max_upload_size: '1M' }`. Keys that name files (`database.path`) are honoured too.
@@ -146,12 +149,12 @@ export async function startTestHomeserver(options: StartTestHomeserverOptions = 
   const baseUrl = `http://127.0.0.1:${port}`;
   const config = testHomeserverConfig(options, baseUrl);
   try {
-    app = await startApp(config, options.clock);
+    app = await startApp(config, options);
   } catch (err) {
     await closeServer(server);
     throw err;
   }
-  return new RunningTestHomeserver(server, inFlight, config, baseUrl, port, app, options.clock, (next) => (app = next));
+  return new RunningTestHomeserver(server, inFlight, config, baseUrl, port, app, options, (next) => (app = next));
 }
 
 /** The test defaults: in memory, cheap argon2, no rate limits, silent, public URL = the socket. */
@@ -173,8 +176,11 @@ export function testHomeserverConfig(options: StartTestHomeserverOptions, baseUr
   );
 }
 
-async function startApp(config: Config, clock: Clock | undefined): Promise<App> {
-  const app = await buildApp(config, clock ? { clock } : {});
+async function startApp(config: Config, options: StartTestHomeserverOptions): Promise<App> {
+  const app = await buildApp(config, {
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
   await app.ready();
   return app;
 }
@@ -190,7 +196,7 @@ class RunningTestHomeserver implements TestHomeserver {
     readonly baseUrl: string,
     readonly port: number,
     private app: App,
-    private readonly clock: Clock | undefined,
+    private readonly options: StartTestHomeserverOptions,
     private readonly setApp: (app: App) => void,
   ) {
     this.serverName = config.server_name;
@@ -320,7 +326,7 @@ class RunningTestHomeserver implements TestHomeserver {
   async reset(): Promise<void> {
     if (this.closed) throw new Error('the test homeserver is closed');
     const old = this.app;
-    this.app = await startApp(this.config, this.clock);
+    this.app = await startApp(this.config, this.options);
     this.setApp(this.app);
     // Requests still with the old app (parked syncs, mostly) would answer from the old state.
     for (const res of this.inFlight) res.destroy();
