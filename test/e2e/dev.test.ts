@@ -56,11 +56,13 @@ describe('bot-homeserver dev', () => {
     });
 
     const as = (token: string) => ({ headers: { Authorization: `Bearer ${token}` } });
-    const whoami = await (await fetch(`${out.base_url}/_matrix/client/v3/account/whoami`, as(out.bots.echo.access_token))).json();
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const json = async (res: Promise<Response>): Promise<any> => (await res).json();
+    const whoami = await json(fetch(`${out.base_url}/_matrix/client/v3/account/whoami`, as(out.bots.echo.access_token)));
     expect(whoami.user_id).toBe('@echo:dev.test');
-    const joined = await (await fetch(`${out.base_url}/_matrix/client/v3/joined_rooms`, as(out.bots.echo.access_token))).json();
+    const joined = await json(fetch(`${out.base_url}/_matrix/client/v3/joined_rooms`, as(out.bots.echo.access_token)));
     expect(joined.joined_rooms).toEqual([out.rooms.lobby.room_id]);
-    const members = await (await fetch(`${out.base_url}/_matrix/client/v3/rooms/${encodeURIComponent(out.rooms.lobby.room_id)}/members`, as(out.users.alice.access_token))).json();
+    const members = await json(fetch(`${out.base_url}/_matrix/client/v3/rooms/${encodeURIComponent(out.rooms.lobby.room_id)}/members`, as(out.users.alice.access_token)));
     const memberships = Object.fromEntries(members.chunk.map((e: { state_key: string; content: { membership: string } }) => [e.state_key, e.content.membership]));
     expect(memberships).toEqual({ '@alice:dev.test': 'join', '@echo:dev.test': 'join', '@bob:dev.test': 'invite' });
     // The printed password works for a fresh login, as a bot in another language would do.
