@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
+    include: ['test/**/*.test.ts', 'examples/**/*.test.ts'],
     // Each file gets its own in-memory homeserver; files run in parallel workers.
     pool: 'forks',
     testTimeout: 20_000,

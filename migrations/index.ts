@@ -6,9 +6,11 @@ import type { Migration } from 'kysely';
 import * as accounts from './0001-accounts.js';
 import * as rooms from './0002-rooms.js';
 import * as bridge from './0003-bridge.js';
+import * as media from './0004-media.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
   '0002-rooms': rooms,
   '0003-bridge': bridge,
+  '0004-media': media,
 };

@@ -18,6 +18,7 @@ import { registerRoutes } from './http/routes/register.js';
 import { sessionRoutes } from './http/routes/session.js';
 import { clientProbeRoutes } from './http/routes/client-probes.js';
 import { profileRoutes } from './http/routes/profile.js';
+import { AUTHENTICATED_MEDIA_PREFIX, authenticatedMediaRoutes, legacyMediaRoutes, MEDIA_PREFIXES } from './http/routes/media.js';
 import { roomEventRoutes } from './http/routes/room-events.js';
 import { directoryLookupRoutes, roomRoutes } from './http/routes/rooms.js';
 import { syncRoutes } from './http/routes/sync.js';
@@ -134,6 +135,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       { prefix },
     );
   }
+  for (const prefix of MEDIA_PREFIXES) await app.register(legacyMediaRoutes(services), { prefix });
+  await app.register(authenticatedMediaRoutes(services), { prefix: AUTHENTICATED_MEDIA_PREFIX });
   await app.register(adminRoutes(services));
   if (bridge) await app.register(webhookRoutes(bridge, config.bridge.webhooks.max_body_bytes));
   return app;

@@ -11,6 +11,16 @@ import { createServices, type Services } from './services.js';
 import { systemClock } from './clock.js';
 import { migrateToLatest, MigrationError, openDatabase, Storage } from './storage/index.js';
 import { VERSION } from './version.js';
+import { pino } from 'pino';
+import { loggerOptions } from './http/logging.js';
+import { startTestHomeserver } from './testing/test-homeserver.js';
+import { applyFixtures, FixturesError, readFixtures } from './testing/fixtures.js';
+
+function parsePort(value: string): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`--port must be 0-65535, not ${value}`);
+  return port;
+}
 
 const configOption = () =>
   new Option('-c, --config <file>', 'YAML config file (default: $BOT_HOMESERVER_CONFIG, else built-in defaults)');
@@ -44,6 +54,33 @@ export async function main(argv: string[]): Promise<void> {
       };
       process.once('SIGINT', () => stop('SIGINT'));
       process.once('SIGTERM', () => stop('SIGTERM'));
+    });
+
+  program
+    .command('dev')
+    .description('start an in-memory server for bot tests; print users, bots and rooms as one JSON line')
+    .option('-p, --port <port>', 'port on 127.0.0.1 (default: a free one)', parsePort)
+    .option('-f, --fixtures <file>', 'YAML file of users, bots and rooms to create')
+    .option('--server-name <name>', 'domain of user ids', 'localhost')
+    .option('--log-level <level>', 'server log level, on stderr', 'silent')
+    .action(async (options: { port?: number; fixtures?: string; serverName: string; logLevel: string }) => {
+      // Read the fixtures before starting, so a bad file fails without a server to clean up.
+      const fixtures = options.fixtures ? readFixtures(options.fixtures) : {};
+      const hs = await startTestHomeserver({
+        serverName: options.serverName,
+        ...(options.port !== undefined ? { port: options.port } : {}),
+        // stdout carries only the JSON line; the log goes to stderr.
+        logger: pino({ ...(loggerOptions(options.logLevel) as object) }, pino.destination(2)),
+      });
+      try {
+        console.log(JSON.stringify(await applyFixtures(hs, fixtures)));
+      } catch (err) {
+        await hs.close();
+        throw err;
+      }
+      const stop = () => void hs.close().then(() => process.exit(0));
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
     });
 
   program
@@ -122,7 +159,7 @@ async function withServices(configFile: string | undefined, work: (services: Ser
 
 /** Errors an operator can act on get one clear line; anything else keeps its stack. */
 export function describeFailure(err: unknown): string {
-  if (err instanceof ConfigError || err instanceof MigrationError) return err.message;
+  if (err instanceof ConfigError || err instanceof MigrationError || err instanceof FixturesError) return err.message;
   if (err instanceof MatrixError) return `${err.message} (${err.errcode})`;
   if (err instanceof Error && 'code' in err && err.code === 'EADDRINUSE') return err.message;
   return err instanceof Error ? (err.stack ?? err.message) : String(err);

@@ -6,6 +6,7 @@ import { AccountDataService } from './account-data/account-data-service.js';
 import type { Clock } from './clock.js';
 import type { Config } from './config/index.js';
 import { Limiters } from './ratelimit/limiters.js';
+import { blobStoreFor, MediaService } from './media/media-service.js';
 import { EventWriter } from './rooms/event-writer.js';
 import { ProfileService } from './rooms/profile-service.js';
 import { ReceiptService } from './rooms/receipts-service.js';
@@ -42,6 +43,7 @@ export interface Services {
   accountData: AccountDataService;
   profiles: ProfileService;
   sync: SyncService;
+  media: MediaService;
 }
 
 export async function createServices(config: Config, storage: Storage, clock: Clock): Promise<Services> {
@@ -65,8 +67,9 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const receipts = new ReceiptService(storage, stream, notifier, roomReader, accountData, clock, unread);
   const profiles = new ProfileService(storage, rooms, limiters);
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData);
+  const media = new MediaService(storage, blobStoreFor(config), config, clock);
   return {
     config, clock, storage, limiters, accounts, sessions, registration,
-    stream, notifier, roomCache, rooms, roomReader, history, typing, receipts, accountData, profiles, sync,
+    stream, notifier, roomCache, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, media,
   };
 }

@@ -136,9 +136,9 @@ export class FeedService {
     await this.running;
   }
 
-  /** Polls every feed that is due now, at most `concurrency` at a time. */
-  async pollDue(): Promise<void> {
-    const due = await this.storage.bridge.dueFeeds(this.clock.now(), 10_000);
+  /** Polls every feed due by `now` (default: the clock's now), at most `concurrency` at a time. */
+  async pollDue(now = this.clock.now()): Promise<void> {
+    const due = await this.storage.bridge.dueFeeds(now, 10_000);
     const queue = due.filter((feed) => !this.inFlight.has(feed.url));
     const workers = Array.from({ length: Math.min(this.config.concurrency, queue.length) }, async () => {
       for (let feed = queue.shift(); feed; feed = queue.shift()) {

@@ -60,7 +60,17 @@ export function finishConfig(raw: Record<string, unknown>): Config {
     ),
     refresh_token_lifetime: durationOrNull('refresh_token_lifetime', config.refresh_token_lifetime),
     max_sync_timeout: durationOrNull('max_sync_timeout', config.max_sync_timeout) ?? 0,
+    max_upload_size: parseSize(config.max_upload_size),
   };
+}
+
+/** Synapse-style sizes: bytes, or a number with K, M or G (powers of 1024, as Synapse reads them). */
+export function parseSize(value: string | number): number {
+  if (typeof value === 'number') return value;
+  const match = /^([0-9]+)([KMG]?)$/.exec(value.trim());
+  if (!match) throw new ConfigError(`not a size: ${value}`);
+  const unit = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3 }[match[2] as '' | 'K' | 'M' | 'G'];
+  return Number(match[1]) * unit;
 }
 
 function durationOrNull(key: string, value: string | number | null): number | null {

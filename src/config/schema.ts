@@ -79,6 +79,10 @@ export const ConfigSchema = Type.Object(
     ),
     rc_registration: rateLimit(0.17, 3),
     max_request_body_bytes: Type.Integer({ minimum: 1024, default: 1_048_576 }),
+    // Media uploads have their own cap (JSON bodies stay small); Synapse's name and size format.
+    max_upload_size: Type.Union([Type.Integer({ minimum: 0 }), Type.String({ pattern: '^[0-9]+[KMG]?$' })], { default: '50M' }),
+    // Where uploaded files live; null: `media_store` beside the database file, or memory for `:memory:`.
+    media_store_path: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
     // Longest a /sync may wait for news; longer client timeouts are cut to this.
     max_sync_timeout: Type.Union([DurationSchema], { default: '3m' }),
     bridge: Type.Object(
@@ -126,8 +130,10 @@ export type RawConfig = Static<typeof ConfigSchema>;
 /** The configuration the server runs with: defaults applied, durations in milliseconds. */
 export interface Config extends Omit<
   RawConfig,
-  'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout'
+  'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size'
 > {
+  /** Bytes. */
+  max_upload_size: number;
   max_sync_timeout: number;
   refreshable_access_token_lifetime: number | null;
   nonrefreshable_access_token_lifetime: number | null;

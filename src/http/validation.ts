@@ -4,7 +4,7 @@
  * coerced to the declared types. Nothing is removed from bodies: event content is free-form.
  */
 import type { TSchema } from '@sinclair/typebox';
-import { Ajv, type Options } from 'ajv';
+import { Ajv, type Options, type ValidateFunction } from 'ajv';
 import type { FastifyInstance } from 'fastify';
 import { NOT_JSON } from './json-bodies.js';
 
@@ -19,12 +19,27 @@ export function optionalBody<T extends TSchema>(schema: T): T {
   return { ...schema, [OPTIONAL_BODY]: true };
 }
 
+// Shared by every app in the process, with compiled validators kept by schema text: compiling is
+// most of what building an app costs, and a test process builds many (one per test or reset).
+// Fastify hands each route a copy of its schema, so the text, not the object, is the key.
+const bodies = new Ajv({ ...common, coerceTypes: false });
+const textParts = new Ajv({ ...common, coerceTypes: 'array' });
+const compiled = new Map<string, ValidateFunction>();
+
+function compile(ajv: Ajv, kind: string, schema: object): ValidateFunction {
+  const key = `${kind}\n${JSON.stringify(schema)}`;
+  let validate = compiled.get(key);
+  if (!validate) {
+    validate = ajv.compile(schema);
+    compiled.set(key, validate);
+  }
+  return validate;
+}
+
 export function installValidation(app: FastifyInstance): void {
-  const bodies = new Ajv({ ...common, coerceTypes: false });
-  const textParts = new Ajv({ ...common, coerceTypes: 'array' });
   app.setValidatorCompiler(({ schema, httpPart }) => {
-    if (httpPart !== 'body') return textParts.compile(schema as object);
-    const validate = bodies.compile(schema as object);
+    if (httpPart !== 'body') return compile(textParts, 'text', schema as object);
+    const validate = compile(bodies, 'body', schema as object);
     const optional = (schema as Record<string, unknown>)[OPTIONAL_BODY] === true;
     const validateBody = (data: unknown): boolean => {
       // A body that did not parse fails here, on routes that read a body, and nowhere else; the

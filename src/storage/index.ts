@@ -12,6 +12,7 @@ import { RatelimitStore } from './ratelimit-store.js';
 import { RoomStore } from './rooms-store.js';
 import { UserDataStore } from './user-data-store.js';
 import { BridgeStore } from './bridge-store.js';
+import { MediaStore } from './media-store.js';
 
 export interface Stores {
   users: UserStore;
@@ -20,6 +21,7 @@ export interface Stores {
   rooms: RoomStore;
   userData: UserDataStore;
   bridge: BridgeStore;
+  media: MediaStore;
 }
 
 function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTransaction: boolean): Stores {
@@ -30,6 +32,7 @@ function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTran
     rooms: new RoomStore(db),
     userData: new UserDataStore(db),
     bridge: new BridgeStore(db),
+    media: new MediaStore(db),
   };
 }
 
@@ -40,6 +43,7 @@ export class Storage implements Stores {
   readonly rooms: RoomStore;
   readonly userData: UserDataStore;
   readonly bridge: BridgeStore;
+  readonly media: MediaStore;
 
   private readonly tokenCache: AccessTokenCache;
 
@@ -52,6 +56,7 @@ export class Storage implements Stores {
       rooms: this.rooms,
       userData: this.userData,
       bridge: this.bridge,
+      media: this.media,
     } = createStores(db, this.tokenCache, false));
   }
 
@@ -72,4 +77,5 @@ export type { RatelimitOverrideRow } from './ratelimit-store.js';
 export type { EventRow, RoomRow, MembershipRow } from './rooms-store.js';
 export type { AccountDataRow, ReceiptRow } from './user-data-store.js';
 export type { WebhookRow, FeedRow, RoomFeedRow, FeedPatch } from './bridge-store.js';
+export type { MediaRow } from './media-store.js';
 export { GLOBAL_ACCOUNT_DATA } from './user-data-store.js';

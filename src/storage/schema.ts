@@ -165,6 +165,16 @@ export interface BridgeFeedSeenTable {
   seen_ts: number;
 }
 
+export interface MediaTable {
+  media_id: string;
+  content_type: string;
+  upload_name: string | null;
+  size_bytes: number;
+  sha256: string;
+  uploader: string;
+  created_ts: number;
+}
+
 export interface Database {
   users: UsersTable;
   devices: DevicesTable;
@@ -184,4 +194,5 @@ export interface Database {
   bridge_feeds: BridgeFeedsTable;
   bridge_room_feeds: BridgeRoomFeedsTable;
   bridge_feed_seen: BridgeFeedSeenTable;
+  media: MediaTable;
 }

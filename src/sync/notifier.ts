@@ -8,6 +8,14 @@ export class Notifier {
   private serial = 0;
   private readonly userSerials = new Map<string, number>();
   private readonly waiters = new Map<string, Set<() => void>>();
+  /** Called after every notify, whoever it concerns (the test double's `waitFor` watches rooms). */
+  private readonly observers = new Set<() => void>();
+
+  /** Calls `listener` after every notify until the returned function is called. */
+  observe(listener: () => void): () => void {
+    this.observers.add(listener);
+    return () => this.observers.delete(listener);
+  }
 
   /** The user's serial now; pass it to `waitForChange` after finding nothing new. */
   serialOf(userId: string): number {
@@ -23,6 +31,7 @@ export class Notifier {
       this.waiters.delete(userId);
       for (const wake of waiting) wake();
     }
+    for (const observer of this.observers) observer();
   }
 
   /** How many requests are parked (for metrics and tests). */

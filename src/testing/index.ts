@@ -1,0 +1,18 @@
+/**
+ * `bot-homeserver/testing`: the homeserver as a test double for bot projects.
+ * See docs/testing-bots.md.
+ */
+export {
+  startTestHomeserver,
+  TestHomeserverError,
+  type Actor,
+  type CreateRoomOptions,
+  type CreateUserOptions,
+  type StartTestHomeserverOptions,
+  type TestAccount,
+  type TestBot,
+  type TestHomeserver,
+  type WaitForOptions,
+} from './test-homeserver.js';
+export type { ClientEvent } from '../rooms/events.js';
+export type { Clock } from '../clock.js';

@@ -1,0 +1,88 @@
+/**
+ * `bot-homeserver dev --fixtures FILE`: what a Python or Go test runs. The built CLI as a real
+ * process; its one line of JSON must be enough to act as the users and bots it names.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const BIN = join(resolve(import.meta.dirname, '../..'), 'bin/bot-homeserver.js');
+let dir: string;
+let child: ChildProcess | undefined;
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'bhs-dev-'));
+});
+afterAll(() => {
+  if (child && child.exitCode === null) child.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function fixtures(text: string): string {
+  const file = join(dir, `fixtures-${Math.random().toString(36).slice(2)}.yaml`);
+  writeFileSync(file, text);
+  return file;
+}
+
+describe('bot-homeserver dev', () => {
+  it('creates the fixtures, prints them as one JSON line, and stops on SIGTERM', async () => {
+    const file = fixtures(
+      [
+        'users:',
+        '  - alice',
+        '  - {name: bob, password: hunter2, display_name: Bob}',
+        'bots: [echo]',
+        'rooms:',
+        '  lobby: {owner: alice, name: Lobby, alias: lobby, preset: public_chat, members: [echo], invite: [bob]}',
+        '',
+      ].join('\n'),
+    );
+    child = spawn(process.execPath, [BIN, 'dev', '--fixtures', file, '--server-name', 'dev.test'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise<number | null>((resolvePromise) => child!.once('exit', (code) => resolvePromise(code)));
+    const line = await new Promise<string>((resolvePromise, reject) => {
+      createInterface({ input: child!.stdout! }).once('line', resolvePromise);
+      void exited.then((code) => reject(new Error(`dev exited with ${code}`)));
+    });
+    const out = JSON.parse(line);
+    expect(out).toMatchObject({
+      base_url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
+      server_name: 'dev.test',
+      users: { alice: { user_id: '@alice:dev.test' }, bob: { user_id: '@bob:dev.test', password: 'hunter2' } },
+      bots: { echo: { user_id: '@echo:dev.test' } },
+      rooms: { lobby: { room_id: expect.stringMatching(/^!/), alias: '#lobby:dev.test' } },
+    });
+
+    const as = (token: string) => ({ headers: { Authorization: `Bearer ${token}` } });
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const json = async (res: Promise<Response>): Promise<any> => (await res).json();
+    const whoami = await json(fetch(`${out.base_url}/_matrix/client/v3/account/whoami`, as(out.bots.echo.access_token)));
+    expect(whoami.user_id).toBe('@echo:dev.test');
+    const joined = await json(fetch(`${out.base_url}/_matrix/client/v3/joined_rooms`, as(out.bots.echo.access_token)));
+    expect(joined.joined_rooms).toEqual([out.rooms.lobby.room_id]);
+    const members = await json(fetch(`${out.base_url}/_matrix/client/v3/rooms/${encodeURIComponent(out.rooms.lobby.room_id)}/members`, as(out.users.alice.access_token)));
+    const memberships = Object.fromEntries(members.chunk.map((e: { state_key: string; content: { membership: string } }) => [e.state_key, e.content.membership]));
+    expect(memberships).toEqual({ '@alice:dev.test': 'join', '@echo:dev.test': 'join', '@bob:dev.test': 'invite' });
+    // The printed password works for a fresh login, as a bot in another language would do.
+    const login = await fetch(`${out.base_url}/_matrix/client/v3/login`, {
+      method: 'POST',
+      body: JSON.stringify({ type: 'm.login.password', identifier: { type: 'm.id.user', user: 'echo' }, password: out.bots.echo.password }),
+    });
+    expect(login.status).toBe(200);
+
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  });
+
+  it('refuses bad fixtures with a message naming the key', () => {
+    const run = (text: string) => spawnSync(process.execPath, [BIN, 'dev', '--fixtures', fixtures(text)], { encoding: 'utf8' });
+    const unknownKey = run('rooms: {x: {owner: a, colour: red}}\n');
+    expect(unknownKey.status).toBe(1);
+    expect(unknownKey.stderr).toContain('rooms.x.colour: unknown key');
+    const unknownOwner = run('users: [a]\nrooms: {x: {owner: nobody}}\n');
+    expect(unknownOwner.status).toBe(1);
+    expect(unknownOwner.stderr).toContain('rooms.x.owner names nobody');
+  });
+});
