@@ -1,6 +1,9 @@
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
+  // The examples import the package by name, as a bot project would; under test that name means
+  // these sources, so an edit is tested without a rebuild of dist/.
+  resolve: { alias: { 'bot-homeserver/testing': new URL('./src/testing/index.ts', import.meta.url).pathname } },
   test: {
     include: ['test/**/*.test.ts', 'examples/**/*.test.ts'],
     // Each file gets its own in-memory homeserver; files run in parallel workers.

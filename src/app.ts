@@ -93,6 +93,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       services.sessions.pruneExpiredTokens().catch((err: unknown) => app.log.error({ err }, 'pruning expired tokens failed'));
     }, TOKEN_PRUNE_INTERVAL_MS);
     pruning.unref();
+    await services.media.start();
     await bridge?.start();
   });
   app.addHook('onClose', async () => {

@@ -4,8 +4,8 @@
  * always complete and durable before its row is written, so a row never points at nothing.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, open, rename, unlink } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { MatrixError } from '../http/errors.js';
 
@@ -23,6 +23,8 @@ export interface BlobStore {
   /** The blob's bytes as a stream, or null when there is none. */
   read(id: string): Promise<Readable | null>;
   delete(id: string): Promise<void>;
+  /** Removes what uploads cut short by a crash left behind; run at start, before serving. */
+  sweepTemporaryFiles(): Promise<void>;
 }
 
 export function tooLarge(limit: number): MatrixError {
@@ -48,6 +50,10 @@ export class MemoryBlobStore implements BlobStore {
     }
     this.blobs.set(id, Buffer.concat(chunks));
     return { size, sha256: hash.digest('hex') };
+  }
+
+  async sweepTemporaryFiles(): Promise<void> {
+    // Nothing outlives the process in memory.
   }
 
   async read(id: string): Promise<Readable | null> {
@@ -96,7 +102,7 @@ export class FileBlobStore implements BlobStore {
       if (!done) await unlink(tmp).catch(() => undefined);
     }
     const { dir, file } = this.pathOf(id);
-    await mkdir(dir, { recursive: true });
+    await this.makeDurableDirectory(dir);
     try {
       await rename(tmp, file);
     } catch (err) {
@@ -105,6 +111,26 @@ export class FileBlobStore implements BlobStore {
     }
     await syncDirectory(dir);
     return { size, sha256: hash.digest('hex') };
+  }
+
+  /**
+   * mkdir -p whose new folders survive a crash: each folder it creates is recorded in its parent
+   * only once the parent is synced, or the file renamed into it could vanish with it.
+   */
+  private async makeDurableDirectory(dir: string): Promise<void> {
+    const created = await mkdir(dir, { recursive: true });
+    if (created === undefined) return;
+    // `created` is the first folder made; it and every folder below it need their parent synced.
+    for (let folder = dir; folder.length >= created.length; folder = dirname(folder)) {
+      await syncDirectory(dirname(folder));
+    }
+  }
+
+  /** Deletes what uploads cut short by a crash left in tmp/ (called at start). */
+  async sweepTemporaryFiles(): Promise<void> {
+    const tmpDir = join(this.root, 'tmp');
+    const names = await readdir(tmpDir).catch(() => [] as string[]);
+    for (const name of names) if (name.endsWith('.part')) await unlink(join(tmpDir, name)).catch(() => undefined);
   }
 
   async read(id: string): Promise<Readable | null> {

@@ -49,6 +49,11 @@ export class MediaService {
     private readonly clock: Clock,
   ) {}
 
+  /** Run once at start, before uploads are accepted. */
+  async start(): Promise<void> {
+    await this.blobs.sweepTemporaryFiles();
+  }
+
   get maxUploadSize(): number {
     return this.config.max_upload_size;
   }

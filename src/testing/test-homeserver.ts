@@ -125,7 +125,11 @@ export interface TestHomeserver {
    * are posted: tests need not wait for the poll interval.
    */
   pollFeeds(): Promise<void>;
-  /** Forgets everything (users, rooms, media): a fresh server on the same port. */
+  /**
+   * Forgets everything (users, rooms, media): a fresh server on the same port. Only with the
+   * in-memory database. A `waitFor` still pending keeps watching the old server: stop waiting
+   * (and stop your bot clients) first.
+   */
   reset(): Promise<void>;
   close(): Promise<void>;
   /** The running app's services, for what the helpers do not cover. Replaced by `reset()`. */
@@ -344,17 +348,36 @@ class RunningTestHomeserver implements TestHomeserver {
 
   async reset(): Promise<void> {
     if (this.closed) throw new Error('the test homeserver is closed');
-    const old = this.app;
-    this.app = await startApp(this.config, this.options);
-    this.setApp(this.app);
-    // Requests still with the old app (parked syncs, mostly) would answer from the old state.
-    for (const res of this.inFlight) res.destroy();
-    await old.close();
+    if (this.config.database.path !== ':memory:') {
+      throw new Error('reset() needs the in-memory database: a database file would keep its data');
+    }
+    // One reset at a time, and close() waits for it: otherwise an app could outlive the server.
+    const previous = this.resetting;
+    const next = (async () => {
+      await previous;
+      if (this.closed) return;
+      const old = this.app;
+      const fresh = await startApp(this.config, this.options);
+      if (this.closed) {
+        await fresh.close();
+        return;
+      }
+      this.app = fresh;
+      this.setApp(fresh);
+      // Requests still with the old app (parked syncs, mostly) would answer from the old state.
+      for (const res of this.inFlight) res.destroy();
+      await old.close();
+    })();
+    this.resetting = next.catch(() => undefined);
+    await next;
   }
+
+  private resetting: Promise<void> = Promise.resolve();
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.resetting;
     this.server.closeAllConnections();
     await closeServer(this.server);
     await this.app.close();

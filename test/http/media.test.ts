@@ -1,6 +1,7 @@
 /** Media: upload, download by mxc URI (legacy and authenticated paths), limits and what is never served. */
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createUser, startTestHomeserver, type TestHomeserver, type TestUser } from '../support/homeserver.js';
@@ -66,6 +67,12 @@ describe('media in memory', () => {
     expect(got.status).toBe(200);
     expect(Buffer.compare(got.body as Buffer, PNG)).toBe(0);
     expect(got.headers['cache-control']).toContain('private');
+
+    // HEAD says the size without reading the file.
+    const head = await hs.http.head(`/_matrix/media/v3/download/test.local/${id}`);
+    expect(head.status).toBe(200);
+    expect(head.headers['content-length']).toBe(String(PNG.length));
+    expect(head.headers['content-type']).toBe('image/png');
 
     // The name in the path wins over the uploaded one.
     const renamed = await download(`/_matrix/media/v3/download/test.local/${id}/kitten.png`);
@@ -177,12 +184,33 @@ describe('media on disk', () => {
     expect(res.status).toBe(200);
     const id = mediaIdOf(res.body.content_uri);
     expectMatrixError(await upload(Buffer.alloc(2048), 'image/png'), 413, 'M_TOO_LARGE');
+    // Chunked, with no Content-Length: refused while streaming, after a temporary file exists.
+    const address = await hs.app.listen({ host: '127.0.0.1', port: 0 });
+    const chunked = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request(`${address}/_matrix/media/v3/upload`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${alice.accessToken}`, 'Content-Type': 'image/png', 'Transfer-Encoding': 'chunked' },
+      });
+      req.on('response', (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      for (let i = 0; i < 4; i++) req.write(Buffer.alloc(600));
+      req.end();
+    });
+    expect(chunked.status).toBe(413);
+    expect(JSON.parse(chunked.body).errcode).toBe('M_TOO_LARGE');
     await hs.close();
 
     expect(readdirSync(join(dir, 'media_store', 'tmp'))).toEqual([]);
     expect(readdirSync(join(dir, 'media_store', id.slice(0, 2), id.slice(2, 4)))).toEqual([id.slice(4)]);
 
+    // An upload cut short by a crash leaves a .part file; the next start removes it.
+    writeFileSync(join(dir, 'media_store', 'tmp', 'abc.0123.part'), 'half an upload');
     hs = await startTestHomeserver({ database, max_upload_size: 1024 });
+    expect(readdirSync(join(dir, 'media_store', 'tmp'))).toEqual([]);
     try {
       const got = await download(`/_matrix/media/v3/download/test.local/${id}`);
       expect(got.status).toBe(200);

@@ -133,3 +133,26 @@ describe('the bridge in the test double', () => {
     }
   });
 });
+
+describe('reset and close', () => {
+  it('a close() during reset() leaves nothing running, and reset() refuses a database file', async () => {
+    const server = await startTestHomeserver();
+    const resetting = server.reset();
+    await server.close();
+    await resetting;
+    await expect(fetch(`${server.baseUrl}/_matrix/client/versions`)).rejects.toThrow();
+    await expect(server.reset()).rejects.toThrow('closed');
+
+    const { mkdtempSync, rmSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(join(tmpdir(), 'bhs-reset-'));
+    const onDisk = await startTestHomeserver({ config: { database: { path: join(dir, 'hs.db') } } });
+    try {
+      await expect(onDisk.reset()).rejects.toThrow('in-memory database');
+    } finally {
+      await onDisk.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,8 +1,10 @@
 /**
  * Media: upload, download and config. Served under `/_matrix/media/v3` and `/r0` (the legacy paths
- * the SDKs use; downloads there need no token, as in Synapse) and, for downloads and config,
+ * the SDKs use; downloads there need no token, as in Synapse before authenticated media became
+ * its default in 1.120: matrix-nio, which speaks only r0, downloads there) and, for downloads and config,
  * under `/_matrix/client/v1/media` (authenticated media, spec v1.11).
  */
+import { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -32,6 +34,9 @@ const DOWNLOAD_SECURITY_HEADERS = {
 
 function sendMedia(reply: FastifyReply, media: OpenMedia, fileName: string | undefined, cacheControl: string) {
   const { row, stream } = media;
+  // Fastify answers HEAD by draining the GET's body: that would read the whole file for nothing.
+  // An empty stream keeps the Content-Length set below (a string body would reset it to 0).
+  const body = reply.request.method === 'HEAD' ? (stream.destroy(), Readable.from([])) : stream;
   return reply
     .headers(DOWNLOAD_SECURITY_HEADERS)
     .header('Content-Type', row.content_type)
@@ -39,7 +44,7 @@ function sendMedia(reply: FastifyReply, media: OpenMedia, fileName: string | und
     .header('Content-Disposition', contentDisposition(row.content_type, fileName ?? row.upload_name))
     // An mxc URI never changes what it names.
     .header('Cache-Control', cacheControl)
-    .send(stream);
+    .send(body);
 }
 
 /**
