@@ -2,10 +2,52 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Database, EventsTable, MembershipsTable, RoomsTable } from './schema.js';
 import { newestPosition } from './stream-positions.js';
+import { QueryTemplate } from './database.js';
 
 export type EventRow = Selectable<EventsTable>;
 export type RoomRow = Selectable<RoomsTable>;
 export type MembershipRow = Selectable<MembershipsTable>;
+
+// The queries every send and every sync run, compiled once (see QueryTemplate).
+const EVENT_COLUMNS = [
+  'stream_ordering', 'event_id', 'room_id', 'type', 'state_key', 'sender', 'origin_server_ts', 'content', 'replaces_state',
+  'prev_content', 'prev_sender', 'redacts', 'redacted_by', 'history_visibility', 'txn_device_id', 'txn_scope', 'txn_id',
+] as const satisfies ReadonlyArray<keyof EventRow>;
+
+const insertEventQuery = new QueryTemplate((db: Kysely<Database>, ...values: unknown[]) =>
+  db.insertInto('events').values(Object.fromEntries(EVENT_COLUMNS.map((column, index) => [column, values[index]])) as EventRow),
+);
+const eventByTxnQuery = new QueryTemplate((db: Kysely<Database>, sender: string, deviceId: string, scope: string, txnId: string) =>
+  db
+    .selectFrom('events')
+    .selectAll()
+    .where('sender', '=', sender)
+    .where('txn_device_id', '=', deviceId)
+    .where('txn_scope', '=', scope)
+    .where('txn_id', '=', txnId),
+);
+const eventsNewestFirstQuery = new QueryTemplate((db: Kysely<Database>, roomId: string, after: number, upTo: number, limit: number) =>
+  db
+    .selectFrom('events')
+    .selectAll()
+    .where('room_id', '=', roomId)
+    .where('stream_ordering', '>', after)
+    .where('stream_ordering', '<=', upTo)
+    .orderBy('stream_ordering', 'desc')
+    .limit(limit),
+);
+const stateEventsAfterQuery = new QueryTemplate((db: Kysely<Database>, roomId: string, position: number) =>
+  db
+    .selectFrom('events')
+    .selectAll()
+    .where('room_id', '=', roomId)
+    .where('state_key', 'is not', null)
+    .where('stream_ordering', '>', position)
+    .orderBy('stream_ordering', 'asc'),
+);
+const eventByIdQuery = new QueryTemplate((db: Kysely<Database>, eventId: string) =>
+  db.selectFrom('events').selectAll().where('event_id', '=', eventId),
+);
 
 export class RoomStore {
   constructor(private readonly db: Kysely<Database>) {}
@@ -21,7 +63,7 @@ export class RoomStore {
 
 
   async insertEvent(event: EventRow): Promise<void> {
-    await this.db.insertInto('events').values(event).execute();
+    await insertEventQuery.all(this.db, ...EVENT_COLUMNS.map((column) => event[column]));
   }
 
   async setCurrentState(roomId: string, type: string, stateKey: string, eventId: string): Promise<void> {
@@ -67,7 +109,7 @@ export class RoomStore {
   }
 
   async getEvent(eventId: string): Promise<EventRow | undefined> {
-    return this.db.selectFrom('events').selectAll().where('event_id', '=', eventId).executeTakeFirst();
+    return eventByIdQuery.first(this.db, eventId);
   }
 
   async getEvents(eventIds: readonly string[]): Promise<EventRow[]> {
@@ -80,14 +122,7 @@ export class RoomStore {
   }
 
   async findEventByTxn(sender: string, deviceId: string, scope: string, txnId: string): Promise<EventRow | undefined> {
-    return this.db
-      .selectFrom('events')
-      .selectAll()
-      .where('sender', '=', sender)
-      .where('txn_device_id', '=', deviceId)
-      .where('txn_scope', '=', scope)
-      .where('txn_id', '=', txnId)
-      .executeTakeFirst();
+    return eventByTxnQuery.first(this.db, sender, deviceId, scope, txnId);
   }
 
   /**
@@ -95,15 +130,7 @@ export class RoomStore {
    * Pass `after` -1 for "from the beginning".
    */
   async eventsNewestFirst(roomId: string, after: number, upTo: number, limit: number): Promise<EventRow[]> {
-    return this.db
-      .selectFrom('events')
-      .selectAll()
-      .where('room_id', '=', roomId)
-      .where('stream_ordering', '>', after)
-      .where('stream_ordering', '<=', upTo)
-      .orderBy('stream_ordering', 'desc')
-      .limit(limit)
-      .execute();
+    return eventsNewestFirstQuery.all(this.db, roomId, after, upTo, limit);
   }
 
   /** Events of a room with `from <= stream_ordering < until`, oldest first, at most `limit`. */
@@ -121,14 +148,7 @@ export class RoomStore {
 
   /** The room's state events after a position, oldest first (each names the event it replaced). */
   async stateEventsAfter(roomId: string, position: number): Promise<EventRow[]> {
-    return this.db
-      .selectFrom('events')
-      .selectAll()
-      .where('room_id', '=', roomId)
-      .where('state_key', 'is not', null)
-      .where('stream_ordering', '>', position)
-      .orderBy('stream_ordering', 'asc')
-      .execute();
+    return stateEventsAfterQuery.all(this.db, roomId, position);
   }
 
   /** Where the user's current stay in the room began: their first join after their last non-join. */
