@@ -18,7 +18,7 @@ import type { Requester } from '../users/session-service.js';
 import { userIdFor } from '../users/user-ids.js';
 import { parseCommand, type BridgeCommand } from './commands.js';
 import { DirectMessages } from './direct-messages.js';
-import { AlreadyFollowedError, FeedService, type FeedFetcher } from './feed-service.js';
+import { clip, feedFailureReason, FeedService, SubscriptionRefused, type FeedFetcher } from './feed-service.js';
 import { FeedError } from './feeds/feed-error.js';
 import { fetchFeed } from './feeds/fetch-feed.js';
 import { HELP_LINES, joinGreeting } from './help.js';
@@ -90,8 +90,10 @@ export class Bridge implements BridgePoster {
 
   // ---- BridgePoster ----
 
-  isActiveIn(roomId: string): boolean {
-    return this.services.roomCache.peek(roomId)?.isJoined(this.userId) ?? false;
+  async isActiveIn(roomId: string): Promise<boolean> {
+    // Loads the room if it is not in memory (after a restart, or a failed write dropped it).
+    const room = this.services.roomCache.peek(roomId) ?? (await this.services.roomCache.room(roomId));
+    return room?.isJoined(this.userId) ?? false;
   }
 
   async post(roomId: string, content: JsonObject): Promise<string> {
@@ -200,7 +202,7 @@ export class Bridge implements BridgePoster {
 
   /** Left, kicked or banned: the room's webhooks and feeds end (a new invite starts afresh). */
   private async leftRoom(roomId: string): Promise<void> {
-    if (this.isActiveIn(roomId)) return;
+    if (await this.isActiveIn(roomId)) return;
     const webhooks = await this.webhooks.removeAllOf(roomId);
     const feeds = await this.feeds.removeAllOf(roomId);
     if (webhooks + feeds > 0) this.log.info({ room: roomId, webhooks, feeds }, 'bridge left a room; its webhooks and feeds are removed');
@@ -262,9 +264,9 @@ export class Bridge implements BridgePoster {
   }
 
   private async createWebhook(roomId: string, sender: string, name: string, reply: (body: string) => Promise<void>): Promise<void> {
-    const id = await this.webhooks.create(roomId, name, sender);
-    if (id === undefined) return reply(`This room already has a webhook named "${name}". Remove it first, or choose another name.`);
-    const url = `${this.webhookBaseUrl()}webhook/${id}`;
+    const created = await this.webhooks.create(roomId, name, sender);
+    if ('refused' in created) return reply(created.refused);
+    const url = `${this.webhookBaseUrl()}webhook/${created.id}`;
     const roomName = await this.roomName(roomId);
     try {
       const dm = await this.directMessages.roomWith(sender);
@@ -284,12 +286,12 @@ export class Bridge implements BridgePoster {
   private async addFeed(roomId: string, sender: string, url: string, label: string | undefined, reply: (body: string) => Promise<void>): Promise<void> {
     try {
       const result = await this.feeds.subscribe(roomId, url, label, sender);
-      const name = label ?? result.title ?? url;
+      const name = clip(label ?? result.title ?? url, 200);
       const existing = result.existingItems === 1 ? '1 item' : `${result.existingItems} items`;
       return reply(`This room now follows ${name} (${url}). Its current ${existing} are not posted; new ones will be.`);
     } catch (err) {
-      if (err instanceof AlreadyFollowedError) return reply(err.message);
-      if (err instanceof FeedError) return reply(`I could not add ${url}: ${err.message}.`);
+      if (err instanceof SubscriptionRefused) return reply(err.message);
+      if (err instanceof FeedError) return reply(`I could not add ${url}: ${feedFailureReason(err)}.`);
       throw err;
     }
   }
@@ -299,7 +301,7 @@ export class Bridge implements BridgePoster {
     if (feeds.length === 0) return 'This room follows no feeds.';
     const now = this.services.clock.now();
     const lines = feeds.map((feed) => {
-      const name = feed.label ?? feed.title ?? feed.url;
+      const name = clip(feed.label ?? feed.title ?? feed.url, 200);
       const success = feed.lastSuccessTs === null ? 'never fetched successfully' : `last fetched ${ago(now - feed.lastSuccessTs)}`;
       const error = feed.failures > 0 && feed.lastError ? `; failing (${feed.failures}×): ${feed.lastError}` : '';
       return `• ${name}: ${feed.url} (${success}${error})`;

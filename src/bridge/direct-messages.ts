@@ -8,8 +8,12 @@ import type { Services } from '../services.js';
 import type { Requester } from '../users/session-service.js';
 
 export class DirectMessages {
-  /** One DM room is looked up or created per user at a time, so two requests never make two. */
-  private readonly locks = new Map<string, Promise<string>>();
+  /**
+   * One lookup-or-create at a time, for all users: two requests for one user must not make two
+   * rooms, and `m.direct` is read, changed and written whole, so two users' updates must not
+   * interleave either. DM rooms are made rarely; one queue costs nothing.
+   */
+  private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly services: Services,
@@ -23,12 +27,8 @@ export class DirectMessages {
 
   /** A DM room with `userId`: an existing one the user is still joined or invited to, or a new one. */
   roomWith(userId: string): Promise<string> {
-    const previous = this.locks.get(userId) ?? Promise.resolve('');
-    const next = previous.catch(() => '').then(() => this.findOrCreate(userId));
-    this.locks.set(userId, next);
-    void next.finally(() => {
-      if (this.locks.get(userId) === next) this.locks.delete(userId);
-    }).catch(() => undefined);
+    const next = this.queue.catch(() => undefined).then(() => this.findOrCreate(userId));
+    this.queue = next;
     return next;
   }
 

@@ -24,6 +24,10 @@ const MAX_BACKOFF_MS = 6 * 3_600_000;
 /** Seen item ids kept per feed beyond those currently in it. */
 const SEEN_IDS_KEPT = 1_000;
 const USER_AGENT = 'bot-homeserver-bridge (+https://github.com/bot-homeserver)';
+/** Feeds one room may follow: each costs a fetch per interval on the room members' behalf. */
+export const MAX_FEEDS_PER_ROOM = 50;
+/** Errors and titles quoted back to a room are cut to this many characters. */
+const MAX_QUOTED_CHARS = 300;
 
 export interface FeedSubscription {
   url: string;
@@ -40,10 +44,27 @@ export interface SubscribeResult {
   existingItems: number;
 }
 
-export class AlreadyFollowedError extends Error {}
+/** A subscription refused for a reason the room is told as is. */
+export class SubscriptionRefused extends Error {}
+
+/** The readable reason a fetch failed, short enough to quote in a room. */
+export function feedFailureReason(err: unknown): string {
+  const message = err instanceof FeedError ? err.message : 'the fetch failed unexpectedly';
+  return clip(message, MAX_QUOTED_CHARS);
+}
+
+export function clip(text: string, max: number): string {
+  const chars = [...text];
+  return chars.length > max ? `${chars.slice(0, max).join('')}…` : text;
+}
 
 export class FeedService {
   private readonly inFlight = new Set<string>();
+  /** Fetches running now, polls and new subscriptions together, capped at `concurrency`. */
+  private fetching = 0;
+  private readonly fetchQueue: Array<() => void> = [];
+  /** Aborted by stop(), so shutting down does not wait for slow feed servers. */
+  private abort = new AbortController();
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = true;
@@ -63,36 +84,41 @@ export class FeedService {
   // ---- subscriptions ----
 
   async subscribe(roomId: string, url: string, label: string | undefined, addedBy: string): Promise<SubscribeResult> {
-    const now = this.clock.now();
     const followed = await this.storage.bridge.roomFeeds(roomId);
-    if (followed.some((row) => row.url === url)) throw new AlreadyFollowedError(`This room already follows ${url}.`);
-    const known = await this.storage.bridge.feed(url);
-    let result: SubscribeResult;
-    if (known) {
-      // Another room follows it already: its items are known; new ones reach every room.
-      result = { title: known.title ?? undefined, existingItems: 0 };
-    } else {
-      const fetched = await this.fetcher(url, this.fetchOptions());
-      if (fetched.notModified) throw new FeedError('the server answered 304 Not Modified to a first request');
-      const { feed } = fetched;
-      await this.storage.bridge.insertFeedIfMissing({
-        url,
-        title: feed.title ?? null,
-        etag: fetched.etag ?? null,
-        last_modified: fetched.lastModified ?? null,
-        last_success_ts: now,
-        last_error: null,
-        last_error_ts: null,
-        failures: 0,
-        next_poll_ts: now + this.jittered(this.intervalMs()),
-      });
-      await this.storage.bridge.markSeen(url, feed.items.map((item) => item.id), now, SEEN_IDS_KEPT + feed.items.length);
-      result = { title: feed.title, existingItems: feed.items.length };
+    if (followed.some((row) => row.url === url)) throw new SubscriptionRefused(`This room already follows ${url}.`);
+    if (followed.length >= MAX_FEEDS_PER_ROOM) {
+      throw new SubscriptionRefused(`This room follows ${MAX_FEEDS_PER_ROOM} feeds, the most it may; remove one first.`);
     }
-    const inserted = await this.storage.bridge.insertRoomFeed({ room_id: roomId, url, label: label ?? null, added_by: addedBy, created_ts: now, failure_notified: 0 });
-    if (!inserted) throw new AlreadyFollowedError(`This room already follows ${url}.`);
+    const known = await this.storage.bridge.feed(url);
+    // Another room follows it already: its items are known, and new ones reach every room.
+    const fetched = known ? undefined : await this.limited(() => this.fetcher(url, this.fetchOptions()));
+    if (fetched?.notModified) throw new FeedError('the server answered 304 Not Modified to a first request');
+    const now = this.clock.now();
+    const feed = fetched && !fetched.notModified ? fetched.feed : undefined;
+    // One transaction: another room removing its last subscription in between would otherwise
+    // delete this feed row as unfollowed before the subscription below is in.
+    const inserted = await this.storage.transaction(async (stores) => {
+      if (fetched && !fetched.notModified && feed) {
+        await stores.bridge.insertFeedIfMissing({
+          url,
+          title: feed.title ?? null,
+          etag: fetched.etag ?? null,
+          last_modified: fetched.lastModified ?? null,
+          last_success_ts: now,
+          last_error: null,
+          last_error_ts: null,
+          failures: 0,
+          next_poll_ts: now + this.jittered(this.intervalMs()),
+        });
+        await stores.bridge.markSeen(url, feed.items.map((item) => item.id), now, SEEN_IDS_KEPT + feed.items.length);
+      } else if (!(await stores.bridge.feed(url))) {
+        return false;
+      }
+      return stores.bridge.insertRoomFeed({ room_id: roomId, url, label: label ?? null, added_by: addedBy, created_ts: now, failure_notified: 0 });
+    });
+    if (!inserted) throw new SubscriptionRefused(`This room already follows ${url}.`);
     this.reschedule();
-    return result;
+    return feed ? { title: feed.title, existingItems: feed.items.length } : { title: known?.title ?? undefined, existingItems: 0 };
   }
 
   async unsubscribe(roomId: string, url: string): Promise<boolean> {
@@ -125,12 +151,14 @@ export class FeedService {
   start(): void {
     this.stopped = false;
     this.closing = false;
+    if (this.abort.signal.aborted) this.abort = new AbortController();
     this.reschedule(0);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     this.closing = true;
+    this.abort.abort();
     clearTimeout(this.timer);
     this.timer = undefined;
     await this.running;
@@ -156,8 +184,11 @@ export class FeedService {
     try {
       let result: FetchFeedResult;
       try {
-        result = await this.fetcher(feed.url, { ...this.fetchOptions(), etag: feed.etag ?? undefined, lastModified: feed.last_modified ?? undefined });
+        result = await this.limited(() =>
+          this.fetcher(feed.url, { ...this.fetchOptions(), etag: feed.etag ?? undefined, lastModified: feed.last_modified ?? undefined }),
+        );
       } catch (err) {
+        if (this.closing) return;
         await this.failed(feed, err);
         return;
       }
@@ -166,6 +197,10 @@ export class FeedService {
       await this.succeeded(feed, result, followers);
     } catch (err) {
       this.log.error({ err, feed: feed.url }, 'feed poll failed');
+      // Whatever broke, the feed is not due again at once: no tight loop of failing polls.
+      await this.storage.bridge
+        .updateFeed(feed.url, { next_poll_ts: this.clock.now() + this.jittered(this.intervalMs()) })
+        .catch(() => undefined);
     } finally {
       this.inFlight.delete(feed.url);
     }
@@ -179,17 +214,29 @@ export class FeedService {
     // The newest ones are shown, oldest first; the rest are counted in one line.
     const shown = fresh.slice(Math.max(0, fresh.length - max));
     const hidden = fresh.length - shown.length;
-    for (const room of followers) {
-      const name = room.label ?? parsed.title ?? feed.title ?? feed.url;
-      try {
-        for (const item of shown) await this.poster.post(room.room_id, feedItemMessage(name, item));
-        if (hidden > 0) await this.poster.post(room.room_id, moreItemsMessage(name, hidden, parsed.link));
-      } catch (err) {
-        this.log.warn({ err, feed: feed.url, room: room.room_id }, 'posting feed items failed');
+    const unposted = new Set<string>();
+    for (const item of shown) {
+      let posted = followers.length === 0;
+      for (const room of followers) {
+        const name = room.label ?? parsed.title ?? feed.title ?? feed.url;
+        try {
+          await this.poster.post(room.room_id, feedItemMessage(name, item));
+          posted = true;
+        } catch (err) {
+          this.log.warn({ err, feed: feed.url, room: room.room_id }, 'posting a feed item failed');
+        }
+      }
+      // Posted nowhere (the bridge may not send there just now): tried again at the next poll.
+      if (!posted) unposted.add(item.id);
+    }
+    if (hidden > 0) {
+      for (const room of followers) {
+        const name = room.label ?? parsed.title ?? feed.title ?? feed.url;
+        await this.poster.post(room.room_id, moreItemsMessage(name, hidden, parsed.link)).catch(() => undefined);
       }
     }
     // Marked after posting: a crash in between repeats an item rather than losing it.
-    await this.storage.bridge.markSeen(feed.url, ids, this.clock.now(), SEEN_IDS_KEPT + ids.length);
+    await this.storage.bridge.markSeen(feed.url, ids.filter((id) => !unposted.has(id)), this.clock.now(), SEEN_IDS_KEPT + ids.length);
   }
 
   private async succeeded(feed: FeedRow, result: FetchFeedResult, followers: RoomFeedRow[]): Promise<void> {
@@ -202,14 +249,14 @@ export class FeedService {
     });
     const recovered = followers.filter((room) => room.failure_notified);
     for (const room of recovered) {
-      const name = room.label ?? feed.title ?? feed.url;
+      const name = clip(room.label ?? feed.title ?? feed.url, 200);
       await this.poster.post(room.room_id, { msgtype: 'm.notice', body: `The feed ${name} works again.` }).catch(() => undefined);
     }
     await this.storage.bridge.setFailureNotified(feed.url, recovered.map((room) => room.room_id), false);
   }
 
   private async failed(feed: FeedRow, err: unknown): Promise<void> {
-    const message = err instanceof FeedError ? err.message : 'the fetch failed unexpectedly';
+    const message = feedFailureReason(err);
     if (!(err instanceof FeedError)) this.log.warn({ err, feed: feed.url }, 'feed fetch failed unexpectedly');
     const now = this.clock.now();
     const failures = feed.failures + 1;
@@ -218,7 +265,7 @@ export class FeedService {
     if (failures < FAILURE_NOTICE_AFTER) return;
     const followers = (await this.activeFollowers(feed.url)).filter((room) => !room.failure_notified);
     for (const room of followers) {
-      const name = room.label ?? feed.title ?? feed.url;
+      const name = clip(room.label ?? feed.title ?? feed.url, 200);
       const body = `The feed ${name} has failed ${failures} times in a row: ${message}. I will keep trying, less often, and say when it works again.`;
       await this.poster.post(room.room_id, { msgtype: 'm.notice', body }).catch(() => undefined);
     }
@@ -227,7 +274,22 @@ export class FeedService {
 
   private async activeFollowers(url: string): Promise<RoomFeedRow[]> {
     const rows = await this.storage.bridge.followersOf(url);
-    return rows.filter((row) => this.poster.isActiveIn(row.room_id));
+    const active = await Promise.all(rows.map((row) => this.poster.isActiveIn(row.room_id)));
+    return rows.filter((_, index) => active[index]);
+  }
+
+  /** Runs a fetch once fewer than `concurrency` are running. */
+  private async limited<T>(work: () => Promise<T>): Promise<T> {
+    // A finished fetch hands its slot straight to the next waiter, so the cap holds exactly.
+    if (this.fetching >= this.config.concurrency) await new Promise<void>((resolve) => this.fetchQueue.push(resolve));
+    else this.fetching += 1;
+    try {
+      return await work();
+    } finally {
+      const next = this.fetchQueue.shift();
+      if (next) next();
+      else this.fetching -= 1;
+    }
   }
 
   /** Arms the timer for the next due feed (or `delayMs` from now). */
@@ -249,7 +311,11 @@ export class FeedService {
         if (!this.stopped && next !== undefined) arm(next - this.clock.now());
         else if (!this.stopped) arm(60_000);
       })
-      .catch((err: unknown) => this.log.error({ err }, 'scheduling feed polls failed'));
+      .catch((err: unknown) => {
+        this.log.error({ err }, 'scheduling feed polls failed');
+        // Polling must not stop for good because one query failed: look again in a minute.
+        if (!this.stopped) arm(60_000);
+      });
   }
 
   private tick(): void {
@@ -279,6 +345,7 @@ export class FeedService {
       maxRedirects: this.config.max_redirects,
       allowPrivateAddresses: this.config.allow_private_addresses,
       userAgent: USER_AGENT,
+      signal: this.abort.signal,
     };
   }
 }

@@ -12,6 +12,10 @@ import type { BridgePoster } from './poster.js';
 import { readWebhookPayload, webhookMessage } from './webhook-message.js';
 
 const NOT_FOUND = 'No such webhook: it was never created, or it has been removed.';
+/** Webhooks one room may have. */
+export const MAX_WEBHOOKS_PER_ROOM = 50;
+
+export type CreatedWebhook = { id: string } | { refused: string };
 
 export class WebhookService {
   constructor(
@@ -21,8 +25,15 @@ export class WebhookService {
     private readonly poster: BridgePoster,
   ) {}
 
-  /** Creates a webhook; returns its secret id, or undefined when the room has one of that name. */
-  async create(roomId: string, name: string, createdBy: string): Promise<string | undefined> {
+  /** Creates a webhook: its secret id, or why it was refused. */
+  async create(roomId: string, name: string, createdBy: string): Promise<CreatedWebhook> {
+    const existing = await this.storage.bridge.webhooksOfRoom(roomId);
+    if (existing.some((row) => row.name === name)) {
+      return { refused: `This room already has a webhook named "${name}". Remove it first, or choose another name.` };
+    }
+    if (existing.length >= MAX_WEBHOOKS_PER_ROOM) {
+      return { refused: `This room has ${MAX_WEBHOOKS_PER_ROOM} webhooks, the most it may; remove one first.` };
+    }
     const id = randomBytes(32).toString('base64url');
     const created = await this.storage.bridge.insertWebhook({
       id_hash: hashToken(id),
@@ -31,7 +42,7 @@ export class WebhookService {
       created_by: createdBy,
       created_ts: this.clock.now(),
     });
-    return created ? id : undefined;
+    return created ? { id } : { refused: `This room already has a webhook named "${name}". Remove it first, or choose another name.` };
   }
 
   async names(roomId: string): Promise<string[]> {
@@ -52,7 +63,7 @@ export class WebhookService {
     const idHash = hashToken(id);
     const webhook = await this.storage.bridge.webhookByHash(idHash);
     // Also 404 between the bridge being kicked and its sync loop noticing.
-    if (!webhook || !this.poster.isActiveIn(webhook.room_id)) throw new MatrixError('M_NOT_FOUND', NOT_FOUND);
+    if (!webhook || !(await this.poster.isActiveIn(webhook.room_id))) throw new MatrixError('M_NOT_FOUND', NOT_FOUND);
     const decision = this.limiter.check(idHash);
     if (!decision.allowed) throw rateLimitedError(decision.retryAfterMs);
     const content = webhookMessage(readWebhookPayload(body));

@@ -12,8 +12,8 @@ const SECRET_QUERY_PARAMS = new Set(['access_token', 'refresh_token']);
  * query parser reads them (`access%5Ftoken` is `access_token` too).
  */
 export function redactUrl(url: string): string {
-  // A webhook's id is its credential, and it sits in the path.
-  if (url.startsWith('/webhook/')) return url.replace(/^\/webhook\/[^/?#]*/, '/webhook/<redacted>');
+  const redactedPath = redactWebhookId(url);
+  if (redactedPath !== url) return redactedPath;
   const queryStart = url.indexOf('?');
   if (queryStart < 0) return url;
   const pairs = url.slice(queryStart + 1).split('&').map((pair) => {
@@ -22,6 +22,25 @@ export function redactUrl(url: string): string {
     return SECRET_QUERY_PARAMS.has(decodeName(rawName)) ? `${rawName}=<redacted>` : pair;
   });
   return `${url.slice(0, queryStart)}?${pairs.join('&')}`;
+}
+
+/**
+ * A webhook's id is its credential, and it sits in the path. Matched on the decoded path, and
+ * anywhere in it: `/%77ebhook/<id>` is routed to the webhook too, and `//webhook/<id>` (a base
+ * URL with a trailing slash) is a mistake whose id is still a secret.
+ */
+function redactWebhookId(url: string): string {
+  const pathEnd = url.search(/[?#]/);
+  const path = pathEnd < 0 ? url : url.slice(0, pathEnd);
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(path);
+  } catch {
+    decoded = path;
+  }
+  const at = decoded.toLowerCase().indexOf('/webhook/');
+  if (at < 0) return url;
+  return `${decoded.slice(0, at)}/webhook/<redacted>`;
 }
 
 function decodeName(name: string): string {

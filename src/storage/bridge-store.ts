@@ -191,10 +191,12 @@ export class BridgeStore {
   }
 
   /**
-   * Marks items seen at `now`, then forgets the oldest beyond `keep`. Items still in the feed were
-   * just stamped, so they are never the ones forgotten as long as `keep` is at least their number.
+   * Marks items seen at `now`, then forgets all but the `keep` most recently seen. Items still in
+   * the feed were just stamped, so they are never the ones forgotten as long as `keep` is at least
+   * their number. Does nothing for a feed no room follows any more (it was just removed).
    */
   async markSeen(url: string, itemIds: string[], now: number, keep: number): Promise<void> {
+    if (!(await this.feed(url))) return;
     for (let start = 0; start < itemIds.length; start += IDS_PER_QUERY) {
       const values = itemIds.slice(start, start + IDS_PER_QUERY).map((item_id) => ({ url, item_id, seen_ts: now }));
       await this.db
@@ -203,16 +205,12 @@ export class BridgeStore {
         .onConflict((oc) => oc.columns(['url', 'item_id']).doUpdateSet({ seen_ts: now }))
         .execute();
     }
-    const cutoff = await this.db
-      .selectFrom('bridge_feed_seen')
-      .select('seen_ts')
+    await this.db
+      .deleteFrom('bridge_feed_seen')
       .where('url', '=', url)
-      .orderBy('seen_ts', 'desc')
-      .offset(keep)
-      .limit(1)
-      .executeTakeFirst();
-    if (cutoff) {
-      await this.db.deleteFrom('bridge_feed_seen').where('url', '=', url).where('seen_ts', '<=', Number(cutoff.seen_ts)).where('seen_ts', '<', now).execute();
-    }
+      .where('item_id', 'not in', (eb) =>
+        eb.selectFrom('bridge_feed_seen').select('item_id').where('url', '=', url).orderBy('seen_ts', 'desc').orderBy('item_id').limit(keep),
+      )
+      .execute();
   }
 }

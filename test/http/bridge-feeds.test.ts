@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createUser, FakeClock, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { client, clientsFor, type Json, type TestClient } from '../support/client.js';
-import { bridgeIdOf, command, roomWithBridge, withBridge } from '../support/bridge.js';
+import { bridgeIdOf, command, promoteBridge, roomWithBridge, withBridge } from '../support/bridge.js';
 import { startFeedServer, type FeedServer } from '../support/feed-server.js';
 import { FAILURE_NOTICE_AFTER } from '../../src/bridge/feed-service.js';
 
@@ -192,5 +192,53 @@ describe('bridge feeds', () => {
     expect(reply.content.body).toContain(feeds.url('/feeds/main'));
     feeds.serve('/gone.xml', { body: 'nope', status: 404, contentType: 'text/plain' });
     expect((await command(hs, alice, roomId, `!bridge feed ${feeds.url('/gone.xml')}`)).content.body).toContain('404');
+  });
+
+  it('does not lose an item it could not post, and posts huge items within the event limit', async () => {
+    hs = await startTestHomeserver(feedConfig());
+    const [alice] = await clientsFor(hs, 'alice');
+    const roomId = await roomWithBridge(hs, alice);
+    feeds.serve('/blog.xml', { body: blogWith([]) });
+    await command(hs, alice, roomId, `!bridge feed ${feeds.url('/blog.xml')} Blog`);
+    const before = (await bridgeSaid(hs, alice, roomId)).length;
+
+    const links = Array.from({ length: 400 }, (_, i) => `<a href="https://example.org/${'x'.repeat(300)}/${i}">link ${i}</a>`).join(' ');
+    const body = blogWith([{ guid: 'huge', title: 'Newsletter', date: 'Mon, 01 Jan 2035 10:00:00 +0000' }]).replace('About Newsletter', links);
+    feeds.serve('/blog.xml', { body });
+    // The first attempt to post fails (the bridge may not send just now): the item waits.
+    const bridge = hs.app.homeserver.bridge!;
+    const post = bridge.post.bind(bridge);
+    bridge.post = async () => {
+      throw new Error('cannot send right now');
+    };
+    await pollAfter(hs, INTERVAL_S * 2);
+    bridge.post = post;
+    expect((await bridgeSaid(hs, alice, roomId)).length).toBe(before);
+    await pollAfter(hs, INTERVAL_S * 2);
+    await pollAfter(hs, INTERVAL_S * 2);
+    const posted = (await bridgeSaid(hs, alice, roomId)).slice(before);
+    expect(posted).toHaveLength(1);
+    expect(posted[0]!.content.body).toContain('Blog: Newsletter');
+    expect(Buffer.byteLength(JSON.stringify(posted[0]!.content))).toBeLessThan(20_000);
+  });
+
+  it('ends a room\'s subscriptions when the bridge is kicked; a new invite starts with none', async () => {
+    hs = await startTestHomeserver(feedConfig());
+    const [alice] = await clientsFor(hs, 'alice');
+    const roomId = await roomWithBridge(hs, alice);
+    feeds.serve('/blog.xml', { body: blogWith([]) });
+    await command(hs, alice, roomId, `!bridge feed ${feeds.url('/blog.xml')}`);
+    await alice.ok('POST', `/rooms/${encodeURIComponent(roomId)}/kick`, { user_id: bridgeIdOf(hs) });
+    await alice.invite(roomId, bridgeIdOf(hs));
+    const bridgeId = bridgeIdOf(hs);
+    const joins = () => alice.seenIn(roomId).filter((e) => e.type === 'm.room.member' && e.state_key === bridgeId && e.content.membership === 'join');
+    const firstJoin = joins()[0]!.event_id;
+    await alice.waitForEvent(roomId, (e) => e.type === 'm.room.member' && e.state_key === bridgeId && e.content.membership === 'join' && e.event_id !== firstJoin);
+    await promoteBridge(hs, alice, roomId);
+    expect((await command(hs, alice, roomId, '!bridge feed list')).content.body).toBe('This room follows no feeds.');
+    const requests = feeds.requests.length;
+    feeds.serve('/blog.xml', { body: blogWith([{ guid: 'new', title: 'New', date: 'Mon, 01 Jan 2035 10:00:00 +0000' }]) });
+    await pollAfter(hs, INTERVAL_S * 2);
+    expect(feeds.requests.length).toBe(requests);
   });
 });

@@ -9,6 +9,7 @@ import { client, clientsFor, type Json, type TestClient } from '../support/clien
 import { expectMatrixError } from '../support/spec-validator.js';
 import { bridgeIdOf, command, promoteBridge, roomWithBridge, withBridge } from '../support/bridge.js';
 import { TRUNCATION_MARKER } from '../../src/bridge/webhook-message.js';
+import { MAX_WEBHOOKS_PER_ROOM } from '../../src/bridge/webhook-service.js';
 
 let hs: TestHomeserver | undefined;
 const dirs: string[] = [];
@@ -76,11 +77,18 @@ describe('the bridge user and webhooks', () => {
     const second = await alice.waitForEvent(roomId, (e) => e.event_id === put.body.event_id);
     expect(second.content).toEqual({ msgtype: 'm.text', body: 'hi', format: 'org.matrix.custom.html', formatted_body: '<b>hi</b>' });
 
+    // The bridge's own messages are never commands, even when a webhook post looks like one.
+    const sneaky = await hs.http.post(path).send({ text: '!bridge webhook evil', msgtype: 'm.text' });
+    expect(sneaky.status).toBe(200);
+    // Notices are never commands either (bots talk in notices).
+    const notice = await alice.send(roomId, { msgtype: 'm.notice', body: '!bridge help' });
+
     // A second webhook reuses the DM room.
     await createWebhook(hs, alice, roomId, 'deploys');
     expect((await hs.services.accountData.get(bridgeId, undefined, 'm.direct'))[alice.userId]).toHaveLength(1);
     const list = await command(hs, alice, roomId, '!bridge webhook list');
     expect(list.content.body).toBe('Webhooks in this room: ci, deploys');
+    expect(alice.seenIn(roomId).filter((event) => event.content?.['m.relates_to']?.['m.in_reply_to']?.event_id === notice)).toEqual([]);
     expect(list.content.body).not.toContain('/webhook/');
   });
 
@@ -105,9 +113,10 @@ describe('the bridge user and webhooks', () => {
     expectMatrixError(await hs.http.post('/webhook/not-a-real-webhook-id').send({ text: 'x' }), 404, 'M_NOT_FOUND');
     // Not in the room (the moment after a kick, before the bridge's own sync has noticed): 404.
     const bridge = hs.app.homeserver.bridge!;
-    bridge.isActiveIn = () => false;
+    const isActiveIn = bridge.isActiveIn.bind(bridge);
+    bridge.isActiveIn = async () => false;
     expectMatrixError(await hs.http.post(path).send({ text: 'x' }), 404, 'M_NOT_FOUND');
-    bridge.isActiveIn = (room: string) => hs!.services.roomCache.peek(room)?.isJoined(bridge.userId) ?? false;
+    bridge.isActiveIn = isActiveIn;
     expectMatrixError(await hs.http.post(path).send({ text: 'x'.repeat(400_000) }), 413, 'M_TOO_LARGE');
 
     // Text that would make the event too large is cut, not refused (the 4th allowed post).
@@ -141,10 +150,22 @@ describe('the bridge user and webhooks', () => {
     expect(help.content.body).toContain('!bridge feed <url> [label]');
     expect((await command(hs, bob, roomId, '!bridge webhook list')).content.body).toBe('This room has no webhooks.');
 
+    // Exactly the room's state_default is enough.
+    await alice.ok('PUT', `/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`, {
+      ...(await alice.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`)),
+      users: { [alice.userId]: 100, [bridgeIdOf(hs)]: 50, [bob.userId]: 50 },
+    });
+    await createWebhook(hs, bob, roomId, 'bobs');
+    expect((await command(hs, bob, roomId, '!bridge webhook remove bobs')).content.body).toContain('no longer works');
+
     const first = await createWebhook(hs, alice, roomId, 'ci');
     const duplicate = await command(hs, alice, roomId, '!bridge webhook ci');
     expect(duplicate.content.body).toContain('already has a webhook named "ci"');
-    expect((await command(hs, bob, roomId, '!bridge webhook remove ci')).content.body).toContain('you have 0');
+    await alice.ok('PUT', `/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`, {
+      ...(await alice.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`)),
+      users: { [alice.userId]: 100, [bridgeIdOf(hs)]: 50, [bob.userId]: 49 },
+    });
+    expect((await command(hs, bob, roomId, '!bridge webhook remove ci')).content.body).toContain('you have 49');
     expect((await hs.http.post(first.path).send({ text: 'still here' })).status).toBe(200);
 
     const removed = await command(hs, alice, roomId, '!bridge webhook remove ci');
@@ -178,6 +199,8 @@ describe('the bridge user and webhooks', () => {
     const { path } = await createWebhook(hs, alice, roomId, 'ci');
     const id = path.split('/').pop()!;
     expect((await hs.http.post(path).send({ text: 'before restart' })).status).toBe(200);
+    const bridgeId = bridgeIdOf(hs);
+    const saidBefore = (await alice.ok('GET', `/rooms/${encodeURIComponent(roomId)}/messages`, undefined, { dir: 'b', limit: 100 })).chunk.filter((event: Json) => event.sender === bridgeId).length;
     await hs.close();
 
     hs = await startTestHomeserver(config, { logger });
@@ -187,14 +210,41 @@ describe('the bridge user and webhooks', () => {
     // A command after the restart is answered; had old ones been run again, their answers would come first.
     await command(hs, alice, roomId, '!bridge webhook list');
     const history = await alice.ok('GET', `/rooms/${encodeURIComponent(roomId)}/messages`, undefined, { dir: 'b', limit: 100 });
-    const bridgeId = bridgeIdOf(hs);
     const said = (history.chunk as Json[]).filter((event) => event.sender === bridgeId).map((event) => String(event.content.body));
     expect(said.filter((body) => body.startsWith('Created the webhook'))).toHaveLength(1);
     expect(said.filter((body) => body.startsWith('Hello!'))).toHaveLength(1);
     expect(said.filter((body) => body.startsWith('Webhooks in this room'))).toHaveLength(1);
     expect(said).toContain('after restart');
+    // Since the restart the bridge said exactly two things: the post and the answer to the new command.
+    expect(said.length).toBe(saidBefore + 2);
+    // Other spellings of the path reach the log redacted too.
+    await hs.http.post(`/%77ebhook/${id}`).send({ text: 'encoded path' });
+    await hs.http.post(`//webhook/${id}`).send({ text: 'double slash' });
     const log = lines.join('');
     expect(log).toContain('/webhook/<redacted>');
     expect(log).not.toContain(id);
+  });
+
+  it('caps the webhooks of one room', async () => {
+    hs = await startTestHomeserver(withBridge());
+    const [alice] = await clientsFor(hs, 'alice');
+    const roomId = await roomWithBridge(hs, alice);
+    const webhooks = hs.app.homeserver.bridge!.webhooks;
+    for (let i = 0; i < MAX_WEBHOOKS_PER_ROOM; i++) expect(await webhooks.create(roomId, `hook${i}`, alice.userId)).toHaveProperty('id');
+    const refused = await command(hs, alice, roomId, '!bridge webhook one-more');
+    expect(refused.content.body).toContain(`has ${MAX_WEBHOOKS_PER_ROOM} webhooks, the most it may`);
+  });
+
+  it('records DM rooms made at the same time for different users in m.direct', async () => {
+    hs = await startTestHomeserver(withBridge());
+    const [alice, bob] = await clientsFor(hs, 'alice', 'bob');
+    const first = await roomWithBridge(hs, alice);
+    const second = await roomWithBridge(hs, bob);
+    // Two commands in two rooms run at the same time.
+    const [a, b] = await Promise.all([command(hs, alice, first, '!bridge webhook a'), command(hs, bob, second, '!bridge webhook b')]);
+    expect(a.content.body).toContain('Created the webhook "a"');
+    expect(b.content.body).toContain('Created the webhook "b"');
+    const direct = await hs.services.accountData.get(bridgeIdOf(hs), undefined, 'm.direct');
+    expect(Object.keys(direct).sort()).toEqual([alice.userId, bob.userId]);
   });
 });
