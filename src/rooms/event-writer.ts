@@ -184,6 +184,7 @@ export class EventWriter {
         if (redaction) room.applyRedaction(redaction.eventId, redaction.redactedContent, event.eventId);
       }
     }
+    for (const event of events) room.remember(event);
     if (!request.newRoom && events.length > 0) touchedRooms.add(room.roomId);
     return { pending, room, events, drafts };
   }

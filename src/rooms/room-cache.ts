@@ -43,6 +43,8 @@ export class RoomCache {
       if ((this.roomGenerations.get(roomId) ?? 0) !== generation) continue;
       const snapshot = new RoomSnapshot(roomId, row.room_version, row.creator, stateRows.map(eventFromRow));
       snapshot.latestStream = Math.max(latestEvent, latestReceipt);
+      // Events written from now on are remembered; older ones are read from disk.
+      snapshot.recentFloor = snapshot.latestStream;
       snapshot.latestReceiptStream = latestReceipt;
       const raced = this.rooms.get(roomId);
       if (raced) return raced;

@@ -124,6 +124,18 @@ export class RoomReader {
     const events: StoredEvent[] = [];
     let upper = Math.min(options.before, this.stream.current);
     let lastScanned = upper;
+    const recent = room.recentEvents(options.stopAt, upper);
+    if (recent) {
+      // Everything in range is in memory (the common incremental sync): no query at all.
+      for (const event of recent) {
+        if (events.length >= options.limit) return { events, more: true, lastScanned };
+        lastScanned = event.stream - 1;
+        if (options.visibility && !canSeeEvent(event, options.visibility)) continue;
+        if (options.matches && !options.matches(event)) continue;
+        events.push(event);
+      }
+      return { events, more: false, lastScanned };
+    }
     for (let pages = 0; pages < PAGE_SCAN_LIMIT; pages++) {
       const want = options.limit - events.length;
       const rows = await this.storage.rooms.eventsNewestFirst(room.roomId, options.stopAt, upper, want + 1);

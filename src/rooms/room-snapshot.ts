@@ -6,6 +6,9 @@
 import type { StateEvent, StateLookup } from './auth-rules.js';
 import { stateKeyOf, type StoredEvent } from './events.js';
 
+/** Enough for a bot's incremental syncs; older timelines come from the database. */
+const RECENT_EVENTS_KEPT = 64;
+
 export class RoomSnapshot {
   private readonly state = new Map<string, StoredEvent>();
   private readonly memberships = new Map<string, string>();
@@ -17,6 +20,14 @@ export class RoomSnapshot {
   latestStream = 0;
   /** Stream position of the newest receipt in the room: syncs skip the receipts query below it. */
   latestReceiptStream = 0;
+  /**
+   * The room's newest events, oldest first: every event with a position above `recentFloor` is
+   * here. An incremental sync (the bot's loop) reads its timeline from this instead of querying
+   * the events it was just woken for.
+   */
+  private readonly recent: StoredEvent[] = [];
+  /** Position below which `recent` may be missing events; a snapshot loaded from disk starts full. */
+  recentFloor = 0;
 
   constructor(
     readonly roomId: string,
@@ -79,11 +90,37 @@ export class RoomSnapshot {
     }
   }
 
+  /** Keeps a newly written event among the recent ones (the writer calls this for each event). */
+  remember(event: StoredEvent): void {
+    this.recent.push(event);
+    if (this.recent.length > RECENT_EVENTS_KEPT) this.recentFloor = this.recent.shift()!.stream;
+  }
+
+  /**
+   * The recent events with `after < stream <= upTo`, newest first, or undefined when some of
+   * them may not be in memory.
+   */
+  recentEvents(after: number, upTo: number): StoredEvent[] | undefined {
+    if (after < this.recentFloor) return undefined;
+    const found: StoredEvent[] = [];
+    for (let index = this.recent.length - 1; index >= 0; index--) {
+      const event = this.recent[index]!;
+      if (event.stream <= after) break;
+      if (event.stream <= upTo) found.push(event);
+    }
+    return found;
+  }
+
   /**
    * Applies a redaction to the current state: the redacted event's content, and the prev_content
    * of the event that replaced it.
    */
   applyRedaction(eventId: string, content: Record<string, unknown>, redactedBy: string): void {
+    // The recent events change as their rows do (see RoomStore.markRedacted).
+    for (const [index, event] of this.recent.entries()) {
+      if (event.eventId === eventId) this.recent[index] = { ...event, content, redactedBy };
+      else if (event.replacesState === eventId) this.recent[index] = { ...event, prevContent: content };
+    }
     for (const [key, event] of this.state) {
       if (event.replacesState === eventId) this.state.set(key, { ...event, prevContent: content });
       if (event.eventId !== eventId) continue;

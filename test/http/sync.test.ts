@@ -420,3 +420,29 @@ describe('full_state', () => {
     expect(again.rooms.join[roomId].state.events.length).toBeGreaterThan(3);
   });
 });
+
+describe('incremental timelines from memory', () => {
+  it('show a redaction of a recent event, and the redacted prev_content of the state that replaced it', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat', name: 'Before' });
+    await bob.join(roomId);
+    const since = (await bob.sync()).next_batch as string;
+    const message = await alice.send(roomId, text('secret'));
+    const firstTopic = await alice.setState(roomId, 'm.room.topic', '', { topic: 'private words' });
+    await alice.setState(roomId, 'm.room.topic', '', { topic: 'public words' });
+    await alice.ok('PUT', `/rooms/${enc(roomId)}/redact/${enc(message)}/r1`, {});
+    await alice.ok('PUT', `/rooms/${enc(roomId)}/redact/${enc(firstTopic)}/r2`, {});
+
+    const timeline = timelineOf(await bob.sync({ since }), roomId);
+    const redacted = timeline.find((event) => event.event_id === message)!;
+    expect(redacted.content).toEqual({});
+    expect(redacted.unsigned.redacted_because.type).toBe('m.room.redaction');
+    const topics = timeline.filter((event) => event.type === 'm.room.topic');
+    expect(topics[0]!.content).toEqual({});
+    expect(topics[1]!.content).toEqual({ topic: 'public words' });
+    expect(topics[1]!.unsigned.prev_content).toEqual({});
+    // The same answer as a fresh read from the database.
+    const restarted = await hs.services.history.messages({ userId: bob.userId, deviceId: bob.user.deviceId, accessTokenId: 0 }, roomId, { from: undefined, to: undefined, dir: 'b', limit: 20, filter: undefined });
+    const stored = (restarted.chunk as Json[]).find((event) => event.event_id === message)!;
+    expect(stored.content).toEqual({});
+  });
+});
