@@ -13,8 +13,6 @@ import { migrateToLatest, MigrationError, openDatabase, Storage } from './storag
 import { VERSION } from './version.js';
 import { pino } from 'pino';
 import { loggerOptions } from './http/logging.js';
-import { startTestHomeserver } from './testing/test-homeserver.js';
-import { applyFixtures, FixturesError, readFixtures } from './testing/fixtures.js';
 
 function parsePort(value: string): number {
   const port = Number(value);
@@ -64,6 +62,9 @@ export async function main(argv: string[]): Promise<void> {
     .option('--server-name <name>', 'domain of user ids', 'localhost')
     .option('--log-level <level>', 'server log level, on stderr', 'silent')
     .action(async (options: { port?: number; fixtures?: string; serverName: string; logLevel: string }) => {
+      // Loaded here, not at the top: `start` should not pay for what only `dev` uses.
+      const { applyFixtures, readFixtures } = await import('./testing/fixtures.js');
+      const { startTestHomeserver } = await import('./testing/test-homeserver.js');
       // Read the fixtures before starting, so a bad file fails without a server to clean up.
       const fixtures = options.fixtures ? readFixtures(options.fixtures) : {};
       const hs = await startTestHomeserver({
@@ -159,7 +160,8 @@ async function withServices(configFile: string | undefined, work: (services: Ser
 
 /** Errors an operator can act on get one clear line; anything else keeps its stack. */
 export function describeFailure(err: unknown): string {
-  if (err instanceof ConfigError || err instanceof MigrationError || err instanceof FixturesError) return err.message;
+  // FixturesError is matched by name: its module is loaded only by `dev`.
+  if (err instanceof ConfigError || err instanceof MigrationError || (err instanceof Error && err.name === 'FixturesError')) return err.message;
   if (err instanceof MatrixError) return `${err.message} (${err.errcode})`;
   if (err instanceof Error && 'code' in err && err.code === 'EADDRINUSE') return err.message;
   return err instanceof Error ? (err.stack ?? err.message) : String(err);

@@ -12,6 +12,7 @@ import { RateLimiter } from '../ratelimit/rate-limiter.js';
 import { effectivePowerLevels, userPowerLevel } from '../rooms/auth-rules.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { ServerInfo } from '../server-info.js';
+import type { FilterDefinition } from '../sync/filters.js';
 import type { Services } from '../services.js';
 import { BOT_USER_TYPE } from '../users/account-service.js';
 import type { Requester } from '../users/session-service.js';
@@ -31,7 +32,7 @@ const SYNC_TOKEN_KEY = 'sync_token';
 const SYNC_TIMEOUT_MS = 30_000;
 const RETRY_AFTER_ERROR_MS = 1_000;
 /** Only what the bridge reacts to: messages and membership, nothing ephemeral. */
-const SYNC_FILTER = JSON.stringify({
+const SYNC_FILTER: FilterDefinition = {
   presence: { not_types: ['*'] },
   account_data: { not_types: ['*'] },
   room: {
@@ -40,7 +41,7 @@ const SYNC_FILTER = JSON.stringify({
     ephemeral: { not_types: ['*'] },
     account_data: { not_types: ['*'] },
   },
-});
+};
 
 export interface BridgeOptions {
   /** Replaces the network fetch of feeds (tests). */
@@ -126,7 +127,8 @@ export class Bridge implements BridgePoster {
           since,
           timeoutMs: SYNC_TIMEOUT_MS,
           fullState: false,
-          filter: SYNC_FILTER,
+          filter: undefined,
+          filterDefinition: SYNC_FILTER,
           signal: this.abort.signal,
         });
         if (this.abort.signal.aborted) break;

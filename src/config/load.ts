@@ -27,7 +27,8 @@ export interface LoadConfigOptions {
   overrides?: Record<string, unknown>;
 }
 
-const ajv = new Ajv({ useDefaults: true, allErrors: true, allowUnionTypes: true, strict: false });
+// Run once per start: ajv's code optimizer would cost more than it could ever save here.
+const ajv = new Ajv({ useDefaults: true, allErrors: true, allowUnionTypes: true, strict: false, code: { optimize: false } });
 const validateConfig = ajv.compile<RawConfig>(ConfigSchema);
 
 export function loadConfig(options: LoadConfigOptions = {}): Config {

@@ -3,7 +3,7 @@
  * unchanged), validated the same way whether stored or given inline, and compiled into predicates.
  */
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { Ajv } from 'ajv';
+import { Ajv, type ValidateFunction } from 'ajv';
 import { MatrixError } from '../http/errors.js';
 import { parseJsonSafely } from '../http/json-bodies.js';
 import type { ClientEvent, JsonObject } from '../rooms/events.js';
@@ -186,9 +186,21 @@ function projectFields(event: JsonObject, fields: readonly string[]): JsonObject
   return result;
 }
 
-const ajv = new Ajv({ allErrors: false, strict: false });
-const checkFilter = ajv.compile(FilterSchema as TSchema);
-const checkEventFilter = ajv.compile(EventFilterSchema as TSchema);
+// Compiled on first use, not at start-up (most bots never send a filter inline).
+let ajv: Ajv | undefined;
+const lazyValidator = (schema: TSchema): ValidateFunction => {
+  let validate: ValidateFunction | undefined;
+  const lazy = ((data: unknown) => {
+    ajv ??= new Ajv({ allErrors: false, strict: false });
+    validate ??= ajv.compile(schema);
+    const valid = validate(data);
+    lazy.errors = validate.errors;
+    return valid;
+  }) as ValidateFunction;
+  return lazy;
+};
+const checkFilter = lazyValidator(FilterSchema as TSchema);
+const checkEventFilter = lazyValidator(EventFilterSchema as TSchema);
 
 /** Reads a filter given inline as JSON (a query parameter); refuses what a stored one could not be. */
 export function parseInlineFilter(text: string): FilterDefinition {

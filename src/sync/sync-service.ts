@@ -30,6 +30,8 @@ export interface SyncRequest {
   timeoutMs: number;
   fullState: boolean;
   filter: string | undefined;
+  /** A filter already checked, given by the server itself (the bridge); replaces `filter`. */
+  filterDefinition?: FilterDefinition | undefined;
   signal?: AbortSignal | undefined;
 }
 
@@ -52,7 +54,7 @@ export class SyncService {
 
   async sync(request: SyncRequest): Promise<JsonObject> {
     const userId = request.requester.userId;
-    const filter = compileFilter(await this.resolveFilter(userId, request.filter));
+    const filter = compileFilter(request.filterDefinition ?? (await this.resolveFilter(userId, request.filter)));
     let since = parseSyncToken(request.since);
     let echo = request.since;
     if (since && since.stream > this.stream.current) {
