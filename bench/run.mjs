@@ -11,21 +11,54 @@ import os from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { renderChart } from './chart.mjs';
 import { CLK_TCK, filesystemOf, liveServers, openFilesLimit, round, startServer } from './lib/server.mjs';
 import { fsyncProbe } from './lib/system.mjs';
+import { evaluateTargets, referenceComparisons } from './lib/targets.mjs';
 import { killAllWorkers } from './lib/workers.mjs';
+import * as growth from './scenarios/growth.mjs';
+import * as idleSyncs from './scenarios/idle-syncs.mjs';
+import * as limits from './scenarios/limits.mjs';
 import * as sendThroughput from './scenarios/send-throughput.mjs';
+import * as startup from './scenarios/startup.mjs';
 import * as syncWake from './scenarios/sync-wake.mjs';
+import * as webhook from './scenarios/webhook.mjs';
 
-/** Every scenario: `{ name, run(ctx) -> result objects }`. Add new ones here. */
-const SCENARIOS = [sendThroughput, syncWake];
+/**
+ * Every scenario: `{ name, run(ctx) -> result objects }`, in the order they run. Add new ones
+ * here. Those without `standalone` run once per durability mode against one shared server; the
+ * standalone ones run once, after them, and start the servers they need (`ctx.startServer`).
+ */
+const SCENARIOS = [sendThroughput, syncWake, webhook, idleSyncs, startup, growth, limits];
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const REPO_DIR = resolve(BENCH_DIR, '..');
 
 const MODES = {
-  quick: { send: { warmupMs: 1000, durationMs: 5000 }, wake: { iterations: 100, parked: 1000 }, synchronous: ['full'] },
-  full: { send: { warmupMs: 2000, durationMs: 20000 }, wake: { iterations: 500, parked: 10000 }, synchronous: ['full', 'normal'] },
+  quick: {
+    send: { warmupMs: 1000, durationMs: 3000 },
+    wake: { iterations: 100, parked: 1000 },
+    webhook: { warmupMs: 500, durationMs: 2000, iterations: 100 },
+    idle: { parked: 1000 },
+    startup: { processRuns: 2, testDoubleRounds: 3 },
+    growth: { sizes: [{ rooms: 1, events: 0 }, { rooms: 100, events: 50_000 }], rounds: 100, initialSyncs: 3 },
+    limits: { sqlite: { warmupMs: 100, durationMs: 500 } },
+    synchronous: ['full'],
+  },
+  full: {
+    send: { warmupMs: 2000, durationMs: 20000 },
+    wake: { iterations: 500, parked: 10000 },
+    webhook: { warmupMs: 1000, durationMs: 10000, iterations: 500 },
+    idle: { parked: 10000 },
+    startup: { processRuns: 5, testDoubleRounds: 20 },
+    growth: {
+      sizes: [{ rooms: 1, events: 0 }, { rooms: 1000, events: 0 }, { rooms: 1000, events: 1_000_000 }],
+      rounds: 500,
+      initialSyncs: 5,
+    },
+    limits: { sqlite: { warmupMs: 1000, durationMs: 5000 } },
+    synchronous: ['full', 'normal'],
+  },
 };
 
 /**
@@ -38,11 +71,26 @@ const MODES = {
  * @property {(line: string) => void} log
  */
 
+/**
+ * What a standalone scenario gets: no shared server, but `startServer(options)` (options as
+ * lib/server.mjs's startServer, minus what the run decides) and where databases go.
+ * @typedef {object} StandaloneContext
+ * @property {(options: object) => Promise<import('./lib/server.mjs').Server>} startServer
+ * @property {string} sharedSecret
+ * @property {string} runId
+ * @property {typeof MODES.full} settings
+ * @property {string} dbDir
+ * @property {string} repoDir
+ * @property {(line: string) => void} log
+ */
+
 const USAGE = `usage: node bench/run.mjs [--quick] [--synchronous full|normal|both] [--parked N]
                          [--only SCENARIO] [--db-dir DIR] [--cpu-prof DIR] [--no-save]
-  --quick        5 s send windows, 100 wake-ups, 1,000 parked syncs, synchronous=full only (under a minute)
-  --synchronous  database.synchronous to run with (default: both in full mode, full in quick mode)
-  --parked N     idle syncs parked for the second wake-latency run (0 skips it)
+  --quick        short windows, 1,000 parked syncs, growth to 100 rooms and 50k events,
+                 synchronous=full only (under a minute)
+  --synchronous  database.synchronous for the shared-server scenarios (default: both in full
+                 mode, full in quick mode); standalone ones run once with the default, full
+  --parked N     idle syncs parked by sync-wake and idle-syncs (0 skips sync-wake's parked run)
   --only NAME    run one scenario: ${SCENARIOS.map((s) => s.name).join(', ')}
   --db-dir DIR   where the fresh database directory goes (default: the OS temp dir)
   --cpu-prof DIR write a V8 CPU profile of the server to DIR (open it in Chrome DevTools)
@@ -74,6 +122,7 @@ async function main() {
   if (args.parked !== undefined) {
     if (!/^\d+$/.test(args.parked)) throw new UsageError('--parked must be a whole number');
     settings.wake.parked = Number(args.parked);
+    settings.idle.parked = Math.max(1, Number(args.parked));
   }
   const scenarios = args.only ? SCENARIOS.filter((s) => s.name === args.only) : SCENARIOS;
   if (scenarios.length === 0) throw new UsageError(`no scenario named ${args.only}`);
@@ -90,31 +139,69 @@ async function main() {
   const serverErrors = [];
   let serverWarnings = 0;
   let serverErrorCount = 0;
-  for (const synchronous of settings.synchronous) {
+  const nodeArgs = args['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${resolve(args['cpu-prof'])}`] : [];
+  const collectLog = (server, label) => {
+    serverErrors.push(...server.errorLines.map((line) => ({ synchronous: label, line })));
+    serverWarnings += server.warnCount;
+    serverErrorCount += server.errorCount;
+  };
+  const runScenario = async (scenario, ctx) => {
+    log(`- ${scenario.name}`);
+    const started = performance.now();
+    for (const result of await scenario.run(ctx)) {
+      results.push(result);
+      log(`  ${result.variant}: ${oneLine(result)}`);
+      if (result.error_samples?.length) log(`    first error: ${result.error_samples[0]}`);
+    }
+    log(`  (${scenario.name}: ${round((performance.now() - started) / 1000, 1)} s)`);
+  };
+
+  const shared = scenarios.filter((s) => !s.standalone);
+  for (const synchronous of shared.length ? settings.synchronous : []) {
     const sharedSecret = randomBytes(24).toString('base64url');
-    const nodeArgs = args['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${resolve(args['cpu-prof'])}`] : [];
     const server = await startServer({ repoDir: REPO_DIR, synchronous, sharedSecret, dbDir, nodeArgs });
     log(`server pid ${server.pid} on ${server.baseUrl} (synchronous=${synchronous})`);
     /** @type {Context} */
     const ctx = { server, synchronous, sharedSecret, runId: randomBytes(3).toString('hex'), settings, log };
     try {
-      for (const scenario of scenarios) {
-        log(`- ${scenario.name}`);
-        for (const result of await scenario.run(ctx)) {
-          results.push(result);
-          log(`  ${result.variant}: ${oneLine(result)}`);
-        }
-      }
+      for (const scenario of shared) await runScenario(scenario, ctx);
     } finally {
-      serverErrors.push(...server.errorLines.map((line) => ({ synchronous, line })));
-      serverWarnings += server.warnCount;
-      serverErrorCount += server.errorCount;
+      collectLog(server, synchronous);
       await server.stop();
     }
   }
 
+  for (const scenario of scenarios.filter((s) => s.standalone)) {
+    const sharedSecret = randomBytes(24).toString('base64url');
+    const started = [];
+    /** @type {StandaloneContext} */
+    const ctx = {
+      startServer: async (options) => {
+        const server = await startServer({ repoDir: REPO_DIR, sharedSecret, dbDir, nodeArgs, ...options });
+        started.push(server);
+        return server;
+      },
+      sharedSecret,
+      runId: randomBytes(3).toString('hex'),
+      settings,
+      dbDir,
+      repoDir: REPO_DIR,
+      log,
+    };
+    try {
+      await runScenario(scenario, ctx);
+    } finally {
+      for (const server of started) {
+        collectLog(server, scenario.name);
+        await server.stop();
+      }
+    }
+  }
+
   const finishedAt = new Date();
-  console.log(markdown(results, mode, machine));
+  const targets = evaluateTargets(results, settings);
+  const comparisons = referenceComparisons(results);
+  console.log(markdown(results, mode, machine, targets, comparisons));
   if (serverErrors.length) {
     console.log(`\n**The server logged ${serverErrorCount} error line(s)** (first shown):\n\n\`\`\`\n${serverErrors[0].line}\n\`\`\``);
   }
@@ -128,6 +215,8 @@ async function main() {
       machine,
       settings,
       results,
+      comparisons,
+      targets,
       server_log: { warn_lines: serverWarnings, error_lines: serverErrorCount, first_errors: serverErrors.slice(0, 5) },
     };
     const dir = join(BENCH_DIR, 'results');
@@ -135,6 +224,12 @@ async function main() {
     const file = join(dir, `${startedAt.toISOString().replace(/[:.]/g, '-')}.json`);
     writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
     log(`wrote ${relative(process.cwd(), file)}`);
+    // The chart follows complete runs only: a partial one would replace it with a few bars.
+    if (!args.only) {
+      const svg = join(dir, 'latest.svg');
+      writeFileSync(svg, renderChart(report));
+      log(`wrote ${relative(process.cwd(), svg)} (re-render any results file with: node bench/chart.mjs FILE)`);
+    }
   }
   const failures = results.reduce((n, r) => n + (r.errors ?? 0) + (r.missed ?? 0), 0);
   if (failures || serverErrorCount) {
@@ -187,17 +282,18 @@ const NOISY_OTHER_PCT = 25;
 const fmt = (x, digits = 2) => (x === null || x === undefined ? '–' : Number(x).toFixed(digits));
 
 function oneLine(r) {
-  const rate = r.rate_per_s !== undefined ? `${r.rate_per_s} msg/s, ` : '';
-  return `${rate}p50 ${fmt(r.latency_ms.p50)} ms, p99 ${fmt(r.latency_ms.p99)} ms, ${r.errors} errors`;
+  const rate = r.rate_per_s !== undefined ? `${r.rate_per_s} ops/s, ` : '';
+  const latency = r.latency_ms.n ? `p50 ${fmt(r.latency_ms.p50)} ms, p99 ${fmt(r.latency_ms.p99)} ms, ` : '';
+  return `${rate}${latency}RSS ${fmt(r.server.rss_mb, 0)} MB, ${r.errors} errors`;
 }
 
-function markdown(results, mode, machine) {
+function markdown(results, mode, machine, targets, comparisons) {
   const lines = [
     `### bot-homeserver bench (${mode}), ${machine.cpus}x ${machine.cpu_model}, node ${machine.node}, ${machine.git_commit ?? 'no git'}${machine.git_dirty ? '+dirty' : ''}`,
     '',
     `CPU % columns are percent of one core (the machine has ${machine.cpus}); "other" is CPU used by anything but the server and the generators. fsync (4 KiB + fdatasync) where the database lives: p50 ${machine.db_fsync_ms.p50} ms, p99 ${machine.db_fsync_ms.p99} ms (${machine.db_filesystem}).`,
     '',
-    '| scenario | variant | sync | ops | msg/s | p50 ms | p90 ms | p99 ms | max ms | server CPU ms/op | server CPU % | server RSS MB | generator CPU % | other CPU % | errors |',
+    '| scenario | variant | sync | ops | ops/s | p50 ms | p90 ms | p99 ms | max ms | server CPU ms/op | server CPU % | server RSS MB | generator CPU % | other CPU % | errors |',
     '|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
   ];
   for (const r of results) {
@@ -209,14 +305,23 @@ function markdown(results, mode, machine) {
   }
   const notes = [];
   for (const r of results) {
-    if (r.parked) {
+    if (r.parked && !r.idle) {
       const p = r.parked;
       notes.push(
         `- ${r.scenario} (${r.synchronous}), ${p.count} parked syncs: parking took ${p.park_s} s at ${p.server_cpu_ms_per_park} ms server CPU each; server RSS ${p.server_rss_mb_before} → ${p.server_rss_mb_parked} MB (${p.server_kb_per_parked_sync} KB each); idle CPU ${p.server_idle_cpu_pct}%; spurious wake-ups ${p.early_returns}; re-polls during the measurement ${p.returns_during_measurement}; parked-sync errors ${p.errors}`,
       );
     }
+    if (r.idle) {
+      const i = r.idle;
+      notes.push(
+        `- ${r.scenario}: a fresh, quiet server holds ${i.fresh_server_rss_mb} MB RSS; with ${r.params.parked_syncs} syncs parked ${i.rss_mb_parked} MB (${i.rss_mb_before_parking} MB once their users were registered, so ${i.rss_mb_per_1000_parked} MB per 1,000 parked); ${r.parked.park_s} s to park them; idle CPU ${r.server.cpu_pct}%`,
+      );
+    }
+    if (r.import_ms !== undefined) notes.push(`- ${r.scenario} / ${r.variant}: importing bot-homeserver/testing took ${fmt(r.import_ms, 0)} ms before it`);
+    if (r.response_kb) notes.push(`- ${r.scenario} / ${r.variant}: answer ${fmt(r.response_kb.p50, 0)} KB; the first (cold) one took ${fmt(r.first_ms)} ms`);
     for (const n of r.notes ?? []) notes.push(`- ${r.scenario} / ${r.variant} (${r.synchronous}): ${n}`);
   }
+  for (const c of comparisons) notes.push(`- ${c.text}`);
   const noisy = results.filter((r) => (r.machine_cpu?.other_pct ?? 0) > NOISY_OTHER_PCT);
   if (noisy.length) {
     notes.push(
@@ -224,6 +329,10 @@ function markdown(results, mode, machine) {
     );
   }
   if (notes.length) lines.push('', ...notes);
+  if (targets.length) {
+    lines.push('', '| issue 6 target | measured | met |', '|---|---|---|');
+    for (const t of targets) lines.push(`| ${t.target} | ${t.measured} | ${t.met === null ? 'n/a' : t.met ? 'yes' : '**no**'} |`);
+  }
   return lines.join('\n');
 }
 

@@ -4,10 +4,17 @@
  * process (as a test file gets one): the first start (module loading and compiling included),
  * then warm starts, resets and closes, each timed one at a time; prints medians and the worst.
  * Needs the build (prebench builds it).
+ *
+ *   node bench/test-double.mjs [ROUNDS] [--json]
+ *
+ * `--json` prints one JSON line with every sample instead of the table (the bench's start-up
+ * scenario runs it that way, in a fresh process).
  */
 import { performance } from 'node:perf_hooks';
 
-const ROUNDS = Number(process.argv[2] ?? 30);
+const json = process.argv.includes('--json');
+const ROUNDS = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 30);
+const cpuAtStart = process.cpuUsage();
 const t0 = performance.now();
 const { startTestHomeserver } = await import('../dist/src/testing/index.js');
 const importMs = performance.now() - t0;
@@ -35,6 +42,20 @@ for (let i = 0; i < ROUNDS; i++) {
   });
   await time('reset', () => hs.reset());
   await time('close', () => hs.close());
+}
+
+if (json) {
+  const cpu = process.cpuUsage(cpuAtStart);
+  console.log(
+    JSON.stringify({
+      import_ms: importMs,
+      first_start_ms: firstStartMs,
+      ...Object.fromEntries(Object.entries(times).map(([k, v]) => [k, v])),
+      cpu_ms: (cpu.user + cpu.system) / 1000,
+      rss_mb: process.memoryUsage().rss / 2 ** 20,
+    }),
+  );
+  process.exit(0);
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

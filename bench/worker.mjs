@@ -35,6 +35,9 @@ const NOT_WOKEN_MS = 5000;
 /** Messages that never reach the sync before the wake test gives up. */
 const MAX_MISSES = 3;
 
+/** A webhook id is a credential: keep it out of the report. */
+const redactWebhook = (path) => path.replace(/^\/webhook\/[^/?#]+/, '/webhook/<redacted>');
+
 const tasks = {
   /** Answers once the process is up, so a measured window does not include node's start-up. */
   async ping() {
@@ -42,10 +45,11 @@ const tasks = {
   },
 
   /**
-   * Senders that each PUT messages back to back over their own keep-alive connection.
-   * Requests completing inside [startAt + warmupMs, startAt + warmupMs + durationMs] are measured.
+   * Senders that each send requests back to back over their own keep-alive connection (see
+   * closedLoop in lib/load.mjs for `target`). Requests completing inside
+   * [startAt + warmupMs, startAt + warmupMs + durationMs] are measured.
    */
-  async 'send-load'({ baseUrl, roomId, tokens, startAt, warmupMs, durationMs, tag }) {
+  async 'send-load'({ baseUrl, target, tokens, startAt, warmupMs, durationMs, tag }) {
     const measureFrom = startAt + warmupMs;
     const measureTo = measureFrom + durationMs;
     const latencies = [];
@@ -55,7 +59,7 @@ const tasks = {
     const cpuTimer = setTimeout(() => (cpuStart = process.cpuUsage()), Math.max(0, measureFrom - epochNow()));
     let genCpuMs = null;
     const cpuEndTimer = setTimeout(() => (genCpuMs = cpuStart ? cpuMsSince(cpuStart) : null), Math.max(0, measureTo - epochNow()));
-    const room = roomPath(roomId);
+    const withTxn = target.path.endsWith('/');
     await sleepUntil(startAt);
     await Promise.all(
       tokens.map(async (token, s) => {
@@ -63,18 +67,20 @@ const tasks = {
         let seq = 0;
         try {
           while (epochNow() < measureTo) {
-            const path = `${CS}/rooms/${room}/send/m.room.message/${tag}-${process.pid}-${s}-${seq++}`;
+            const id = `${tag}-${process.pid}-${s}-${seq++}`;
+            const path = withTxn ? `${target.path}${id}` : target.path;
+            const body = target.body === 'webhook' ? { text: `load ${id}` } : { msgtype: 'm.text', body: `load ${id}` };
             let res;
             try {
-              res = await client.request('PUT', path, { token, body: { msgtype: 'm.text', body: `load ${tag} ${s} ${seq}` } });
+              res = await client.request(target.method, path, { token, body });
             } catch (err) {
               errors.add(err.message);
               await sleep(10); // a refused connection would otherwise spin
               continue;
             }
             const done = epochNow();
-            if (res.status !== 200 || typeof res.body?.event_id !== 'string') {
-              errors.fromResponse('PUT', path, res);
+            if (res.status !== 200 || res.body?.[target.expect] === undefined) {
+              errors.fromResponse(target.method, redactWebhook(path), res);
               continue;
             }
             if (done >= measureFrom && done <= measureTo) {
@@ -97,8 +103,9 @@ const tasks = {
   /**
    * One user long-polls /sync; another sends one message at a time once the poll has had
    * `parkDelayMs` to park. Measures from the send's start to the sync answer carrying that message.
+   * With `webhookPath`, the message is posted to that webhook instead (the bridge writes it).
    */
-  async 'wake-latency'({ baseUrl, roomId, senderToken, syncerToken, warmup, iterations, parkDelayMs, tag }) {
+  async 'wake-latency'({ baseUrl, roomId, senderToken, syncerToken, warmup, iterations, parkDelayMs, tag, webhookPath }) {
     const sender = new Client(baseUrl);
     const syncer = new Client(baseUrl);
     const errors = new Errors();
@@ -138,10 +145,12 @@ const tasks = {
         const polled = poll();
         await sleep(parkDelayMs);
         sendStarted = epochNow();
-        const path = `${CS}/rooms/${room}/send/m.room.message/${tag}-${process.pid}-${i}`;
-        const sending = sender.request('PUT', path, { token: senderToken, body: { msgtype: 'm.text', body: marker } }).then(
+        const [method, path, options] = webhookPath
+          ? ['POST', webhookPath, { body: { text: marker } }]
+          : ['PUT', `${CS}/rooms/${room}/send/m.room.message/${tag}-${process.pid}-${i}`, { token: senderToken, body: { msgtype: 'm.text', body: marker } }];
+        const sending = sender.request(method, path, options).then(
           (res) => {
-            if (res.status !== 200) errors.fromResponse('PUT', path, res);
+            if (res.status !== 200) errors.fromResponse(method, redactWebhook(path), res);
             else send.push(res.ms);
             return res.status === 200;
           },
@@ -169,6 +178,79 @@ const tasks = {
       syncer.close();
     }
     return { wake, send, errors: errors.count, errorSamples: errors.samples, earlyReturns, extraPolls, missed, genCpuMs: cpuMsSince(cpuStart) };
+  },
+
+  /**
+   * Growth: the bot's initial sync (no `since`), `count` times one after another. Returns the
+   * latencies, answer sizes, the joined rooms seen, and the last `next_batch` to go on from.
+   */
+  async 'growth-initial-sync'({ baseUrl, botToken, count }) {
+    const client = new Client(baseUrl);
+    const latencies = [];
+    const bytes = [];
+    const errors = new Errors();
+    let since;
+    let joinedRooms = 0;
+    const cpuStart = process.cpuUsage();
+    try {
+      for (let i = 0; i < count; i++) {
+        const path = `${CS}/sync?timeout=0`;
+        const res = await client.request('GET', path, { token: botToken, timeoutMs: 120_000 });
+        if (res.status !== 200) {
+          errors.fromResponse('GET', path, res);
+          continue;
+        }
+        latencies.push(res.ms);
+        bytes.push(res.bytes);
+        since = res.body.next_batch;
+        joinedRooms = Object.keys(res.body.rooms?.join ?? {}).length;
+      }
+    } finally {
+      client.close();
+    }
+    return { latencies, bytes, joinedRooms, since, errors: errors.count, errorSamples: errors.samples, genCpuMs: cpuMsSince(cpuStart) };
+  },
+
+  /**
+   * Growth: `count` sends one after another by the poster, round-robin over `rooms`, or, with
+   * `syncToken`, each send followed by that user's incremental `/sync?since=…&timeout=0`, timed
+   * alone and checked to carry the message.
+   */
+  async 'growth-rounds'({ baseUrl, posterToken, syncToken, since, rooms, count, offset, tag }) {
+    const poster = new Client(baseUrl);
+    const syncer = new Client(baseUrl);
+    const sendMs = [];
+    const syncMs = [];
+    const errors = new Errors();
+    let missing = 0;
+    const cpuStart = process.cpuUsage();
+    try {
+      for (let i = 0; i < count; i++) {
+        const roomId = rooms[(offset + i) % rooms.length];
+        const path = `${CS}/rooms/${roomPath(roomId)}/send/m.room.message/${tag}-${process.pid}-${i}`;
+        const sent = await poster.request('PUT', path, { token: posterToken, body: { msgtype: 'm.text', body: `growth ${tag} ${i}` } });
+        if (sent.status !== 200) {
+          errors.fromResponse('PUT', path, sent);
+          continue;
+        }
+        sendMs.push(sent.ms);
+        if (!syncToken) continue;
+        const syncPath = `${CS}/sync?timeout=0&since=${encodeURIComponent(since)}`;
+        const res = await syncer.request('GET', syncPath, { token: syncToken });
+        if (res.status !== 200) {
+          errors.fromResponse('GET', syncPath, res);
+          continue;
+        }
+        syncMs.push(res.ms);
+        since = res.body.next_batch;
+        const events = res.body.rooms?.join?.[roomId]?.timeline?.events ?? [];
+        if (!events.some((e) => e.event_id === sent.body.event_id)) missing++;
+      }
+    } finally {
+      poster.close();
+      syncer.close();
+    }
+    return { sendMs, syncMs, since, missing, errors: errors.count, errorSamples: errors.samples, genCpuMs: cpuMsSince(cpuStart) };
   },
 
   /**

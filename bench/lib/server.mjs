@@ -20,11 +20,16 @@ export const CLK_TCK = (() => {
 })();
 
 /**
- * @param {{ repoDir: string, synchronous: 'full'|'normal', sharedSecret: string, dbDir?: string, nodeArgs?: string[] }} options
+ * `dir` is an existing directory holding a seeded `hs.db` (the growth scenario); without it a
+ * fresh one is made under `dbDir`. Either way it is deleted when the server stops.
+ * `logLevel: 'info'` makes the server log `ready` with its port, and `pollMs` is how often
+ * readiness is checked: the start-up scenario uses both to time the start to a few ms.
+ * @param {{ repoDir: string, synchronous: 'full'|'normal', sharedSecret: string, dbDir?: string, dir?: string,
+ *   nodeArgs?: string[], logLevel?: string, pollMs?: number, env?: Record<string, string> }} options
  * @returns {Promise<Server>}
  */
-export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, nodeArgs = [] }) {
-  const dir = mkdtempSync(join(dbDir ?? tmpdir(), 'bhs-bench-'));
+export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, dir: givenDir, nodeArgs = [], logLevel = 'warn', pollMs = 50, env: extraEnv = {} }) {
+  const dir = givenDir ?? mkdtempSync(join(dbDir ?? tmpdir(), 'bhs-bench-'));
   const env = {
     ...withoutHomeserverVars(process.env),
     BOT_HOMESERVER_SERVER_NAME: 'bench.local',
@@ -33,7 +38,7 @@ export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, n
     BOT_HOMESERVER_DATABASE__PATH: join(dir, 'hs.db'),
     BOT_HOMESERVER_DATABASE__SYNCHRONOUS: synchronous,
     BOT_HOMESERVER_RATELIMITING_ENABLED: 'false',
-    BOT_HOMESERVER_LOGGING__LEVEL: 'warn',
+    BOT_HOMESERVER_LOGGING__LEVEL: logLevel,
     BOT_HOMESERVER_REGISTRATION_SHARED_SECRET: sharedSecret,
     // Setup registers up to 10,000 users; at the default argon2 cost (19 MiB, 2 passes) that alone
     // would take minutes. Hashing is only done during setup, never inside a measured window.
@@ -41,7 +46,9 @@ export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, n
     BOT_HOMESERVER_PASSWORD_HASHING__TIME_COST: '1',
     // Parked syncs use timeouts up to 60 s; keep the server from cutting them shorter.
     BOT_HOMESERVER_MAX_SYNC_TIMEOUT: '3m',
+    ...extraEnv,
   };
+  const spawnedAt = performance.now();
   const child = spawn(process.execPath, [...nodeArgs, 'bin/bot-homeserver.js', 'start'], {
     cwd: repoDir,
     env,
@@ -49,7 +56,9 @@ export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, n
   });
   const server = new Server(child, dir);
   try {
-    server.port = await server.waitForReady();
+    server.port = await server.waitForReady(pollMs);
+    // Spawn to the first 200 from /versions (within pollMs).
+    server.startMs = performance.now() - spawnedAt;
   } catch (err) {
     await server.stop();
     throw err;
@@ -110,7 +119,7 @@ export class Server {
    * is logged at `info`, below the `warn` the bench runs at (so per-request logs cost nothing);
    * so the port is read from /proc: the TCP socket in LISTEN state among the process's fds.
    */
-  async waitForReady() {
+  async waitForReady(pollMs = 50) {
     const deadline = Date.now() + READY_TIMEOUT_MS;
     while (Date.now() < deadline) {
       if (this.exited) {
@@ -118,7 +127,7 @@ export class Server {
       }
       const port = this.loggedPort ?? listeningPort(this.pid);
       if (port && (await answersHttp(port))) return port;
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, pollMs));
     }
     throw new Error(`the server did not come up within ${READY_TIMEOUT_MS / 1000} s. Last output:\n${this.recentOutput.join('\n')}`);
   }

@@ -54,6 +54,13 @@ export class Worker {
   }
 }
 
+/** Other child processes of the bench (the limits scenario's references, the seeder). */
+export const liveChildren = new Set();
+
 export function killAllWorkers() {
   for (const w of [...liveWorkers]) w.kill();
+  for (const child of [...liveChildren]) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    liveChildren.delete(child);
+  }
 }

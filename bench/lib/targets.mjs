@@ -1,0 +1,96 @@
+/**
+ * Issue 6's targets, checked against one run's results, and our send rates as fractions of the
+ * machine's limits (bare Fastify, bare SQLite). Both go into the JSON and the printed summary.
+ * A target whose scenario did not run (or ran at smaller sizes, in quick mode) says so.
+ */
+import { round } from './server.mjs';
+
+const find = (results, scenario, variant, synchronous) =>
+  results.find((r) => r.scenario === scenario && (variant instanceof RegExp ? variant.test(r.variant) : r.variant === variant) && (!synchronous || r.synchronous === synchronous));
+
+const ms = (x) => (x === null || x === undefined ? '–' : `${x} ms`);
+const pct = (x) => `${round(x * 100, 0)}%`;
+
+/** @returns {{ id: string, target: string, measured: string, met: boolean|null }[]} */
+export function evaluateTargets(results, settings) {
+  const targets = [];
+  const add = (id, target, measured, met) => targets.push({ id, target, measured, met });
+
+  const idle = find(results, 'idle-syncs', /syncs parked$/);
+  if (idle) {
+    const count = idle.params.parked_syncs;
+    // With fewer than 10,000 parked (quick mode), extrapolate from the per-1,000 figure.
+    const at10k = count >= 10_000 ? idle.idle.rss_mb_parked : round(idle.idle.rss_mb_before_parking + idle.idle.rss_mb_per_1000_parked * 10, 1);
+    add('idle-10k-rss', '10,000 parked syncs under 160 MB RSS', `${at10k} MB${count >= 10_000 ? '' : ` (extrapolated from ${count})`}`, at10k < 160);
+    add('idle-fresh-rss', 'idle RSS of a fresh server under 60 MB', `${idle.idle.fresh_server_rss_mb} MB`, idle.idle.fresh_server_rss_mb < 60);
+  }
+
+  for (const sync of ['full', 'normal']) {
+    const posts = find(results, 'webhook', '10 concurrent posters', sync);
+    if (posts) add(`webhook-rate-${sync}`, `webhook ≥ 4,000 posts/s (${sync})`, `${posts.rate_per_s}/s`, posts.rate_per_s >= 4000);
+    const wake = find(results, 'webhook', 'webhook to sync', sync);
+    if (wake) add(`webhook-wake-${sync}`, `webhook-to-sync p50 < 0.5 ms (${sync})`, ms(wake.latency_ms.p50), wake.latency_ms.p50 < 0.5);
+  }
+
+  const start = find(results, 'startup', 'process spawn to first /versions');
+  if (start) add('startup-process', 'process start to first /versions < 300 ms (median)', ms(start.latency_ms.p50), start.latency_ms.p50 < 300);
+  const further = find(results, 'startup', 'startTestHomeserver, further instances');
+  if (further) add('startup-test-double', 'a further startTestHomeserver() < 25 ms (median)', ms(further.latency_ms.p50), further.latency_ms.p50 < 25);
+
+  const sizes = settings.growth?.sizes ?? [];
+  const small = sizes[0];
+  const large = sizes.at(-1);
+  if (small && large && small !== large) {
+    const at = (what, size) => results.find((r) => r.scenario === 'growth' && r.variant.startsWith(`${what}, `) && r.params.rooms === size.rooms && r.params.events === size.events);
+    const quick = large.rooms < 1000 || large.events < 1_000_000 ? ` (at ${large.rooms} rooms, ${large.events} events: quick mode)` : '';
+    for (const what of ['send', 'incremental sync']) {
+      const a = at(what, small);
+      const b = at(what, large);
+      if (a && b && a.latency_ms.p50 && b.latency_ms.p50) {
+        const ratio = round(b.latency_ms.p50 / a.latency_ms.p50, 2);
+        add(`growth-${what.replace(' ', '-')}`, `${what} p50 with 1,000 rooms and 1M events within 2x of empty${quick}`, `${ms(b.latency_ms.p50)} vs ${ms(a.latency_ms.p50)} (${ratio}x)`, ratio <= 2);
+      }
+    }
+    const initial = at('initial sync', large);
+    if (initial) add('growth-initial-sync', `a bot's initial sync in 1,000 rooms under 1 s (median)${quick}`, ms(initial.latency_ms.p50), initial.latency_ms.p50 < 1000);
+  }
+
+  const bare = find(results, 'limits', /^bare Fastify/);
+  for (const sync of ['full', 'normal']) {
+    const send = find(results, 'send-throughput', '10 concurrent senders', sync);
+    if (bare && send) {
+      const f = send.rate_per_s / bare.rate_per_s;
+      add(`send-vs-fastify-${sync}`, `send (10 senders, ${sync}) ≥ 40% of bare Fastify`, `${pct(f)} (${send.rate_per_s} vs ${bare.rate_per_s}/s)`, f >= 0.4);
+    }
+  }
+
+  for (const sync of ['full', 'normal']) {
+    const wake = find(results, 'sync-wake', 'no other syncs', sync);
+    if (wake) add(`wake-${sync}`, `send-to-sync wake p50 < 0.5 ms (${sync})`, ms(wake.latency_ms.p50), wake.latency_ms.p50 < 0.5);
+  }
+  return targets;
+}
+
+/** Send and webhook rates as fractions of the bare references measured in the same run. */
+export function referenceComparisons(results) {
+  const out = [];
+  const bare = find(results, 'limits', /^bare Fastify/);
+  for (const r of results) {
+    if (!['send-throughput', 'webhook'].includes(r.scenario) || !r.rate_per_s) continue;
+    const sqlite = find(results, 'limits', /^bare SQLite/, r.synchronous);
+    const parts = [];
+    const entry = { scenario: r.scenario, variant: r.variant, synchronous: r.synchronous, rate_per_s: r.rate_per_s };
+    if (bare) {
+      entry.of_bare_fastify = round(r.rate_per_s / bare.rate_per_s, 3);
+      parts.push(`${pct(entry.of_bare_fastify)} of bare Fastify (${bare.rate_per_s}/s)`);
+    }
+    if (sqlite) {
+      entry.of_bare_sqlite = round(r.rate_per_s / sqlite.rate_per_s, 3);
+      parts.push(`${pct(entry.of_bare_sqlite)} of bare SQLite transactions at synchronous=${r.synchronous} (${sqlite.rate_per_s}/s)`);
+    }
+    if (!parts.length) continue;
+    entry.text = `${r.scenario} / ${r.variant} (${r.synchronous}): ${r.rate_per_s}/s is ${parts.join(' and ')}`;
+    out.push(entry);
+  }
+  return out;
+}

@@ -1,0 +1,97 @@
+/**
+ * The limits of this machine, measured in the same run for reference: a bare Fastify route under
+ * the same generators and concurrency as send-throughput's 10 senders, and a bare better-sqlite3
+ * loop of one small insert per transaction (WAL; synchronous FULL and NORMAL), each in a child
+ * process of its own. The report gives send throughput as a fraction of them.
+ */
+import { fork } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { closedLoop } from '../lib/load.mjs';
+import { processCpuMs, processMemory, round } from '../lib/server.mjs';
+import { liveChildren } from '../lib/workers.mjs';
+import { messageTarget } from './send-throughput.mjs';
+
+export const name = 'limits';
+export const standalone = true;
+
+/** @param {import('../run.mjs').StandaloneContext} ctx */
+export async function run(ctx) {
+  // One after another: each reference should have the machine to itself, as our server does.
+  const results = [await bareFastify(ctx)];
+  for (const synchronous of ['FULL', 'NORMAL']) results.push(await bareSqlite(ctx, synchronous));
+  return results;
+}
+
+async function bareFastify(ctx) {
+  const child = spawnChild(join(ctx.repoDir, 'bench/limits/bare-fastify.mjs'));
+  try {
+    const { port } = await nextMessage(child);
+    const pid = child.pid;
+    const server = {
+      baseUrl: `http://127.0.0.1:${port}`,
+      cpuMs: () => processCpuMs(pid),
+      memory: () => processMemory(pid),
+      assertAlive: () => {
+        if (child.exitCode !== null || child.signalCode !== null) throw new Error('the bare Fastify server exited during the run');
+      },
+    };
+    const { warmupMs, durationMs } = ctx.settings.send;
+    const measured = await closedLoop({
+      server,
+      // The same PUT path and body as a message send; the answer is {hello: 'world'}.
+      target: { ...messageTarget('!bare:bench.local'), expect: 'hello' },
+      tokens: Array.from({ length: 10 }, () => 'bare'),
+      processes: 2,
+      sendersPerProcess: 5,
+      warmupMs,
+      durationMs,
+      tag: `${ctx.runId}-bare`,
+    });
+    return { scenario: name, variant: 'bare Fastify route, 10 concurrent senders', synchronous: '–', ...measured };
+  } finally {
+    child.kill('SIGKILL');
+  }
+}
+
+async function bareSqlite(ctx, synchronous) {
+  const dir = mkdtempSync(join(ctx.dbDir, 'bhs-bench-sqlite-'));
+  const child = spawnChild(join(ctx.repoDir, 'bench/limits/bare-sqlite.mjs'));
+  try {
+    const { warmupMs, durationMs } = ctx.settings.limits.sqlite;
+    child.send({ path: join(dir, 'bare.db'), synchronous, warmupMs, durationMs });
+    const r = await nextMessage(child);
+    return {
+      scenario: name,
+      variant: `bare SQLite insert transaction, synchronous=${synchronous}`,
+      synchronous: synchronous.toLowerCase(),
+      params: { warmup_s: warmupMs / 1000, duration_s: durationMs / 1000, journal_mode: 'wal', inserts_per_transaction: 1 },
+      ops: r.ops,
+      rate_per_s: round(r.ops / (r.wallMs / 1000), 1),
+      latency_ms: r.latency,
+      errors: 0,
+      server: { cpu_ms_per_op: round(r.cpuMs / r.ops, 4), cpu_pct: round((r.cpuMs / r.wallMs) * 100, 1), rss_mb: round(r.rssMb, 1), rss_hwm_mb: null },
+    };
+  } finally {
+    child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function spawnChild(script) {
+  const child = fork(script, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  liveChildren.add(child);
+  child.once('exit', () => liveChildren.delete(child));
+  return child;
+}
+
+function nextMessage(child) {
+  return new Promise((resolve, reject) => {
+    const onExit = (code, signal) => reject(new Error(`${child.spawnfile} exited (code ${code}, signal ${signal}) before answering`));
+    child.once('exit', onExit);
+    child.once('message', (msg) => {
+      child.off('exit', onExit);
+      resolve(msg);
+    });
+  });
+}
