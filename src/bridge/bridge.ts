@@ -78,6 +78,7 @@ export class Bridge implements BridgePoster {
 
   async start(): Promise<void> {
     await this.ensureAccount();
+    this.services.notifier.ignoreOwnMessages(this.userId);
     this.loop = this.followRooms();
     this.feeds.start();
   }

@@ -134,7 +134,15 @@ export class EventWriter {
           wake.add(event.stateKey);
         }
       }
-      for (const userId of item.room.interestedUsers()) wake.add(userId);
+      // A user who asked not to be woken by their own messages is skipped for a request that is
+      // only that: a message (not state, which changes what they see) they sent.
+      const quietSender = item.events.length > 0 && item.events.every((event) => event.stateKey === undefined && event.sender === item.events[0]!.sender)
+        ? item.events[0]!.sender
+        : undefined;
+      for (const userId of item.room.interestedUsers()) {
+        if (userId === quietSender && this.notifier.ignoresOwnMessages(userId)) continue;
+        wake.add(userId);
+      }
     }
     for (const item of prepared) item.pending.resolve(item.events);
     // Senders get their answers first; the syncs this wakes are built in the next turn. No wake-up

@@ -10,6 +10,20 @@ export class Notifier {
   private readonly waiters = new Map<string, Set<() => void>>();
   /** Called after every notify, whoever it concerns (the test double's `waitFor` watches rooms). */
   private readonly observers = new Set<() => void>();
+  /** Users not woken by their own messages (see `ignoreOwnMessages`). */
+  private readonly deaf = new Set<string>();
+
+  /**
+   * A service user (the bridge) whose sync never needs to answer because of a message it sent
+   * itself: posting a webhook would otherwise wake its sync for nothing, once per post.
+   */
+  ignoreOwnMessages(userId: string): void {
+    this.deaf.add(userId);
+  }
+
+  ignoresOwnMessages(userId: string): boolean {
+    return this.deaf.has(userId);
+  }
 
   /** Calls `listener` after every notify until the returned function is called. */
   observe(listener: () => void): () => void {

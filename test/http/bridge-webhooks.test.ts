@@ -64,10 +64,13 @@ describe('the bridge user and webhooks', () => {
     const direct = await hs.services.accountData.get(bridgeId, undefined, 'm.direct');
     expect(direct[alice.userId]).toHaveLength(1);
 
+    const bridgeSerial = hs.services.notifier.serialOf(bridgeId);
     const posted = await hs.http.post(path).send({ text: 'Build 42 passed', username: 'CI' });
     expect(posted.status).toBe(200);
     expect(posted.body).toEqual({ ok: true, event_id: expect.stringMatching(/^\$/) });
     const event = await alice.waitForEvent(roomId, (e) => e.event_id === posted.body.event_id);
+    // Its own post did not wake the bridge's sync (the members' syncs were woken by it).
+    expect(hs.services.notifier.serialOf(bridgeId)).toBe(bridgeSerial);
     expect(event.sender).toBe(bridgeId);
     expect(event.content).toMatchObject({ msgtype: 'm.notice', body: 'CI: Build 42 passed', formatted_body: '<strong>CI</strong>: Build 42 passed' });
 
