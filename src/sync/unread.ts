@@ -53,11 +53,15 @@ export class UnreadCounts {
     const { floor, memberEventId } = await this.joinedSince(room, userId, kept);
     const generation = this.receiptGenerations.get(key) ?? 0;
     let next: Counted;
+    // What happened in the room since the kept count: from memory when the room still holds it
+    // (a bot syncing many rooms counts one room while the others move the token on), else from
+    // this sync's timeline when that holds every new event.
+    const since = kept && kept.floor === floor ? this.eventsSince(room, kept.upTo, upTo) ?? (newEvents && kept.upTo === newEvents.after ? newEvents.events : undefined) : undefined;
     // A redaction may remove a counted message: count afresh then.
-    const redacts = newEvents?.events.some((event) => event.type === 'm.room.redaction') ?? false;
-    if (kept && newEvents && !redacts && kept.floor === floor && kept.upTo === newEvents.after) {
+    const redacts = since?.some((event) => event.type === 'm.room.redaction') ?? false;
+    if (kept && since && !redacts) {
       next = { ...kept, upTo, memberEventId };
-      for (const event of newEvents.events) {
+      for (const event of since) {
         if (!NOTIFYING_TYPES.has(event.type) || event.sender === userId || event.redactedBy) continue;
         next.notifications = Math.min(UNREAD_COUNT_CAP, next.notifications + 1);
         if (JSON.stringify(event.content).includes(userId)) next.highlights = Math.min(UNREAD_COUNT_CAP, next.highlights + 1);
@@ -68,6 +72,14 @@ export class UnreadCounts {
     }
     if ((this.receiptGenerations.get(key) ?? 0) === generation) this.counted.set(key, next);
     return { notification_count: next.notifications, highlight_count: next.highlights };
+  }
+
+  /** The room's events in `(after, upTo]` if memory has them all (none at all when nothing moved). */
+  private eventsSince(room: RoomSnapshot, after: number, upTo: number): StoredEvent[] | undefined {
+    // A count kept at a newer position than this sync's (two syncs at once): count afresh.
+    if (after > upTo) return undefined;
+    if (after === upTo || room.latestStream <= after) return [];
+    return room.recentEvents(after, upTo)?.reverse();
   }
 
   /**

@@ -444,3 +444,33 @@ describe('incremental timelines from memory', () => {
     expect(JSON.parse((await hs.services.storage.rooms.getEvent(message))!.content)).toEqual({});
   });
 });
+
+describe('unread counts kept between syncs', () => {
+  it('stay right for a room counted earlier while syncs for other rooms moved the token on', async () => {
+    const first = await alice.createRoom({ preset: 'public_chat' });
+    const second = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(first);
+    await bob.join(second);
+    let since = (await bob.sync()).next_batch as string;
+    const countsIn = (answer: Json, roomId: string) => answer.rooms?.join?.[roomId]?.unread_notifications;
+    const step = async () => {
+      const answer = await bob.sync({ since });
+      since = answer.next_batch;
+      return answer;
+    };
+    await alice.send(first, text('one'));
+    expect(countsIn(await step(), first)).toEqual({ notification_count: 1, highlight_count: 0 });
+    await alice.send(second, text('elsewhere'));
+    expect(countsIn(await step(), second)).toEqual({ notification_count: 1, highlight_count: 0 });
+    await alice.send(first, text(`two, for ${bob.userId}`));
+    const countUnread = hs.services.storage.rooms.countUnread.bind(hs.services.storage.rooms);
+    let queried = 0;
+    hs.services.storage.rooms.countUnread = async (...args) => {
+      queried++;
+      return countUnread(...args);
+    };
+    expect(countsIn(await step(), first)).toEqual({ notification_count: 2, highlight_count: 1 });
+    // Carried forward from memory, not counted again.
+    expect(queried).toBe(0);
+  });
+});
