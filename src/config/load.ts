@@ -144,7 +144,8 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function deepMerge(base: Record<string, unknown>, top: Record<string, unknown>): Record<string, unknown> {
+/** `top` over `base`, object by object (config layers: file, environment, test overrides). */
+export function deepMerge(base: Record<string, unknown>, top: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = { ...base };
   for (const [key, value] of Object.entries(top)) {
     const existing = out[key];

@@ -13,6 +13,7 @@ import { buildApp, type App } from '../app.js';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../clock.js';
 import { finishConfig, type Config } from '../config/index.js';
+import { deepMerge } from '../config/load.js';
 import { eventFromRow, type ClientEvent } from '../rooms/events.js';
 import type { Services } from '../services.js';
 
@@ -408,15 +409,3 @@ function closeServer(server: Server): Promise<void> {
   return new Promise((resolve) => server.close(() => resolve()));
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function deepMerge(base: Record<string, unknown>, top: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...base };
-  for (const [key, value] of Object.entries(top)) {
-    const existing = out[key];
-    out[key] = isPlainObject(existing) && isPlainObject(value) ? deepMerge(existing, value) : value;
-  }
-  return out;
-}
