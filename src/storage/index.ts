@@ -4,7 +4,7 @@
  */
 import type { Kysely } from 'kysely';
 import type { Database } from './schema.js';
-import { dataVersionReader, walSyncOf, type Db, type WalSync } from './database.js';
+import { dataVersionReader, type Db } from './database.js';
 import { AccessTokenCache } from './token-cache.js';
 import { UserStore } from './users-store.js';
 import { SessionStore } from './sessions-store.js';
@@ -46,11 +46,9 @@ export class Storage implements Stores {
   readonly media: MediaStore;
 
   private readonly tokenCache: AccessTokenCache;
-  private readonly walSync: WalSync | undefined;
 
   constructor(readonly db: Db) {
     this.tokenCache = new AccessTokenCache(dataVersionReader(db));
-    this.walSync = walSyncOf(db);
     ({
       users: this.users,
       sessions: this.sessions,
@@ -63,16 +61,12 @@ export class Storage implements Stores {
   }
 
   /** Runs `work` in one transaction; keep it short and never await network or hashing inside. */
-  async transaction<T>(work: (stores: Stores) => Promise<T>): Promise<T> {
-    const result = await this.db.transaction().execute((trx) => work(createStores(trx, this.tokenCache, true)));
-    // Durable (synchronous: full) before anyone hears of it; the connection is already free.
-    await this.walSync?.sync();
-    return result;
+  transaction<T>(work: (stores: Stores) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute((trx) => work(createStores(trx, this.tokenCache, true)));
   }
 
-  async close(): Promise<void> {
-    await this.walSync?.close();
-    await this.db.destroy();
+  close(): Promise<void> {
+    return this.db.destroy();
   }
 }
 
