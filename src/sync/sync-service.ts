@@ -208,7 +208,9 @@ export class SyncService {
       filter.ephemeral.typeAllowed(String(e.type)),
     );
 
-    if (!fullState && timelineEvents.length === 0 && stateEvents.length === 0 && ephemeral.length === 0 && context.accountData.length === 0) {
+    // A timeline that found nothing but stopped scanning early (a filter matching little in a long
+    // run of other events) still comes, limited, so the client knows there is a gap to fill.
+    if (!fullState && timelineEvents.length === 0 && !page.more && stateEvents.length === 0 && ephemeral.length === 0 && context.accountData.length === 0) {
       return undefined;
     }
     const lazyMembers = filter.state.lazyLoadMembers || filter.timeline.lazyLoadMembers;

@@ -49,9 +49,10 @@ export class UnreadCounts {
    */
   async countsAt(room: RoomSnapshot, userId: string, upTo: number, newEvents?: { after: number; events: StoredEvent[] }): Promise<UnreadCountsResult> {
     const key = `${room.roomId}\u0000${userId}`;
+    // Read before anything that can yield: a receipt moving meanwhile must discard this count.
+    const generation = this.receiptGenerations.get(key) ?? 0;
     const kept = this.counted.get(key);
     const { floor, memberEventId } = await this.joinedSince(room, userId, kept);
-    const generation = this.receiptGenerations.get(key) ?? 0;
     let next: Counted;
     // What happened in the room since the kept count: from memory when the room still holds it
     // (a bot syncing many rooms counts one room while the others move the token on), else from

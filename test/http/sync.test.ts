@@ -474,3 +474,19 @@ describe('unread counts kept between syncs', () => {
     expect(queried).toBe(0);
   });
 });
+
+describe('a filtered timeline that scans long runs of other events', () => {
+  it('still lists the room, limited, when it stops scanning before finding a match', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const since = (await bob.sync()).next_batch as string;
+    await alice.send(roomId, text('the one'));
+    for (let i = 0; i < 100; i++) await alice.send(roomId, { n: i }, 'org.example.noise');
+    const filter = JSON.stringify({ room: { timeline: { types: ['m.room.message'], limit: 1 } } });
+    const room = (await bob.sync({ since, filter })).rooms?.join?.[roomId];
+    expect(room).toBeDefined();
+    const found = (room.timeline.events as Json[]).some((event) => event.content.body === 'the one');
+    expect(found || room.timeline.limited === true).toBe(true);
+    if (!found) expect(typeof room.timeline.prev_batch).toBe('string');
+  });
+});
