@@ -2,6 +2,7 @@
  * The `!bridge` command language, parsed without side effects: a message body in, a command (or
  * the usage line to answer with) out. Anything that does not start with `!bridge` is not ours.
  */
+import { clip } from './matrix-html.js';
 
 export type BridgeCommand =
   | { kind: 'help' }
@@ -18,6 +19,8 @@ export const COMMAND_PREFIX = '!bridge';
 export const MAX_WEBHOOK_NAME_LENGTH = 64;
 export const MAX_FEED_LABEL_LENGTH = 100;
 const MAX_FEED_URL_LENGTH = 2048;
+/** What a usage line quotes back of the user's input. */
+const QUOTED_INPUT_CHARS = 40;
 const WEBHOOK_NAME = /^[\p{L}\p{N}][\p{L}\p{N}._-]*$/u;
 
 export const USAGE = {
@@ -43,7 +46,7 @@ export function parseCommand(body: string): BridgeCommand | undefined {
     case 'feeds':
       return parseFeed(rest, text);
     default:
-      return { kind: 'usage', message: `Unknown command "${clip(sub)}". ${USAGE.general}` };
+      return { kind: 'usage', message: `Unknown command "${clip(sub, QUOTED_INPUT_CHARS)}". ${USAGE.general}` };
   }
 }
 
@@ -107,7 +110,7 @@ export function feedUrl(raw: string): UrlResult {
   try {
     url = new URL(candidate);
   } catch {
-    return { ok: false, problem: `"${clip(candidate)}" is not a URL.` };
+    return { ok: false, problem: `"${clip(candidate, QUOTED_INPUT_CHARS)}" is not a URL.` };
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     return { ok: false, problem: 'Feeds are fetched over http or https only.' };
@@ -124,9 +127,4 @@ function withoutReplyFallback(body: string): string {
   let index = 0;
   while (index < lines.length && lines[index]!.startsWith('>')) index += 1;
   return lines.slice(index).join('\n');
-}
-
-function clip(text: string, max = 40): string {
-  const chars = [...text];
-  return chars.length > max ? `${chars.slice(0, max).join('')}…` : text;
 }

@@ -9,6 +9,7 @@ import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
 import type { FeedRow, RoomFeedRow, Storage } from '../storage/index.js';
 import { feedItemMessage, moreItemsMessage } from './feed-message.js';
+import { clip } from './matrix-html.js';
 import { FeedError } from './feeds/feed-error.js';
 import type { FetchFeedOptions, FetchFeedResult } from './feeds/fetch-feed.js';
 import type { FeedItem, ParsedFeed } from './feeds/parse-feed.js';
@@ -53,10 +54,6 @@ export function feedFailureReason(err: unknown): string {
   return clip(message, MAX_QUOTED_CHARS);
 }
 
-export function clip(text: string, max: number): string {
-  const chars = [...text];
-  return chars.length > max ? `${chars.slice(0, max).join('')}…` : text;
-}
 
 export class FeedService {
   private readonly inFlight = new Set<string>();

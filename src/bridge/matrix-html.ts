@@ -34,6 +34,12 @@ export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 }
 
+/** At most `max` characters (whole code points) of `text`, with "…" when cut: for quoting in a room. */
+export function clip(text: string, max: number): string {
+  const chars = [...text];
+  return chars.length > max ? `${chars.slice(0, max).join('')}…` : text;
+}
+
 /** Bytes a string takes inside a JSON document (quotes and escapes included). */
 export function jsonBytes(value: string): number {
   return Buffer.byteLength(JSON.stringify(value), 'utf8');

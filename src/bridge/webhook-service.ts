@@ -27,10 +27,9 @@ export class WebhookService {
 
   /** Creates a webhook: its secret id, or why it was refused. */
   async create(roomId: string, name: string, createdBy: string): Promise<CreatedWebhook> {
+    const taken = { refused: `This room already has a webhook named "${name}". Remove it first, or choose another name.` };
     const existing = await this.storage.bridge.webhooksOfRoom(roomId);
-    if (existing.some((row) => row.name === name)) {
-      return { refused: `This room already has a webhook named "${name}". Remove it first, or choose another name.` };
-    }
+    if (existing.some((row) => row.name === name)) return taken;
     if (existing.length >= MAX_WEBHOOKS_PER_ROOM) {
       return { refused: `This room has ${MAX_WEBHOOKS_PER_ROOM} webhooks, the most it may; remove one first.` };
     }
@@ -42,7 +41,8 @@ export class WebhookService {
       created_by: createdBy,
       created_ts: this.clock.now(),
     });
-    return created ? { id } : { refused: `This room already has a webhook named "${name}". Remove it first, or choose another name.` };
+    // The unique index decides between two creations of one name at once.
+    return created ? { id } : taken;
   }
 
   async names(roomId: string): Promise<string[]> {

@@ -7,6 +7,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { Ajv, type Options, type ValidateFunction } from 'ajv';
 import type { FastifyInstance } from 'fastify';
 import { NOT_JSON } from './json-bodies.js';
+import { compiledOnFirstUse } from '../schemas.js';
 
 const common: Options = { useDefaults: true, allErrors: false, strict: false, allowUnionTypes: true };
 const OPTIONAL_BODY = 'x-optional-body';
@@ -36,26 +37,10 @@ function compile(ajv: Ajv, kind: string, schema: object): ValidateFunction {
   return validate;
 }
 
-/**
- * A validator compiled on its first use. An app has a few hundred route schemas and a bot uses a
- * dozen routes: compiling them all up front was most of the server's start-up time.
- */
-function lazily(ajv: Ajv, kind: string, schema: object): ValidateFunction {
-  let validate: ValidateFunction | undefined;
-  const lazy = ((data: unknown) => {
-    validate ??= compile(ajv, kind, schema);
-    const valid = validate(data);
-    lazy.errors = validate.errors;
-    return valid;
-  }) as ValidateFunction;
-  lazy.errors = null;
-  return lazy;
-}
-
 export function installValidation(app: FastifyInstance): void {
   app.setValidatorCompiler(({ schema, httpPart }) => {
-    if (httpPart !== 'body') return lazily(textParts, 'text', schema as object);
-    const validate = lazily(bodies, 'body', schema as object);
+    if (httpPart !== 'body') return compiledOnFirstUse(() => compile(textParts, 'text', schema as object));
+    const validate = compiledOnFirstUse(() => compile(bodies, 'body', schema as object));
     const optional = (schema as Record<string, unknown>)[OPTIONAL_BODY] === true;
     const validateBody = (data: unknown): boolean => {
       // A body that did not parse fails here, on routes that read a body, and nowhere else; the

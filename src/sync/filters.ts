@@ -7,7 +7,7 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import { MatrixError } from '../http/errors.js';
 import { parseJsonSafely } from '../http/json-bodies.js';
 import type { ClientEvent, JsonObject } from '../rooms/events.js';
-import { StringEnum } from '../schemas.js';
+import { compiledOnFirstUse, StringEnum } from '../schemas.js';
 
 /** Lists in a filter are capped: each entry costs work on every event a sync looks at. */
 const MAX_LIST = 500;
@@ -188,17 +188,11 @@ function projectFields(event: JsonObject, fields: readonly string[]): JsonObject
 
 // Compiled on first use, not at start-up (most bots never send a filter inline).
 let ajv: Ajv | undefined;
-const lazyValidator = (schema: TSchema): ValidateFunction => {
-  let validate: ValidateFunction | undefined;
-  const lazy = ((data: unknown) => {
+const lazyValidator = (schema: TSchema): ValidateFunction =>
+  compiledOnFirstUse(() => {
     ajv ??= new Ajv({ allErrors: false, strict: false });
-    validate ??= ajv.compile(schema);
-    const valid = validate(data);
-    lazy.errors = validate.errors;
-    return valid;
-  }) as ValidateFunction;
-  return lazy;
-};
+    return ajv.compile(schema);
+  });
 const checkFilter = lazyValidator(FilterSchema as TSchema);
 const checkEventFilter = lazyValidator(EventFilterSchema as TSchema);
 

@@ -121,7 +121,7 @@ export class SyncService {
       // which a sync over a thousand rooms would otherwise spend most of its time on.
       if (since && !fullState && entry.membership === 'join' && entry.stream <= since.stream && !roomAccountData.has(roomId)) {
         const loaded = this.cache.peek(roomId);
-        if (loaded && loaded.latestStream <= since.stream && !this.typing.changedSince(roomId, since.typing)) continue;
+        if (loaded && this.quietSince(loaded, since)) continue;
       }
       const room = await this.cache.room(roomId);
       if (!room) continue;
@@ -168,6 +168,11 @@ export class SyncService {
     };
   }
 
+  /** Nothing happened in the room since the token: no event, receipt or typing change. */
+  private quietSince(room: RoomSnapshot, since: SyncToken): boolean {
+    return room.latestStream <= since.stream && !this.typing.changedSince(room.roomId, since.typing);
+  }
+
   private async joinedRoom(context: RoomContext): Promise<JsonObject | undefined> {
     const { room, entry, since, upTo, filter, viewer } = context;
     const userId = viewer.userId;
@@ -183,10 +188,8 @@ export class SyncService {
       if (since) fresh = membershipAt(visibility.history, since.stream) !== 'join' || leftSince(visibility.history, since.stream);
     }
     const fullState = fresh || context.fullState;
+    if (!fullState && this.quietSince(room, since!) && context.accountData.length === 0) return undefined;
     const typingChanged = this.typing.changedSince(room.roomId, fresh ? -1 : since!.typing);
-    if (!fullState && room.latestStream <= since!.stream && !typingChanged && context.accountData.length === 0) {
-      return undefined;
-    }
 
     const limit = filter.timeline.limit ?? DEFAULT_TIMELINE_LIMIT;
     const page = await this.reader.pageBackwards(room, {
