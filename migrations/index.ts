@@ -7,10 +7,12 @@ import * as accounts from './0001-accounts.js';
 import * as rooms from './0002-rooms.js';
 import * as bridge from './0003-bridge.js';
 import * as media from './0004-media.js';
+import * as webhookSecrets from './0005-webhook-secrets.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
   '0002-rooms': rooms,
   '0003-bridge': bridge,
   '0004-media': media,
+  '0005-webhook-secrets': webhookSecrets,
 };

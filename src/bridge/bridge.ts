@@ -17,7 +17,7 @@ import type { Services } from '../services.js';
 import { BOT_USER_TYPE } from '../users/account-service.js';
 import type { Requester } from '../users/session-service.js';
 import { userIdFor } from '../users/user-ids.js';
-import { parseCommand, type BridgeCommand } from './commands.js';
+import { parseCommand, type BridgeCommand, type SecretRequest } from './commands.js';
 import { DirectMessages } from './direct-messages.js';
 import { feedFailureReason, FeedService, SubscriptionRefused, type FeedFetcher } from './feed-service.js';
 import { clip } from './matrix-html.js';
@@ -25,6 +25,7 @@ import { FeedError } from './feeds/feed-error.js';
 import { fetchFeed } from './feeds/fetch-feed.js';
 import { HELP_LINES, joinGreeting } from './help.js';
 import type { BridgePoster } from './poster.js';
+import { generateSecret } from './webhook-secrets.js';
 import { WebhookService } from './webhook-service.js';
 
 /** Power the bridge needs in a room to act there (Moderator). */
@@ -222,7 +223,8 @@ export class Bridge implements BridgePoster {
       case 'help':
         return reply(HELP_LINES.join('\n'));
       case 'webhook-list': {
-        const names = await this.webhooks.names(roomId);
+        const webhooks = await this.webhooks.list(roomId);
+        const names = webhooks.map((webhook) => (webhook.signed ? `${webhook.name} (signed)` : webhook.name));
         return reply(names.length === 0 ? 'This room has no webhooks.' : `Webhooks in this room: ${names.join(', ')}`);
       }
       case 'feed-list':
@@ -235,6 +237,8 @@ export class Bridge implements BridgePoster {
     switch (command.kind) {
       case 'webhook-create':
         return this.createWebhook(roomId, sender, command.name, reply);
+      case 'webhook-secret':
+        return this.setWebhookSecret(roomId, sender, eventId, command.name, command.secret, reply);
       case 'webhook-remove': {
         const removed = await this.webhooks.remove(roomId, command.name);
         return reply(removed ? `Removed the webhook "${command.name}"; its URL no longer works.` : `This room has no webhook named "${command.name}".`);
@@ -267,24 +271,87 @@ export class Bridge implements BridgePoster {
     return { bridge: userPowerLevel(levels, this.userId), sender: userPowerLevel(levels, sender), stateDefault: levels.state_default };
   }
 
-  private async createWebhook(roomId: string, sender: string, name: string, reply: (body: string) => Promise<void>): Promise<void> {
-    const created = await this.webhooks.create(roomId, name, sender);
+  private async createWebhook(roomId: string, sender: string, name: string, reply: (body: string) => Promise<void>, secret?: string): Promise<void> {
+    const created = await this.webhooks.create(roomId, name, sender, secret);
     if ('refused' in created) return reply(created.refused);
-    const url = `${this.webhookBaseUrl()}webhook/${created.id}`;
-    const roomName = await this.roomName(roomId);
-    try {
-      const dm = await this.directMessages.roomWith(sender);
-      await this.notice(dm, [
-        `Your webhook "${name}" for ${roomName} is ready. Keep this URL secret: anyone who has it can post to the room.`,
-        url,
-        `Post JSON such as {"text": "Hello"} to it with PUT or POST. To revoke it, say "!bridge webhook remove ${name}" in the room.`,
-      ].join('\n'));
-    } catch (err) {
-      this.log.warn({ err, room: roomId }, 'sending a webhook URL by direct message failed');
+    const sent = await this.sendCredentials(roomId, sender, name, created.id, secret, 'created');
+    if (!sent) {
       await this.webhooks.remove(roomId, name);
       return reply(`I could not send you a direct message, so I did not create the webhook "${name}". Please try again.`);
     }
-    return reply(`Created the webhook "${name}". I have sent its URL to ${sender} in a direct message.`);
+    const what = secret === undefined ? 'its URL' : 'its URL and secret';
+    return reply(`Created the webhook "${name}". I have sent ${what} to ${sender} in a direct message.`);
+  }
+
+  /**
+   * `webhook <name> secret …`. A secret is sealed with the webhook's id, which is stored only hashed,
+   * so setting one also issues a new URL (a webhook that does not exist yet is created with it).
+   */
+  private async setWebhookSecret(
+    roomId: string,
+    sender: string,
+    eventId: string,
+    name: string,
+    request: SecretRequest,
+    reply: (body: string) => Promise<void>,
+  ): Promise<void> {
+    if (request.action === 'clear') {
+      const cleared = await this.webhooks.clearSecret(roomId, name);
+      return reply(cleared ? `The webhook "${name}" no longer checks signatures; its URL is unchanged.` : `This room has no webhook named "${name}".`);
+    }
+    let note = '';
+    if (request.action === 'set') {
+      // The secret must not stay readable in the room's history.
+      note = (await this.redactQuietly(roomId, eventId))
+        ? ' I removed your message, as it held the secret.'
+        : ' I could not remove your message, which holds the secret: please redact it.';
+    }
+    const secret = request.action === 'set' ? request.value : generateSecret();
+    if (!(await this.webhooks.exists(roomId, name))) return this.createWebhook(roomId, sender, name, async (body) => reply(body + note), secret);
+    const rekeyed = await this.webhooks.rekey(roomId, name, secret);
+    if (!rekeyed) return reply(`This room has no webhook named "${name}".${note}`);
+    const sent = await this.sendCredentials(roomId, sender, name, rekeyed.id, secret, 'rekeyed');
+    if (!sent) {
+      return reply(`The webhook "${name}" now has a new URL and secret, but I could not send them to you by direct message: say the command again.${note}`);
+    }
+    return reply(`The webhook "${name}" now requires signed requests. Its old URL has stopped working; I have sent the new URL and the secret to ${sender} in a direct message.${note}`);
+  }
+
+  /** Sends a webhook's URL (and secret) by direct message; false when that failed. */
+  private async sendCredentials(roomId: string, sender: string, name: string, id: string, secret: string | undefined, why: 'created' | 'rekeyed'): Promise<boolean> {
+    const url = `${this.webhookBaseUrl()}webhook/${id}`;
+    const roomName = await this.roomName(roomId);
+    const opening = why === 'created' ? `Your webhook "${name}" for ${roomName} is ready.` : `Your webhook "${name}" for ${roomName} has a new URL; the old one no longer works.`;
+    const lines = [`${opening} Keep this URL secret: anyone who has it can post to the room.`, url];
+    if (secret === undefined) {
+      lines.push(`Post JSON such as {"text": "Hello"} to it with PUT or POST; GitHub, GitLab, Gitea, Forgejo, Alertmanager, Grafana, Sentry and Slack-style senders are understood too.`);
+    } else {
+      lines.push(
+        'Requests must now prove they know this secret:',
+        secret,
+        'Paste it as the "Secret" (GitHub, Gitea, Forgejo) or "Secret token" (GitLab), or send it as "Authorization: Bearer <secret>" (Alertmanager, Grafana, curl). Sentry signs with its own client secret: set that one with "!bridge webhook <name> secret <client secret>".',
+      );
+    }
+    lines.push(`To revoke it, say "!bridge webhook remove ${name}" in the room.`);
+    try {
+      const dm = await this.directMessages.roomWith(sender);
+      await this.post(dm, { msgtype: 'm.notice', body: lines.join('\n') });
+      return true;
+    } catch (err) {
+      this.log.warn({ err, room: roomId }, 'sending a webhook URL by direct message failed');
+      return false;
+    }
+  }
+
+  private async redactQuietly(roomId: string, eventId: string): Promise<boolean> {
+    try {
+      await this.services.rooms.redact(this.requester, roomId, eventId, randomUUID(), 'held a webhook secret');
+      return true;
+    } catch (err) {
+      if (!(err instanceof MatrixError)) throw err;
+      this.log.warn({ err, room: roomId }, 'could not redact a message that held a webhook secret');
+      return false;
+    }
   }
 
   private async addFeed(roomId: string, sender: string, url: string, label: string | undefined, reply: (body: string) => Promise<void>): Promise<void> {

@@ -3,12 +3,17 @@
  * the usage line to answer with) out. Anything that does not start with `!bridge` is not ours.
  */
 import { clip } from './matrix-html.js';
+import { MAX_SECRET_LENGTH, MIN_SECRET_LENGTH } from './webhook-secrets.js';
+
+/** What `webhook <name> secret …` asks for: a new secret made by us, one the sender made, or none. */
+export type SecretRequest = { action: 'generate' } | { action: 'set'; value: string } | { action: 'clear' };
 
 export type BridgeCommand =
   | { kind: 'help' }
   | { kind: 'webhook-create'; name: string }
   | { kind: 'webhook-list' }
   | { kind: 'webhook-remove'; name: string }
+  | { kind: 'webhook-secret'; name: string; secret: SecretRequest }
   | { kind: 'feed-add'; url: string; label?: string | undefined }
   | { kind: 'feed-list' }
   | { kind: 'feed-remove'; url: string }
@@ -24,7 +29,7 @@ const QUOTED_INPUT_CHARS = 40;
 const WEBHOOK_NAME = /^[\p{L}\p{N}][\p{L}\p{N}._-]*$/u;
 
 export const USAGE = {
-  webhook: `Usage: ${COMMAND_PREFIX} webhook <name> | ${COMMAND_PREFIX} webhook list | ${COMMAND_PREFIX} webhook remove <name>`,
+  webhook: `Usage: ${COMMAND_PREFIX} webhook <name> [secret [<value>|off]] | ${COMMAND_PREFIX} webhook list | ${COMMAND_PREFIX} webhook remove <name>`,
   feed: `Usage: ${COMMAND_PREFIX} feed <url> [label] | ${COMMAND_PREFIX} feed list | ${COMMAND_PREFIX} feed remove <url>`,
   general: `Usage: ${COMMAND_PREFIX} help | ${COMMAND_PREFIX} webhook … | ${COMMAND_PREFIX} feed …`,
 };
@@ -62,11 +67,27 @@ function parseWebhook(args: string[]): BridgeCommand {
       return { kind: 'webhook-remove', name: more[0]! };
     }
     default: {
-      if (more.length > 0) return { kind: 'usage', message: `A webhook name is one word. ${USAGE.webhook}` };
       const problem = webhookNameProblem(first);
+      if (more.length > 0 && more[0]!.toLowerCase() === 'secret') {
+        if (problem) return { kind: 'usage', message: `${problem} ${USAGE.webhook}` };
+        const secret = parseSecret(more.slice(1));
+        return 'usage' in secret ? { kind: 'usage', message: secret.usage } : { kind: 'webhook-secret', name: first, secret };
+      }
+      if (more.length > 0) return { kind: 'usage', message: `A webhook name is one word. ${USAGE.webhook}` };
       return problem ? { kind: 'usage', message: `${problem} ${USAGE.webhook}` } : { kind: 'webhook-create', name: first };
     }
   }
+}
+
+function parseSecret(args: string[]): SecretRequest | { usage: string } {
+  if (args.length === 0) return { action: 'generate' };
+  if (args.length > 1) return { usage: `A secret is one word. ${USAGE.webhook}` };
+  const value = args[0]!;
+  if (['off', 'none', 'remove'].includes(value.toLowerCase())) return { action: 'clear' };
+  if (value.length < MIN_SECRET_LENGTH || value.length > MAX_SECRET_LENGTH) {
+    return { usage: `A secret you bring has ${MIN_SECRET_LENGTH} to ${MAX_SECRET_LENGTH} characters; leave it out and I make one. ${USAGE.webhook}` };
+  }
+  return { action: 'set', value };
 }
 
 function parseFeed(args: string[], text: string): BridgeCommand {

@@ -2,8 +2,9 @@
 import { COMMAND_PREFIX } from './commands.js';
 
 export const HELP_LINES = [
-  'I turn webhooks and RSS/Atom/JSON feeds into messages in this room. Commands:',
+  'I turn webhooks (GitHub, GitLab, Gitea, Forgejo, Alertmanager, Grafana, Sentry, Slack-style and plain JSON) and RSS/Atom/JSON feeds into messages in this room. Commands:',
   `${COMMAND_PREFIX} webhook <name>: create a webhook; I send you its URL by direct message.`,
+  `${COMMAND_PREFIX} webhook <name> secret: require signed requests (GitHub, GitLab, Gitea, Forgejo, Sentry, Bearer); I send you a new URL and the secret by direct message. "secret <value>" uses a secret the sender made (Sentry's client secret), "secret off" ends the check.`,
   `${COMMAND_PREFIX} webhook list: the webhooks of this room.`,
   `${COMMAND_PREFIX} webhook remove <name>: delete a webhook; its URL stops working at once.`,
   `${COMMAND_PREFIX} feed <url> [label]: follow a feed; new items are posted here.`,

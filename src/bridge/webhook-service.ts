@@ -1,6 +1,7 @@
 /**
- * Incoming webhooks. A webhook's id is its only credential: 256 random bits, handed out once (by
- * direct message) and stored as a SHA-256 hash, so the database alone cannot be used to post.
+ * Incoming webhooks. A webhook's id is its credential: 256 random bits, handed out once (by direct
+ * message) and stored as a SHA-256 hash, so the database alone cannot be used to post. A webhook may
+ * also have a signing secret, which every request must then prove it knows.
  */
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../clock.js';
@@ -9,13 +10,35 @@ import type { RateLimiter } from '../ratelimit/rate-limiter.js';
 import type { Storage } from '../storage/index.js';
 import { hashToken } from '../users/secrets.js';
 import type { BridgePoster } from './poster.js';
-import { readWebhookPayload, webhookMessage } from './webhook-message.js';
+import { renderWebhook, type Sender } from './renderers/index.js';
+import { checkSignature, openSecret, sealSecret } from './webhook-secrets.js';
 
 const NOT_FOUND = 'No such webhook: it was never created, or it has been removed.';
 /** Webhooks one room may have. */
 export const MAX_WEBHOOKS_PER_ROOM = 50;
 
 export type CreatedWebhook = { id: string } | { refused: string };
+
+/** A request to a webhook URL, as the HTTP layer hands it over. */
+export interface WebhookDelivery {
+  headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** The bytes as sent: signatures are computed over them. */
+  rawBody: Buffer;
+  /** The parsed JSON (for form posts, the `payload=` field parsed). */
+  payload: unknown;
+}
+
+export interface ReceivedWebhook {
+  eventId: string;
+  sender: Sender;
+  /** Set when the sender's renderer failed and the generic rendering was posted instead. */
+  rendererError?: unknown;
+}
+
+export interface WebhookSummary {
+  name: string;
+  signed: boolean;
+}
 
 export class WebhookService {
   constructor(
@@ -25,28 +48,50 @@ export class WebhookService {
     private readonly poster: BridgePoster,
   ) {}
 
-  /** Creates a webhook: its secret id, or why it was refused. */
-  async create(roomId: string, name: string, createdBy: string): Promise<CreatedWebhook> {
+  /** Creates a webhook, with a signing secret if given: its secret id, or why it was refused. */
+  async create(roomId: string, name: string, createdBy: string, secret?: string): Promise<CreatedWebhook> {
     const taken = { refused: `This room already has a webhook named "${name}". Remove it first, or choose another name.` };
     const existing = await this.storage.bridge.webhooksOfRoom(roomId);
     if (existing.some((row) => row.name === name)) return taken;
     if (existing.length >= MAX_WEBHOOKS_PER_ROOM) {
       return { refused: `This room has ${MAX_WEBHOOKS_PER_ROOM} webhooks, the most it may; remove one first.` };
     }
-    const id = randomBytes(32).toString('base64url');
+    const id = newWebhookId();
+    const idHash = hashToken(id);
     const created = await this.storage.bridge.insertWebhook({
-      id_hash: hashToken(id),
+      id_hash: idHash,
       room_id: roomId,
       name,
       created_by: createdBy,
       created_ts: this.clock.now(),
+      secret_sealed: secret === undefined ? null : sealSecret(id, idHash, secret),
     });
     // The unique index decides between two creations of one name at once.
     return created ? { id } : taken;
   }
 
-  async names(roomId: string): Promise<string[]> {
-    return (await this.storage.bridge.webhooksOfRoom(roomId)).map((row) => row.name);
+  /**
+   * Gives an existing webhook a new URL sealing a new secret (the secret is sealed with the id,
+   * which is stored only as a hash, so a secret cannot be added without a new id). Undefined when
+   * the room has no webhook of that name.
+   */
+  async rekey(roomId: string, name: string, secret: string): Promise<{ id: string } | undefined> {
+    const id = newWebhookId();
+    const idHash = hashToken(id);
+    return (await this.storage.bridge.rekeyWebhook(roomId, name, idHash, sealSecret(id, idHash, secret))) ? { id } : undefined;
+  }
+
+  /** Lets a webhook take requests without a signature again; false when there is no such webhook. */
+  async clearSecret(roomId: string, name: string): Promise<boolean> {
+    return this.storage.bridge.clearWebhookSecret(roomId, name);
+  }
+
+  async exists(roomId: string, name: string): Promise<boolean> {
+    return (await this.storage.bridge.webhooksOfRoom(roomId)).some((row) => row.name === name);
+  }
+
+  async list(roomId: string): Promise<WebhookSummary[]> {
+    return (await this.storage.bridge.webhooksOfRoom(roomId)).map((row) => ({ name: row.name, signed: row.secret_sealed !== null }));
   }
 
   async remove(roomId: string, name: string): Promise<boolean> {
@@ -58,15 +103,36 @@ export class WebhookService {
     return (await this.storage.bridge.deleteWebhooksOfRoom(roomId)).length;
   }
 
-  /** Posts a webhook's payload to its room; resolves with the event id once stored. */
-  async receive(id: string, body: unknown): Promise<string> {
+  /** Renders a delivery and posts it to the webhook's room; resolves once the event is stored. */
+  async receive(id: string, delivery: WebhookDelivery): Promise<ReceivedWebhook> {
     const idHash = hashToken(id);
     const webhook = await this.storage.bridge.webhookByHash(idHash);
     // Also 404 between the bridge being kicked and its sync loop noticing.
     if (!webhook || !(await this.poster.isActiveIn(webhook.room_id))) throw new MatrixError('M_NOT_FOUND', NOT_FOUND);
+    // Before the rate limit: requests without the secret must not use up the sender's allowance.
+    if (webhook.secret_sealed !== null) verifySignature(id, webhook.id_hash, webhook.secret_sealed, delivery);
     const decision = this.limiter.check(idHash);
     if (!decision.allowed) throw rateLimitedError(decision.retryAfterMs);
-    const content = webhookMessage(readWebhookPayload(body));
-    return this.poster.post(webhook.room_id, content);
+    const rendered = renderWebhook({ headers: delivery.headers, payload: delivery.payload });
+    const eventId = await this.poster.post(webhook.room_id, rendered.content);
+    return { eventId, sender: rendered.sender, ...(rendered.rendererError === undefined ? {} : { rendererError: rendered.rendererError }) };
   }
+}
+
+function newWebhookId(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+function verifySignature(id: string, idHash: string, sealed: string, delivery: WebhookDelivery): void {
+  const secret = openSecret(id, idHash, sealed);
+  if (secret === undefined) throw new MatrixError('M_FORBIDDEN', 'This webhook\'s secret cannot be read; set a new one with "!bridge webhook <name> secret".');
+  const check = checkSignature(secret, delivery.headers, delivery.rawBody, delivery.payload);
+  if (check.ok) return;
+  if (check.reason === 'missing') {
+    throw new MatrixError(
+      'M_UNAUTHORIZED',
+      'This webhook has a secret: sign the request (X-Hub-Signature-256, X-Gitea-Signature, Sentry-Hook-Signature) or send the secret (X-Gitlab-Token, Authorization: Bearer).',
+    );
+  }
+  throw new MatrixError('M_FORBIDDEN', `The request's ${check.scheme} does not match this webhook's secret.`);
 }

@@ -59,6 +59,28 @@ export class BridgeStore {
     return row;
   }
 
+  /** Gives a room's webhook a new id (and sealed secret); false when it has none of that name. */
+  async rekeyWebhook(roomId: string, name: string, idHash: string, secretSealed: string | null): Promise<boolean> {
+    const result = await this.db
+      .updateTable('bridge_webhooks')
+      .set({ id_hash: idHash, secret_sealed: secretSealed })
+      .where('room_id', '=', roomId)
+      .where('name', '=', name)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  /** Drops a webhook's secret; false when the room has no webhook of that name. */
+  async clearWebhookSecret(roomId: string, name: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable('bridge_webhooks')
+      .set({ secret_sealed: null })
+      .where('room_id', '=', roomId)
+      .where('name', '=', name)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
   async deleteWebhooksOfRoom(roomId: string): Promise<WebhookRow[]> {
     const rows = await this.webhooksOfRoom(roomId);
     await this.db.deleteFrom('bridge_webhooks').where('room_id', '=', roomId).execute();

@@ -136,6 +136,8 @@ export interface BridgeWebhooksTable {
   name: string;
   created_by: string;
   created_ts: number;
+  /** The signing secret, sealed with the webhook's id; null when requests need no signature. */
+  secret_sealed: string | null;
 }
 
 export interface BridgeFeedsTable {

@@ -47,3 +47,48 @@ export async function bridgeMessages(hs: TestHomeserver, viewer: TestClient, roo
   await viewer.waitForEvent(roomId, (event) => event.event_id === marker);
   return viewer.seenIn(roomId).filter((event) => event.sender === bridgeIdOf(hs) && event.type === 'm.room.message');
 }
+
+export interface WebhookCredentials {
+  url: string;
+  path: string;
+  /** The signing secret, when the bridge sent one. */
+  secret?: string | undefined;
+  reply: Json;
+}
+
+/**
+ * Sends a webhook command as `owner` (default `!bridge webhook <name>`) and reads the URL (and
+ * secret) from the bridge's direct message; `previousUrl` skips the message of an earlier URL.
+ */
+export async function createWebhook(
+  hs: TestHomeserver,
+  owner: TestClient,
+  roomId: string,
+  name: string,
+  options: { commandText?: string; previousUrl?: string; expectReply?: string } = {},
+): Promise<WebhookCredentials> {
+  const reply = await command(hs, owner, roomId, options.commandText ?? `!bridge webhook ${name}`);
+  expect(reply.content.body).toContain(options.expectReply ?? `Created the webhook "${name}"`);
+  expect(reply.content.body).toContain('direct message');
+  // The URL is in a DM room the bridge invited the requester to (marked as direct), or reused.
+  const direct = await hs.services.accountData.get(bridgeIdOf(hs), undefined, 'm.direct');
+  const rooms = direct[owner.userId] as string[];
+  const dm = rooms[rooms.length - 1]!;
+  if (!hs.services.roomCache.peek(dm)?.isJoined(owner.userId)) {
+    const inviteState = await owner.waitForInvite(dm);
+    const ownMember = inviteState.find((event) => event.type === 'm.room.member' && event.state_key === owner.userId);
+    expect(ownMember?.content.is_direct).toBe(true);
+    await owner.join(dm);
+  }
+  const urlIn = (body: string) => body.split('\n').find((text) => text.startsWith('https://'));
+  const message = await owner.waitForEvent(dm, (event) => {
+    const body = String(event.content?.body);
+    return event.sender === bridgeIdOf(hs) && body.includes(`"${name}"`) && urlIn(body) !== undefined && urlIn(body) !== options.previousUrl;
+  });
+  const lines = String(message.content.body).split('\n');
+  const url = urlIn(String(message.content.body))!;
+  expect(url).toMatch(/^https:\/\/matrix\.test\.local\/webhook\/[A-Za-z0-9_-]{43}$/);
+  const secretIntro = lines.findIndex((line) => line.startsWith('Requests must now prove'));
+  const secret = secretIntro >= 0 ? lines[secretIntro + 1] : undefined;
+  return { url, path: new URL(url).pathname, secret, reply };
+}

@@ -1,26 +1,48 @@
 /**
- * Webhook ingress: `PUT` or `POST /webhook/<id>` with `{"text": ...}`. The body is read as JSON
- * whatever its Content-Type (curl's `-d` says form-encoded), up to the bridge's own size limit.
+ * Webhook ingress: `PUT` or `POST /webhook/<id>`. The body is kept as bytes (signatures are computed
+ * over them) and read as JSON whatever its Content-Type (curl's `-d` says form-encoded), except a
+ * form with a `payload=` field, which old Slack-style senders and GitHub's form option send.
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
 import type { Bridge } from '../../bridge/bridge.js';
 import { MatrixError } from '../errors.js';
-import { NOT_JSON } from '../json-bodies.js';
+import { parseJsonSafely } from '../json-bodies.js';
 
 const WebhookParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 256 }) });
+const NOT_JSON_MESSAGE = 'The body must be JSON such as {"text": "Hello"}.';
 
 export function webhookRoutes(bridge: Bridge, maxBodyBytes: number): FastifyPluginAsyncTypebox {
   return async (app) => {
-    const handler = async (request: { params: { id: string }; body: unknown }) => {
-      if (request.body === undefined || request.body === NOT_JSON) {
-        throw new MatrixError('M_NOT_JSON', 'The body must be JSON such as {"text": "Hello"}.');
+    // This plugin's own parser (Fastify scopes parsers to the plugin): the raw bytes, untouched.
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+    const handler = async (request: FastifyRequest<{ Params: { id: string } }>) => {
+      const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      const payload = readPayload(rawBody, request.headers['content-type']);
+      const received = await bridge.webhooks.receive(request.params.id, { headers: request.headers, rawBody, payload });
+      if (received.rendererError !== undefined) {
+        request.log.warn({ err: received.rendererError, sender: received.sender }, 'a webhook renderer failed; posted the generic rendering');
       }
-      const eventId = await bridge.webhooks.receive(request.params.id, request.body);
-      return { ok: true, event_id: eventId };
+      return { ok: true, event_id: received.eventId };
     };
     for (const method of ['PUT', 'POST'] as const) {
       app.route({ method, url: '/webhook/:id', bodyLimit: maxBodyBytes, schema: { params: WebhookParams }, handler });
     }
   };
+}
+
+/** The JSON a delivery carries, or M_NOT_JSON. */
+function readPayload(rawBody: Buffer, contentType: string | undefined): unknown {
+  const text = rawBody.toString('utf8');
+  if (text.trim() === '') throw new MatrixError('M_NOT_JSON', NOT_JSON_MESSAGE);
+  const isForm = contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded') ?? false;
+  const json = isForm && text.startsWith('payload=') ? new URLSearchParams(text).get('payload') ?? '' : text;
+  try {
+    return parseJsonSafely(json);
+  } catch {
+    throw new MatrixError('M_NOT_JSON', isForm && json !== text ? 'The form field "payload" must hold JSON.' : NOT_JSON_MESSAGE);
+  }
 }
