@@ -101,7 +101,11 @@ export class Bridge implements BridgePoster {
   }
 
   async post(roomId: string, content: JsonObject): Promise<string> {
-    return this.services.rooms.send(this.requester, roomId, 'm.room.message', randomUUID(), content);
+    // What the bridge posts carries text from elsewhere (payloads, feeds, names). An explicit empty
+    // m.mentions (intentional mentions) keeps an "@room" in it from notifying the whole room, which
+    // the bridge, as Moderator, otherwise could.
+    const withMentions = 'm.mentions' in content ? content : { ...content, 'm.mentions': {} };
+    return this.services.rooms.send(this.requester, roomId, 'm.room.message', randomUUID(), withMentions);
   }
 
   // ---- following rooms ----

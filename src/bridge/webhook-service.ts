@@ -28,12 +28,15 @@ export interface WebhookDelivery {
   payload: unknown;
 }
 
-export interface ReceivedWebhook {
-  eventId: string;
-  sender: Sender;
-  /** Set when the sender's renderer failed and the generic rendering was posted instead. */
-  rendererError?: unknown;
-}
+export type ReceivedWebhook =
+  | {
+      eventId: string;
+      sender: Sender;
+      /** Set when the sender's renderer failed and the generic rendering was posted instead. */
+      rendererError?: unknown;
+    }
+  /** Deliberately not posted (a duplicate, an unfinished run): why. */
+  | { skipped: string; sender: Sender };
 
 export interface WebhookSummary {
   name: string;
@@ -114,6 +117,7 @@ export class WebhookService {
     const decision = this.limiter.check(idHash);
     if (!decision.allowed) throw rateLimitedError(decision.retryAfterMs);
     const rendered = renderWebhook({ headers: delivery.headers, payload: delivery.payload });
+    if ('skipped' in rendered) return rendered;
     const eventId = await this.poster.post(webhook.room_id, rendered.content);
     return { eventId, sender: rendered.sender, ...(rendered.rendererError === undefined ? {} : { rendererError: rendered.rendererError }) };
   }

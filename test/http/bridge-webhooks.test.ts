@@ -55,7 +55,7 @@ describe('the bridge user and webhooks', () => {
     const put = await hs.http.put(path).set('Content-Type', 'application/x-www-form-urlencoded').send(JSON.stringify({ text: 'hi', html: '<b>hi</b><script>x</script>', msgtype: 'm.text' }));
     expect(put.status).toBe(200);
     const second = await alice.waitForEvent(roomId, (e) => e.event_id === put.body.event_id);
-    expect(second.content).toEqual({ msgtype: 'm.text', body: 'hi', format: 'org.matrix.custom.html', formatted_body: '<b>hi</b>' });
+    expect(second.content).toEqual({ msgtype: 'm.text', body: 'hi', 'm.mentions': {}, format: 'org.matrix.custom.html', formatted_body: '<b>hi</b>' });
 
     // The bridge's own messages are never commands, even when a webhook post looks like one.
     const sneaky = await hs.http.post(path).send({ text: '!bridge webhook evil', msgtype: 'm.text' });

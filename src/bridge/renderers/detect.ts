@@ -9,8 +9,9 @@ import { header, type Sender, type WebhookRequest } from './types.js';
 const SLACK_ONLY_FIELDS = ['icon_emoji', 'icon_url', 'channel', 'mrkdwn', 'unfurl_links', 'unfurl_media', 'link_names', 'thread_ts'];
 
 export function detectSender(request: WebhookRequest): Sender {
-  if (header(request, 'x-forgejo-event')) return 'forgejo';
-  if (header(request, 'x-gitea-event') || header(request, 'x-gogs-event')) return 'gitea';
+  // Some Gitea/Forgejo events (status, package) leave the event header empty and name only the type.
+  if (header(request, 'x-forgejo-event') || header(request, 'x-forgejo-event-type')) return 'forgejo';
+  if (header(request, 'x-gitea-event') || header(request, 'x-gitea-event-type') || header(request, 'x-gogs-event')) return 'gitea';
   if (header(request, 'x-github-event')) return 'github';
   if (header(request, 'x-gitlab-event')) return 'gitlab';
   if (header(request, 'sentry-hook-resource')) return 'sentry';
@@ -33,7 +34,8 @@ function senderOfBody(payload: unknown): Sender {
   if (body['@type'] === 'MessageCard' || (Array.isArray(body.sections) && (has('summary') || has('title') || has('text')))) return 'teams';
   if (arr(body.attachments).some((attachment) => str(obj(attachment).contentType)?.startsWith('application/vnd.microsoft.card.'))) return 'teams';
   if (Array.isArray(body.embeds) || (typeof body.content === 'string' && !has('text'))) return 'discord';
-  if (Array.isArray(body.blocks) || Array.isArray(body.attachments) || SLACK_ONLY_FIELDS.some(has)) return 'slack';
+  // `blocks` and `attachments` are Slack's even when null (Alertmanager's slack_configs sends "blocks": null).
+  if (has('blocks') || has('attachments') || SLACK_ONLY_FIELDS.some(has)) return 'slack';
   if (has('text')) return 'text';
   return 'unknown';
 }

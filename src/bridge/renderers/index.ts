@@ -15,7 +15,7 @@ import { renderedMessage, type RenderedWebhook } from './rich-text.js';
 import { renderSentry } from './sentry.js';
 import { renderSlack, slackLinksInText } from './slack.js';
 import { renderTeams } from './teams.js';
-import type { Renderer, Sender, WebhookRequest } from './types.js';
+import { isSkipped, type Renderer, type Sender, type SkippedWebhook, type WebhookRequest } from './types.js';
 import { renderUptimeKuma } from './uptime-kuma.js';
 
 export type { Sender, WebhookRequest } from './types.js';
@@ -36,12 +36,14 @@ const RENDERERS: Record<Exclude<Sender, 'text'>, Renderer> = {
   unknown: renderUnknown,
 };
 
-export interface RenderOutcome {
-  sender: Sender;
-  content: JsonObject;
-  /** A renderer failed on this payload and the generic rendering was used instead. */
-  rendererError?: unknown;
-}
+export type RenderOutcome =
+  | {
+      sender: Sender;
+      content: JsonObject;
+      /** A renderer failed on this payload and the generic rendering was used instead. */
+      rendererError?: unknown;
+    }
+  | { sender: Sender; skipped: string };
 
 /** The m.room.message content for a webhook request; throws MatrixError for a refused `{text}` body. */
 export function renderWebhook(request: WebhookRequest): RenderOutcome {
@@ -52,7 +54,7 @@ export function renderWebhook(request: WebhookRequest): RenderOutcome {
     const html = payload.html === undefined ? slackLinksInText(payload.text) : undefined;
     return { sender, content: webhookMessage(html === undefined ? payload : { ...payload, ...html }) };
   }
-  let rendered: RenderedWebhook;
+  let rendered: RenderedWebhook | SkippedWebhook;
   let rendererError: unknown;
   try {
     rendered = RENDERERS[sender](request);
@@ -61,6 +63,7 @@ export function renderWebhook(request: WebhookRequest): RenderOutcome {
     rendererError = err;
     rendered = renderUnknown(request);
   }
+  if (isSkipped(rendered)) return { sender, skipped: rendered.skipped };
   const { text, html } = renderedMessage(rendered);
   const content = webhookMessage({ text, html, msgtype: 'm.notice' });
   return rendererError === undefined ? { sender, content } : { sender, content, rendererError };

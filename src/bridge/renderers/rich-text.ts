@@ -85,7 +85,10 @@ export function safeUrl(url: unknown): string | undefined {
   if (typeof url !== 'string' || url.length > 4096) return undefined;
   try {
     const parsed = new URL(url);
-    return parsed.protocol === 'http:' || parsed.protocol === 'https:' ? parsed.href : undefined;
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return undefined;
+    // As the sender wrote it (no added trailing slash), unless it holds spaces or control characters.
+    // eslint-disable-next-line no-control-regex
+    return /^[^\s\u0000-\u001f\u007f]+$/.test(url) ? url : parsed.href;
   } catch {
     return undefined;
   }

@@ -8,7 +8,19 @@ export interface WebhookRequest {
   readonly payload: unknown;
 }
 
-export type Renderer = (request: WebhookRequest) => RenderedWebhook;
+/**
+ * A delivery that is deliberately not posted: a duplicate (GitHub sends "published" and
+ * "released" for one release) or a run that has not finished yet. The sender is still answered 200.
+ */
+export interface SkippedWebhook {
+  skipped: string;
+}
+
+export type Renderer = (request: WebhookRequest) => RenderedWebhook | SkippedWebhook;
+
+export function isSkipped(value: RenderedWebhook | SkippedWebhook): value is SkippedWebhook {
+  return typeof (value as SkippedWebhook).skipped === 'string';
+}
 
 export const SENDERS = [
   'forgejo',

@@ -23,6 +23,8 @@ export function webhookRoutes(bridge: Bridge, maxBodyBytes: number): FastifyPlug
       const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       const payload = readPayload(rawBody, request.headers['content-type']);
       const received = await bridge.webhooks.receive(request.params.id, { headers: request.headers, rawBody, payload });
+      // The sender's delivery log shows why nothing appeared in the room.
+      if ('skipped' in received) return { ok: true, skipped: received.skipped };
       if (received.rendererError !== undefined) {
         request.log.warn({ err: received.rendererError, sender: received.sender }, 'a webhook renderer failed; posted the generic rendering');
       }
