@@ -6,7 +6,8 @@ import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 
 const root = new URL('..', import.meta.url).pathname;
-const marker = join(root, 'dist/src/main.js');
+// The bundle is written last, so it is the build's newest file.
+const marker = join(root, 'dist/bundle/main.mjs');
 
 function newestMtime(dir) {
   let newest = 0;
@@ -22,4 +23,5 @@ if (!existsSync(marker) || statSync(marker).mtimeMs < sourcesMtime) {
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
   console.error('bot-homeserver: building (dist/ is missing or older than src/)...');
   execFileSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit' });
+  execFileSync(process.execPath, [join(root, 'scripts/bundle.mjs')], { stdio: 'inherit' });
 }

@@ -190,7 +190,7 @@ function projectFields(event: JsonObject, fields: readonly string[]): JsonObject
 let ajv: Ajv | undefined;
 const lazyValidator = (schema: TSchema): ValidateFunction =>
   compiledOnFirstUse(() => {
-    ajv ??= new Ajv({ allErrors: false, strict: false });
+    ajv ??= new Ajv({ allErrors: false, strict: false, validateSchema: false });
     return ajv.compile(schema);
   });
 const checkFilter = lazyValidator(FilterSchema as TSchema);
