@@ -1,5 +1,6 @@
 /** The bridge user's records: its sync position, webhooks, feeds, subscriptions and seen items. */
 import type { Kysely, Selectable } from 'kysely';
+import { QueryTemplate } from './database.js';
 import type { BridgeFeedsTable, BridgeRoomFeedsTable, BridgeWebhooksTable, Database } from './schema.js';
 
 export type WebhookRow = Selectable<BridgeWebhooksTable>;
@@ -9,6 +10,11 @@ export type FeedPatch = Partial<Omit<FeedRow, 'url'>>;
 
 /** SQLite allows 32,766 bound parameters; lists of item ids are sent in slices well under that. */
 const IDS_PER_QUERY = 500;
+
+// Compiled once (see QueryTemplate): it is on the path of every webhook call.
+const webhookByHashQuery = new QueryTemplate((db: Kysely<Database>, idHash: string) =>
+  db.selectFrom('bridge_webhooks').selectAll().where('id_hash', '=', idHash),
+);
 
 export class BridgeStore {
   constructor(private readonly db: Kysely<Database>) {}
@@ -40,8 +46,9 @@ export class BridgeStore {
     return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
   }
 
+  /** Every webhook call starts here. */
   async webhookByHash(idHash: string): Promise<WebhookRow | undefined> {
-    return this.db.selectFrom('bridge_webhooks').selectAll().where('id_hash', '=', idHash).executeTakeFirst();
+    return webhookByHashQuery.first(this.db, idHash);
   }
 
   async webhooksOfRoom(roomId: string): Promise<WebhookRow[]> {
