@@ -17,7 +17,7 @@ import type { Services } from '../services.js';
 import { BOT_USER_TYPE } from '../users/account-service.js';
 import type { Requester } from '../users/session-service.js';
 import { userIdFor } from '../users/user-ids.js';
-import { parseCommand, type BridgeCommand, type SecretRequest } from './commands.js';
+import { holdsSecret, parseCommand, type BridgeCommand, type SecretRequest } from './commands.js';
 import { DirectMessages } from './direct-messages.js';
 import { feedFailureReason, FeedService, SubscriptionRefused, type FeedFetcher } from './feed-service.js';
 import { clip } from './matrix-html.js';
@@ -165,7 +165,8 @@ export class Bridge implements BridgePoster {
         // Notices are what bots say; answering them is how bots end up talking to each other forever.
         if (content.msgtype !== 'm.text' || typeof content.body !== 'string') continue;
         const command = parseCommand(content.body);
-        if (command) this.inRoom(roomId, () => this.run(roomId, String(event.sender), String(event.event_id), command));
+        const secretHeld = holdsSecret(content.body);
+        if (command) this.inRoom(roomId, () => this.run(roomId, String(event.sender), String(event.event_id), command, secretHeld));
       }
     }
   }
@@ -219,8 +220,15 @@ export class Bridge implements BridgePoster {
 
   // ---- commands ----
 
-  private async run(roomId: string, sender: string, eventId: string, command: BridgeCommand): Promise<void> {
-    const reply = (body: string) => this.notice(roomId, body, eventId);
+  private async run(roomId: string, sender: string, eventId: string, command: BridgeCommand, secretHeld: boolean): Promise<void> {
+    // A secret must not stay readable in the room's history, whether or not the command is done.
+    let note = '';
+    if (secretHeld) {
+      note = (await this.redactQuietly(roomId, eventId))
+        ? ' I removed your message, as it held a secret.'
+        : ' I could not remove your message, which holds a secret: please redact it.';
+    }
+    const reply = (body: string) => this.notice(roomId, body + note, eventId);
     switch (command.kind) {
       case 'usage':
         return reply(command.message);
@@ -242,7 +250,7 @@ export class Bridge implements BridgePoster {
       case 'webhook-create':
         return this.createWebhook(roomId, sender, command.name, reply);
       case 'webhook-secret':
-        return this.setWebhookSecret(roomId, sender, eventId, command.name, command.secret, reply);
+        return this.setWebhookSecret(roomId, sender, command.name, command.secret, reply);
       case 'webhook-remove': {
         const removed = await this.webhooks.remove(roomId, command.name);
         return reply(removed ? `Removed the webhook "${command.name}"; its URL no longer works.` : `This room has no webhook named "${command.name}".`);
@@ -291,34 +299,18 @@ export class Bridge implements BridgePoster {
    * `webhook <name> secret …`. A secret is sealed with the webhook's id, which is stored only hashed,
    * so setting one also issues a new URL (a webhook that does not exist yet is created with it).
    */
-  private async setWebhookSecret(
-    roomId: string,
-    sender: string,
-    eventId: string,
-    name: string,
-    request: SecretRequest,
-    reply: (body: string) => Promise<void>,
-  ): Promise<void> {
+  private async setWebhookSecret(roomId: string, sender: string, name: string, request: SecretRequest, reply: (body: string) => Promise<void>): Promise<void> {
     if (request.action === 'clear') {
       const cleared = await this.webhooks.clearSecret(roomId, name);
       return reply(cleared ? `The webhook "${name}" no longer checks signatures; its URL is unchanged.` : `This room has no webhook named "${name}".`);
     }
-    let note = '';
-    if (request.action === 'set') {
-      // The secret must not stay readable in the room's history.
-      note = (await this.redactQuietly(roomId, eventId))
-        ? ' I removed your message, as it held the secret.'
-        : ' I could not remove your message, which holds the secret: please redact it.';
-    }
     const secret = request.action === 'set' ? request.value : generateSecret();
-    if (!(await this.webhooks.exists(roomId, name))) return this.createWebhook(roomId, sender, name, async (body) => reply(body + note), secret);
+    if (!(await this.webhooks.exists(roomId, name))) return this.createWebhook(roomId, sender, name, reply, secret);
     const rekeyed = await this.webhooks.rekey(roomId, name, secret);
-    if (!rekeyed) return reply(`This room has no webhook named "${name}".${note}`);
+    if (!rekeyed) return reply(`This room has no webhook named "${name}".`);
     const sent = await this.sendCredentials(roomId, sender, name, rekeyed.id, secret, 'rekeyed');
-    if (!sent) {
-      return reply(`The webhook "${name}" now has a new URL and secret, but I could not send them to you by direct message: say the command again.${note}`);
-    }
-    return reply(`The webhook "${name}" now requires signed requests. Its old URL has stopped working; I have sent the new URL and the secret to ${sender} in a direct message.${note}`);
+    if (!sent) return reply(`The webhook "${name}" now has a new URL and secret, but I could not send them to you by direct message: say the command again.`);
+    return reply(`The webhook "${name}" now requires signed requests. Its old URL has stopped working; I have sent the new URL and the secret to ${sender} in a direct message.`);
   }
 
   /** Sends a webhook's URL (and secret) by direct message; false when that failed. */

@@ -79,6 +79,18 @@ function parseWebhook(args: string[]): BridgeCommand {
   }
 }
 
+/**
+ * Whether a message gives a webhook secret (`!bridge webhook <name> secret <value>`), well-formed
+ * or not: such a message is redacted whatever becomes of the command.
+ */
+export function holdsSecret(body: string): boolean {
+  const words = withoutReplyFallback(body).trim().split(/\s+/u);
+  if (words[0]?.toLowerCase() !== COMMAND_PREFIX || !['webhook', 'webhooks'].includes(words[1]?.toLowerCase() ?? '')) return false;
+  const at = words.findIndex((word, index) => index >= 3 && word.toLowerCase() === 'secret');
+  const value = at >= 0 ? words.slice(at + 1) : [];
+  return value.length > 1 || (value.length === 1 && !['off', 'none', 'remove'].includes(value[0]!.toLowerCase()));
+}
+
 function parseSecret(args: string[]): SecretRequest | { usage: string } {
   if (args.length === 0) return { action: 'generate' };
   if (args.length > 1) return { usage: `A secret is one word. ${USAGE.webhook}` };

@@ -6,7 +6,7 @@
  * under a key derived from the webhook's id, which the database holds only as a hash. Reading the
  * secret takes the URL and the database together; either alone yields nothing.
  */
-import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 
 const SEAL_VERSION = 'v1';
 const KEY_INFO = 'bot-homeserver webhook signing secret v1';
@@ -53,7 +53,7 @@ interface Scheme {
   name: string;
   header: string;
   /** True when the header's value proves knowledge of the secret for this body. */
-  verify(value: string, secret: string, rawBody: Buffer, parsed: unknown): boolean;
+  verify(value: string, secret: string, rawBody: Buffer, parsed: () => unknown): boolean;
 }
 
 const hmacHex = (algorithm: 'sha256' | 'sha1', secret: string, data: Buffer | string) => createHmac(algorithm, secret).update(data).digest('hex');
@@ -63,10 +63,9 @@ function sameHex(given: string, expected: string): boolean {
   return sameText(given.trim().toLowerCase(), expected);
 }
 
+/** Compared as SHA-256 digests: equal lengths always, so not even the secret's length leaks. */
 function sameText(given: string, expected: string): boolean {
-  const a = Buffer.from(given);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
+  return timingSafeEqual(createHash('sha256').update(given).digest(), createHash('sha256').update(expected).digest());
 }
 
 function prefixed(prefix: string, algorithm: 'sha256' | 'sha1') {
@@ -86,8 +85,11 @@ const SCHEMES: Scheme[] = [
     name: 'Sentry-Hook-Signature',
     header: 'sentry-hook-signature',
     // Sentry signs the JSON it sends; its own examples re-serialize the parsed body, so accept either.
-    verify: (value, secret, rawBody, parsed) =>
-      plainHmac(value, secret, rawBody) || (parsed !== undefined && sameHex(value, hmacHex('sha256', secret, JSON.stringify(parsed)))),
+    verify: (value, secret, rawBody, parsed) => {
+      if (plainHmac(value, secret, rawBody)) return true;
+      const body = parsed();
+      return body !== undefined && sameHex(value, hmacHex('sha256', secret, JSON.stringify(body)));
+    },
   },
   { name: 'X-Gitlab-Token', header: 'x-gitlab-token', verify: (value, secret) => sameText(value, secret) },
   { name: 'Authorization', header: 'authorization', verify: (value, secret) => authorizationHolds(value, secret) },
@@ -114,9 +116,10 @@ function authorizationHolds(value: string, secret: string): boolean {
 
 /**
  * Checks a request against the webhook's secret, by the first proof it carries. Forgejo sends
- * several (all valid); a forger gains nothing by choosing one, as each needs the secret.
+ * several (all valid); a forger gains nothing by choosing one, as each needs the secret. `parsed`
+ * reads the body as JSON (undefined when it is not), only if a scheme needs it.
  */
-export function checkSignature(secret: string, headers: Headers, rawBody: Buffer, parsed: unknown): SignatureCheck {
+export function checkSignature(secret: string, headers: Headers, rawBody: Buffer, parsed: () => unknown): SignatureCheck {
   for (const scheme of SCHEMES) {
     const raw = headers[scheme.header];
     const value = Array.isArray(raw) ? raw[0] : raw;

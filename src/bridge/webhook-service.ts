@@ -24,8 +24,11 @@ export interface WebhookDelivery {
   headers: Readonly<Record<string, string | string[] | undefined>>;
   /** The bytes as sent: signatures are computed over them. */
   rawBody: Buffer;
-  /** The parsed JSON (for form posts, the `payload=` field parsed). */
-  payload: unknown;
+  /**
+   * The parsed JSON (for form posts, the `payload=` field parsed); throws M_NOT_JSON. Called only
+   * once the request is known to be for a webhook and signed when it must be.
+   */
+  payload: () => unknown;
 }
 
 export type ReceivedWebhook =
@@ -112,11 +115,13 @@ export class WebhookService {
     const webhook = await this.storage.bridge.webhookByHash(idHash);
     // Also 404 between the bridge being kicked and its sync loop noticing.
     if (!webhook || !(await this.poster.isActiveIn(webhook.room_id))) throw new MatrixError('M_NOT_FOUND', NOT_FOUND);
-    // Before the rate limit: requests without the secret must not use up the sender's allowance.
+    // Before reading the body, and before the rate limit: requests without the secret cost little
+    // and must not use up the sender's allowance.
     if (webhook.secret_sealed !== null) verifySignature(id, webhook.id_hash, webhook.secret_sealed, delivery);
+    const payload = delivery.payload();
     const decision = this.limiter.check(idHash);
     if (!decision.allowed) throw rateLimitedError(decision.retryAfterMs);
-    const rendered = renderWebhook({ headers: delivery.headers, payload: delivery.payload });
+    const rendered = renderWebhook({ headers: delivery.headers, payload });
     if ('skipped' in rendered) return rendered;
     const eventId = await this.poster.post(webhook.room_id, rendered.content);
     return { eventId, sender: rendered.sender, ...(rendered.rendererError === undefined ? {} : { rendererError: rendered.rendererError }) };
@@ -130,7 +135,14 @@ function newWebhookId(): string {
 function verifySignature(id: string, idHash: string, sealed: string, delivery: WebhookDelivery): void {
   const secret = openSecret(id, idHash, sealed);
   if (secret === undefined) throw new MatrixError('M_FORBIDDEN', 'This webhook\'s secret cannot be read; set a new one with "!bridge webhook <name> secret".');
-  const check = checkSignature(secret, delivery.headers, delivery.rawBody, delivery.payload);
+  const parsed = () => {
+    try {
+      return delivery.payload();
+    } catch {
+      return undefined;
+    }
+  };
+  const check = checkSignature(secret, delivery.headers, delivery.rawBody, parsed);
   if (check.ok) return;
   if (check.reason === 'missing') {
     throw new MatrixError(

@@ -71,6 +71,31 @@ describe('webhooks from real senders, through HTTP', () => {
     expect(slackEvent.content.formatted_body).toContain('<strong>v2</strong>');
   });
 
+  it('keeps a long {text} exactly as sent, links and all, and reads a form whose payload is not the first field', async () => {
+    const text = `see <https://ci.example/1|the log>\n${'line\n'.repeat(70_000)}`;
+    const long = await hs.http.post(path).send({ text });
+    expect(long.status).toBe(200);
+    const event = await alice.waitForEvent(roomId, (e) => e.event_id === long.body.event_id);
+    expect(String(event.content.body).startsWith('see <https://ci.example/1|the log>\nline\n')).toBe(true);
+    // The whole text budget (with HTML it would get two fifths of it).
+    expect(String(event.content.body).length).toBeGreaterThan(40_000);
+    expect(event.content.formatted_body).toBeUndefined();
+    const form = await hs.http.post(path).type('form').send(`token=abc&payload=${encodeURIComponent(JSON.stringify({ text: 'second field' }))}`);
+    expect(form.status).toBe(200);
+    const formEvent = await alice.waitForEvent(roomId, (e) => e.event_id === form.body.event_id);
+    expect(formEvent.content.body).toBe('second field');
+  });
+
+  it('never prints object internals for prototype names in a payload', async () => {
+    const grafana = await hs.http.post(path).send({ ruleName: 'x', ruleUrl: 'https://grafana.example/r', state: 'constructor' });
+    const sentry = await hs.http.post(path).set({ 'sentry-hook-resource': 'comment' }).send({ action: 'toString', data: {} });
+    for (const posted of [grafana, sentry]) {
+      expect(posted.status).toBe(200);
+      const event = await alice.waitForEvent(roomId, (e) => e.event_id === posted.body.event_id);
+      expect(event.content.body).not.toContain('native code');
+    }
+  });
+
   it('posts unknown event types of known senders and unknown JSON, never an error', async () => {
     const deployment = await hs.http.post(path).set({ 'x-github-event': 'deployment_status' }).send({ action: 'created', repository: { full_name: 'octo/app', html_url: 'https://github.com/octo/app' }, sender: { login: 'octocat' } });
     expect(deployment.status).toBe(200);
@@ -200,6 +225,15 @@ describe('webhook secrets', () => {
     await bob.join(roomId);
     const refused = await command(hs, bob, roomId, '!bridge webhook ci secret');
     expect(refused.content.body).toContain('takes power level 50');
+    // A refused or malformed command that gives a secret is removed all the same.
+    const refusedWithSecret = await command(hs, bob, roomId, '!bridge webhook ci secret bobs-passphrase-1234');
+    expect(refusedWithSecret.content.body).toContain('takes power level 50');
+    expect(refusedWithSecret.content.body).toContain('I removed your message');
+    const tooShort = await command(hs, alice, roomId, '!bridge webhook ci secret hunter2');
+    expect(tooShort.content.body).toContain('16 to 256 characters');
+    expect(tooShort.content.body).toContain('I removed your message');
+    const history = await alice.ok('GET', `/rooms/${encodeURIComponent(roomId)}/messages`, undefined, { dir: 'b', limit: 50 });
+    expect(JSON.stringify(history.chunk)).not.toMatch(/bobs-passphrase|hunter2/);
     const missing = await command(hs, alice, roomId, '!bridge webhook nope secret off');
     expect(missing.content.body).toContain('no webhook named "nope"');
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseCommand, USAGE } from '../../src/bridge/commands.js';
+import { holdsSecret, parseCommand, USAGE } from '../../src/bridge/commands.js';
 
 describe('parseCommand', () => {
   it.each([
@@ -54,5 +54,23 @@ describe('parseCommand', () => {
     const command = parseCommand(body);
     expect(command?.kind).toBe('usage');
     expect(command && 'message' in command ? command.message : '').toContain(expected);
+  });
+});
+
+describe('holdsSecret', () => {
+  it.each([
+    ['!bridge webhook sentry secret 0123456789abcdefXYZ', true],
+    // Refused commands still hold what may be a real passphrase.
+    ['!bridge webhook ci secret short', true],
+    ['!bridge webhook ci secret two words', true],
+    ['!bridge webhook bad/name secret hunter2hunter2hunter2', true],
+    ['> <@a:b> quoted\n\n!bridge webhooks ci SECRET value-value-value', true],
+    ['!bridge webhook ci secret', false],
+    ['!bridge webhook ci secret off', false],
+    ['!bridge webhook secret', false],
+    ['!bridge feed https://example.org/secret secret', false],
+    ['webhook ci secret value', false],
+  ])('%j: %s', (body, expected) => {
+    expect(holdsSecret(body)).toBe(expected);
   });
 });

@@ -29,7 +29,7 @@ describe('checkSignature', () => {
 
   it("accepts GitHub's documented example signature", () => {
     const headers = { 'x-hub-signature-256': 'sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17' };
-    expect(checkSignature(secret, headers, body, undefined)).toEqual({ ok: true, scheme: 'X-Hub-Signature-256' });
+    expect(checkSignature(secret, headers, body, () => undefined)).toEqual({ ok: true, scheme: 'X-Hub-Signature-256' });
   });
 
   it.each([
@@ -44,7 +44,7 @@ describe('checkSignature', () => {
     ['authorization', `Basic ${Buffer.from(`grafana:${secret}`).toString('base64')}`],
     ['x-hub-signature', `sha1=${hmac(secret, body, 'sha1')}`],
   ])('accepts %s', (name, value) => {
-    expect(checkSignature(secret, { [name]: value }, body, undefined).ok).toBe(true);
+    expect(checkSignature(secret, { [name]: value }, body, () => undefined).ok).toBe(true);
   });
 
   it.each([
@@ -57,19 +57,19 @@ describe('checkSignature', () => {
     ['authorization', `Token ${secret}`],
     ['x-hub-signature', `sha256=${hmac(secret, body)}`],
   ])('refuses a wrong %s', (name, value) => {
-    expect(checkSignature(secret, { [name]: value }, body, undefined)).toMatchObject({ ok: false, reason: 'mismatch' });
+    expect(checkSignature(secret, { [name]: value }, body, () => undefined)).toMatchObject({ ok: false, reason: 'mismatch' });
   });
 
   it('says "missing" when the request carries no proof at all', () => {
-    expect(checkSignature(secret, { 'content-type': 'application/json', 'x-github-event': 'push' }, body, undefined)).toEqual({ ok: false, reason: 'missing' });
-    expect(checkSignature(secret, { 'x-hub-signature-256': '' }, body, undefined)).toEqual({ ok: false, reason: 'missing' });
+    expect(checkSignature(secret, { 'content-type': 'application/json', 'x-github-event': 'push' }, body, () => undefined)).toEqual({ ok: false, reason: 'missing' });
+    expect(checkSignature(secret, { 'x-hub-signature-256': '' }, body, () => undefined)).toEqual({ ok: false, reason: 'missing' });
   });
 
   it("accepts Sentry's signature over the re-serialized body, as its own examples compute it", () => {
     const parsed = { action: 'created', data: { issue: { id: '1' } } };
     const spaced = Buffer.from(JSON.stringify(parsed, null, 2));
     const headers = { 'sentry-hook-signature': hmac(secret, JSON.stringify(parsed)) };
-    expect(checkSignature(secret, headers, spaced, parsed).ok).toBe(true);
-    expect(checkSignature(secret, headers, spaced, { ...parsed, action: 'resolved' }).ok).toBe(false);
+    expect(checkSignature(secret, headers, spaced, () => parsed).ok).toBe(true);
+    expect(checkSignature(secret, headers, spaced, () => ({ ...parsed, action: 'resolved' })).ok).toBe(false);
   });
 });

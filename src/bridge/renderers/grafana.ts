@@ -4,7 +4,7 @@
  * Legacy dashboard alerts (`ruleName`, `state`, `evalMatches`) come here too.
  */
 import { ALERT_EMOJI, alertLines, groupStatus, sharedFacts, summaryTexts, truncatedCount, type Alert } from './alertmanager.js';
-import { arr, clipChars, firstLine, join, link, num, obj, plural, rich, safeUrl, str, type Part, type RenderedWebhook, type Rich } from './rich-text.js';
+import { arr, clipChars, firstLine, join, link, lookup, num, obj, plural, rich, safeUrl, str, type Part, type RenderedWebhook, type Rich } from './rich-text.js';
 import type { WebhookRequest } from './types.js';
 
 const MAX_VALUES = 8;
@@ -76,7 +76,7 @@ function renderLegacyAlert(payload: Record<string, unknown>): RenderedWebhook {
     .filter((line) => line.text !== '');
   if (matches.length > MAX_EVAL_MATCHES) details.push(rich(`… and ${matches.length - MAX_EVAL_MATCHES} more`));
   return {
-    summary: rich(`${LEGACY_STATE_EMOJI[state] ?? '🔔'} `, link(url, title), message && `: ${message}`),
+    summary: rich(`${lookup(LEGACY_STATE_EMOJI, state) ?? '🔔'} `, link(url, title), message && `: ${message}`),
     url,
     details,
   };

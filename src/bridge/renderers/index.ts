@@ -21,6 +21,9 @@ import { renderUptimeKuma } from './uptime-kuma.js';
 export type { Sender, WebhookRequest } from './types.js';
 export { detectSender } from './detect.js';
 
+/** Chat-sized: a `{text}` longer than this is posted as written, without link conversion. */
+const MAX_LINKED_TEXT_CHARS = 8_000;
+
 const RENDERERS: Record<Exclude<Sender, 'text'>, Renderer> = {
   forgejo: (request) => renderGithub(request, 'forgejo'),
   gitea: (request) => renderGithub(request, 'gitea'),
@@ -50,9 +53,10 @@ export function renderWebhook(request: WebhookRequest): RenderOutcome {
   const sender = detectSender(request);
   if (sender === 'text') {
     const payload = readWebhookPayload(request.payload);
-    // Slack-style <url|label> links in a plain {text} (Mattermost, Google Chat senders) become links.
-    const html = payload.html === undefined ? slackLinksInText(payload.text) : undefined;
-    return { sender, content: webhookMessage(html === undefined ? payload : { ...payload, ...html }) };
+    // Slack-style <url|label> links in a short plain {text} (Mattermost, Google Chat senders) become
+    // links. Long texts (CI logs) stay exactly as sent: they keep the whole size budget for text.
+    const linked = payload.html === undefined && payload.text.length <= MAX_LINKED_TEXT_CHARS ? slackLinksInText(payload.text) : undefined;
+    return { sender, content: webhookMessage(linked === undefined ? payload : { ...payload, ...linked }) };
   }
   let rendered: RenderedWebhook | SkippedWebhook;
   let rendererError: unknown;

@@ -40,6 +40,11 @@ const EMPTY: Rich = { text: '', html: '' };
 
 /** The parts one after another. */
 export function rich(...parts: Part[]): Rich {
+  return concat(parts);
+}
+
+/** The parts of a list one after another (a list may be long: never spread it into `rich`). */
+export function concat(parts: readonly Part[]): Rich {
   let text = '';
   let html = '';
   for (const part of parts) {
@@ -58,7 +63,7 @@ export function join(parts: Part[], separator: Part): Rich {
     if (index > 0) out.push(separator);
     out.push(part);
   });
-  return rich(...out);
+  return concat(out);
 }
 
 function wrap(tag: string, part: Part): Rich {
@@ -184,6 +189,11 @@ export function firstLine(value: unknown, max = 120): string | undefined {
 export function clipChars(text: string, max: number): string {
   const chars = [...text];
   return chars.length > max ? `${chars.slice(0, max - 1).join('')}…` : text;
+}
+
+/** `table[key]` when the table has that key of its own (never an Object.prototype member). */
+export function lookup<V>(table: Readonly<Record<string, V>>, key: string | undefined): V | undefined {
+  return key !== undefined && Object.hasOwn(table, key) ? table[key] : undefined;
 }
 
 /** "1 commit", "3 commits". */

@@ -3,7 +3,7 @@
  * header names the kind (issue, event_alert, metric_alert, error, comment, installation); the
  * body's `action` says what happened to it.
  */
-import { clipChars, firstLine, join, link, obj, quoted, rich, safeUrl, str, type RenderedWebhook, type Rich } from './rich-text.js';
+import { clipChars, firstLine, join, link, lookup, obj, quoted, rich, safeUrl, str, type RenderedWebhook, type Rich } from './rich-text.js';
 import { header, type WebhookRequest } from './types.js';
 
 const MAX_TITLE_CHARS = 200;
@@ -70,7 +70,7 @@ function renderMetricAlert(payload: Record<string, unknown>, action: string): Re
   const title = firstLine(data.description_title, MAX_TITLE_CHARS) ?? firstLine(metricAlert.title, MAX_TITLE_CHARS) ?? firstLine(obj(metricAlert.alert_rule).name, MAX_TITLE_CHARS);
   const url = pageUrl(data.web_url);
   return {
-    summary: rich(`${METRIC_ALERT_EMOJI[action] ?? '🔔'} `, link(url, `Sentry metric alert ${action}`), title && `: ${title}`),
+    summary: rich(`${lookup(METRIC_ALERT_EMOJI, action) ?? '🔔'} `, link(url, `Sentry metric alert ${action}`), title && `: ${title}`),
     url,
     details: [firstLine(data.description_text, 300)].filter((line) => line !== undefined).map((line) => rich(line)),
   };
@@ -92,7 +92,7 @@ function renderComment(payload: Record<string, unknown>, action: string): Render
   const project = firstLine(data.project_slug, 100);
   const comment = action === 'deleted' ? undefined : str(data.comment);
   return {
-    summary: rich(`${who} ${COMMENT_VERBS[action] ?? `${action} a comment on`} Sentry issue`, issue && ` ${issue}`, project && ` in ${project}`),
+    summary: rich(`${who} ${lookup(COMMENT_VERBS, action) ?? `${action} a comment on`} Sentry issue`, issue && ` ${issue}`, project && ` in ${project}`),
     block: comment === undefined ? undefined : quoted(clipChars(comment.slice(0, MAX_COMMENT_CHARS * 2), MAX_COMMENT_CHARS)),
   };
 }

@@ -9,6 +9,7 @@ import {
   bold,
   clipChars,
   code,
+  concat,
   firstLine,
   italic,
   join,
@@ -40,7 +41,7 @@ export function textWithBreaks(text: string): Rich {
     if (index > 0) parts.push(LINE_BREAK);
     parts.push(line);
   });
-  return rich(...parts);
+  return concat(parts);
 }
 
 export interface MarkupSyntax {
@@ -91,7 +92,7 @@ class InlineParser {
       at = plainStart = found.end;
     }
     if (plainStart < this.src.length) parts.push(this.syntax.plain(this.src.slice(plainStart)));
-    return rich(...parts);
+    return concat(parts);
   }
 
   private markupAt(at: number): { piece: Rich; end: number } | undefined {
@@ -244,7 +245,7 @@ export function slackLinksInText(text: string): { text: string; html: string } |
   }
   if (!converted) return undefined;
   parts.push(textWithBreaks(text.slice(copied)));
-  return rich(...parts);
+  return concat(parts);
 }
 
 // ---- from paragraphs to a message (Slack, Teams, Discord) ----
@@ -416,7 +417,7 @@ const MAX_LIST_NESTING = 3;
 
 /** A `rich_text` block's section, list, quote or preformatted part (best effort). */
 function richTextElement(element: Record<string, unknown>, depth: number): Rich | undefined {
-  const inline = () => rich(...arr(element.elements).slice(0, MAX_INLINE_ELEMENTS).map((item) => richTextInline(obj(item))));
+  const inline = () => concat(arr(element.elements).slice(0, MAX_INLINE_ELEMENTS).map((item) => richTextInline(obj(item))));
   switch (element.type) {
     case 'rich_text_section':
       return inline();

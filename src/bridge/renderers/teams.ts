@@ -4,7 +4,7 @@
  * style). Both are cards; the message reads them top to bottom.
  */
 import { chatMarkdown } from './discord.js';
-import { arr, bold, clipChars, firstLine, join, link, obj, rich, safeUrl, str, type RenderedWebhook, type Rich } from './rich-text.js';
+import { arr, bold, clipChars, concat, firstLine, join, link, obj, rich, safeUrl, str, type RenderedWebhook, type Rich } from './rich-text.js';
 import { boundedText, linkParagraph, linkWithUrl, markup, messageFromParagraphs, paragraphRich, richParagraph, type Paragraph } from './slack.js';
 import type { WebhookRequest } from './types.js';
 
@@ -109,7 +109,7 @@ function adaptiveParagraphs(elements: unknown, depth: number, budget: { left: nu
         break;
       }
       case 'RichTextBlock':
-        out.push(richParagraph(rich(...arr(element.inlines).slice(0, MAX_CARD_ELEMENTS).map(textRun))));
+        out.push(richParagraph(concat(arr(element.inlines).slice(0, MAX_CARD_ELEMENTS).map(textRun))));
         break;
       case 'FactSet':
         out.push(...arr(element.facts).slice(0, MAX_FACTS).map((entry) => fact(obj(entry).title, obj(entry).value)));

@@ -21,7 +21,7 @@ export function webhookRoutes(bridge: Bridge, maxBodyBytes: number): FastifyPlug
 
     const handler = async (request: FastifyRequest<{ Params: { id: string } }>) => {
       const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-      const payload = readPayload(rawBody, request.headers['content-type']);
+      const payload = () => readPayload(rawBody, request.headers['content-type']);
       const received = await bridge.webhooks.receive(request.params.id, { headers: request.headers, rawBody, payload });
       // The sender's delivery log shows why nothing appeared in the room.
       if ('skipped' in received) return { ok: true, skipped: received.skipped };
@@ -40,8 +40,9 @@ export function webhookRoutes(bridge: Bridge, maxBodyBytes: number): FastifyPlug
 function readPayload(rawBody: Buffer, contentType: string | undefined): unknown {
   const text = rawBody.toString('utf8');
   if (text.trim() === '') throw new MatrixError('M_NOT_JSON', NOT_JSON_MESSAGE);
-  const isForm = contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded') ?? false;
-  const json = isForm && text.startsWith('payload=') ? new URLSearchParams(text).get('payload') ?? '' : text;
+  // A form with a payload field; but JSON sent with curl's default form type is still JSON.
+  const isForm = (contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded') ?? false) && !/^\s*[[{]/.test(text);
+  const json = (isForm ? new URLSearchParams(text).get('payload') : null) ?? text;
   try {
     return parseJsonSafely(json);
   } catch {
