@@ -2,14 +2,13 @@ import { createHmac } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { client, clientsFor, type Json, type TestClient } from '../support/client.js';
 import { expectMatrixError } from '../support/spec-validator.js';
 import { bridgeIdOf, command, createWebhook, roomWithBridge, withBridge } from '../support/bridge.js';
 import { readFixture, WEBHOOK_FIXTURES, WEBHOOK_FIXTURES_DIR } from '../support/webhook-fixtures.js';
+import { capturingLogger } from '../support/logs.js';
 
 const sign = (secret: string, body: string) => `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 
@@ -148,8 +147,7 @@ describe('webhook secrets', () => {
   it('issues a new URL with a secret, then refuses unsigned and wrongly signed requests, across a restart', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'bhs-secrets-'));
     dirs.push(dir);
-    const lines: string[] = [];
-    const logger = pino({ level: 'trace' }, new Writable({ write: (chunk, _enc, done) => { lines.push(String(chunk)); done(); } }));
+    const { logger, lines } = capturingLogger();
     const config = withBridge({}, { database: { path: join(dir, 'hs.db') } });
     hs = await startTestHomeserver(config, { logger });
     const aliceUser = await createUser(hs, 'alice');

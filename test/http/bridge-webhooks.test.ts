@@ -1,8 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestHomeserver, type TestHomeserver, createUser } from '../support/homeserver.js';
 import { client, clientsFor, type Json, type TestClient } from '../support/client.js';
@@ -10,6 +8,7 @@ import { expectMatrixError } from '../support/spec-validator.js';
 import { bridgeIdOf, command, createWebhook, promoteBridge, roomWithBridge, withBridge } from '../support/bridge.js';
 import { TRUNCATION_MARKER } from '../../src/bridge/webhook-message.js';
 import { MAX_WEBHOOKS_PER_ROOM } from '../../src/bridge/webhook-service.js';
+import { capturingLogger } from '../support/logs.js';
 
 let hs: TestHomeserver | undefined;
 const dirs: string[] = [];
@@ -175,8 +174,7 @@ describe('the bridge user and webhooks', () => {
   it('keeps webhooks across a restart, never re-runs old commands, and never logs webhook ids', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'bhs-bridge-'));
     dirs.push(dir);
-    const lines: string[] = [];
-    const logger = pino({ level: 'trace' }, new Writable({ write: (chunk, _enc, done) => { lines.push(String(chunk)); done(); } }));
+    const { logger, lines } = capturingLogger();
     const config = withBridge({}, { database: { path: join(dir, 'hs.db') } });
     hs = await startTestHomeserver(config, { logger });
     const aliceUser = await createUser(hs, 'alice');

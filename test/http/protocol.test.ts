@@ -1,8 +1,7 @@
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { expectMatchesSpec, expectMatrixError } from '../support/spec-validator.js';
+import { capturingLogger } from '../support/logs.js';
 
 describe('discovery', () => {
   let hs: TestHomeserver;
@@ -65,8 +64,7 @@ describe('HTTP protocol', () => {
   });
 
   it('answers an unexpected failure with 500 M_UNKNOWN, no internals, and logs it', async () => {
-    const lines: string[] = [];
-    const logger = pino({ level: 'error' }, new Writable({ write: (chunk, _enc, done) => { lines.push(String(chunk)); done(); } }));
+    const { logger, lines } = capturingLogger('error');
     hs = await startTestHomeserver({}, { logger });
     const alice = await createUser(hs, 'alice');
     hs.services.sessions.logout = async () => {
@@ -79,8 +77,7 @@ describe('HTTP protocol', () => {
   });
 
   it('never logs access tokens, from the header or the query string', async () => {
-    const lines: string[] = [];
-    const logger = pino({ level: 'trace' }, new Writable({ write: (chunk, _enc, done) => { lines.push(String(chunk)); done(); } }));
+    const { logger, lines } = capturingLogger();
     hs = await startTestHomeserver({}, { logger });
     const alice = await createUser(hs, 'alice');
     await hs.http.get('/_matrix/client/v3/account/whoami').auth(alice.accessToken, { type: 'bearer' });
