@@ -10,6 +10,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends python3 make g+
 COPY package.json package-lock.json ./
 COPY tsconfig.json tsconfig.build.json ./
 COPY bin ./bin
+COPY scripts ./scripts
 COPY src ./src
 COPY migrations ./migrations
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev
