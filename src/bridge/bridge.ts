@@ -305,9 +305,9 @@ export class Bridge implements BridgePoster {
       return reply(cleared ? `The webhook "${name}" no longer checks signatures; its URL is unchanged.` : `This room has no webhook named "${name}".`);
     }
     const secret = request.action === 'set' ? request.value : generateSecret();
-    if (!(await this.webhooks.exists(roomId, name))) return this.createWebhook(roomId, sender, name, reply, secret);
     const rekeyed = await this.webhooks.rekey(roomId, name, secret);
-    if (!rekeyed) return reply(`This room has no webhook named "${name}".`);
+    // No webhook of that name yet: create it, with the secret.
+    if (!rekeyed) return this.createWebhook(roomId, sender, name, reply, secret);
     const sent = await this.sendCredentials(roomId, sender, name, rekeyed.id, secret, 'rekeyed');
     if (!sent) return reply(`The webhook "${name}" now has a new URL and secret, but I could not send them to you by direct message: say the command again.`);
     return reply(`The webhook "${name}" now requires signed requests. Its old URL has stopped working; I have sent the new URL and the secret to ${sender} in a direct message.`);

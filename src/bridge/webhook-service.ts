@@ -92,10 +92,6 @@ export class WebhookService {
     return this.storage.bridge.clearWebhookSecret(roomId, name);
   }
 
-  async exists(roomId: string, name: string): Promise<boolean> {
-    return (await this.storage.bridge.webhooksOfRoom(roomId)).some((row) => row.name === name);
-  }
-
   async list(roomId: string): Promise<WebhookSummary[]> {
     return (await this.storage.bridge.webhooksOfRoom(roomId)).map((row) => ({ name: row.name, signed: row.secret_sealed !== null }));
   }
