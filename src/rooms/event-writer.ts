@@ -206,7 +206,7 @@ export class EventWriter {
     const replaced = draft.stateKey === undefined ? undefined : room.get(draft.type, draft.stateKey);
     const event: StoredEvent = {
       stream: 0,
-      eventId: newEventId(),
+      eventId: newEventId(now),
       roomId: room.roomId,
       type: draft.type,
       stateKey: draft.stateKey,
