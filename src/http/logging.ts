@@ -3,7 +3,7 @@
  * the query string (`?access_token=`), so we log requests ourselves, one line each when answered,
  * with the query's secrets replaced, rather than letting Fastify log the raw request.
  */
-import type { FastifyInstance, FastifyServerOptions } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'fastify';
 
 const SECRET_QUERY_PARAMS = new Set(['access_token', 'refresh_token']);
 
@@ -56,17 +56,28 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
 }
 
 export function installRequestLogging(app: FastifyInstance): void {
-  app.addHook('onResponse', async (request, reply) => {
-    request.log.info(
-      {
-        method: request.method,
-        url: redactUrl(request.url),
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime * 10) / 10,
-        user: request.requester?.userId,
-        ip: request.ip,
-      },
-      'request',
-    );
+  // A plain callback hook that returns at once below `info` (the bench runs at `warn`): building
+  // the line, redacting the URL included, cost a few microseconds per request for nothing.
+  app.addHook('onResponse', (request, reply, done) => {
+    if (isInfoEnabled(request.log)) {
+      request.log.info(
+        {
+          method: request.method,
+          url: redactUrl(request.url),
+          status: reply.statusCode,
+          ms: Math.round(reply.elapsedTime * 10) / 10,
+          user: request.requester?.userId,
+          ip: request.ip,
+        },
+        'request',
+      );
+    }
+    done();
   });
+}
+
+/** pino's own check where the logger has one (a logger given by the embedder may not). */
+function isInfoEnabled(log: FastifyBaseLogger): boolean {
+  const withCheck = log as FastifyBaseLogger & { isLevelEnabled?: (level: string) => boolean };
+  return typeof withCheck.isLevelEnabled === 'function' ? withCheck.isLevelEnabled('info') : true;
 }
