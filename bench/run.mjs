@@ -139,7 +139,7 @@ async function main() {
   const serverErrors = [];
   let serverWarnings = 0;
   let serverErrorCount = 0;
-  const nodeArgs = args['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${resolve(args['cpu-prof'])}`] : [];
+  const nodeArgs = args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-interval=100', `--cpu-prof-dir=${resolve(args['cpu-prof'])}`] : [];
   const collectLog = (server, label) => {
     serverErrors.push(...server.errorLines.map((line) => ({ synchronous: label, line })));
     serverWarnings += server.warnCount;

@@ -19,7 +19,8 @@ await build({
   external: ['better-sqlite3', 'argon2'],
   // CommonJS dependencies call require() for Node built-ins; an ES module has no require of its own.
   banner: { js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);" },
-  minifyWhitespace: true,
+  // BUNDLE_READABLE=1 keeps one statement per line, so a CPU profile's line numbers mean something.
+  minifyWhitespace: !process.env.BUNDLE_READABLE,
   minifySyntax: true,
   sourcemap: 'linked',
   legalComments: 'linked',
