@@ -4,7 +4,8 @@
  */
 import { MatrixError } from '../http/errors.js';
 import type { JsonObject } from '../rooms/events.js';
-import { cutHtml, cutText, escapeHtml, jsonBytes, sanitizeMatrixHtml } from './matrix-html.js';
+import { cutText, escapeHtml, jsonBytes } from './matrix-html.js';
+import { cutHtml, sanitizeMatrixHtml } from './matrix-html-sanitizer.js';
 
 /**
  * Room events are capped at 64 KiB; the message content stays well under it, leaving room for the

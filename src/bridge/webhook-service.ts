@@ -10,8 +10,18 @@ import type { RateLimiter } from '../ratelimit/rate-limiter.js';
 import type { Storage } from '../storage/index.js';
 import { hashToken } from '../users/secrets.js';
 import type { BridgePoster } from './poster.js';
-import { renderWebhook, type Sender } from './renderers/index.js';
+import type { Sender } from './renderers/index.js';
 import { checkSignature, openSecret, sealSecret } from './webhook-secrets.js';
+
+/**
+ * The renderers, with sanitize-html and the emoji table, are loaded on the first delivery rather
+ * than at start: they are a third of the server's code, and many deployments never get a webhook.
+ */
+let renderers: Promise<typeof import('./renderers/index.js')> | undefined;
+function loadRenderers(): Promise<typeof import('./renderers/index.js')> {
+  renderers ??= import('./renderers/index.js');
+  return renderers;
+}
 
 const NOT_FOUND = 'No such webhook: it was never created, or it has been removed.';
 /** Webhooks one room may have. */
@@ -117,6 +127,7 @@ export class WebhookService {
     const payload = delivery.payload();
     const decision = this.limiter.check(idHash);
     if (!decision.allowed) throw rateLimitedError(decision.retryAfterMs);
+    const { renderWebhook } = await loadRenderers();
     const rendered = renderWebhook({ headers: delivery.headers, payload });
     if ('skipped' in rendered) return rendered;
     const eventId = await this.poster.post(webhook.room_id, rendered.content);

@@ -63,7 +63,7 @@ export function installRequestLogging(app: FastifyInstance): void {
       request.log.info(
         {
           method: request.method,
-          url: redactUrl(request.url),
+          url: redactUrl(request.originalUrl),
           status: reply.statusCode,
           ms: Math.round(reply.elapsedTime * 10) / 10,
           user: request.requester?.userId,

@@ -3,10 +3,11 @@
  * a real crash. Runs the compiled build (`npm test` builds first).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -159,5 +160,15 @@ describe('bot-homeserver CLI', () => {
     writeFileSync(fresh, `database:\n  path: ${join(dir, 'fresh.db')}\n`);
     expect(cli('migrate', '--config', fresh).stdout).toContain('applied: 0001-accounts');
     expect(cli('migrate', '--config', fresh).stdout).toContain('database is up to date');
+  });
+
+  it('ships every lazily loaded part of the bundle in a loadable state', async () => {
+    // The renderers and the feed parsers are split into chunks that load on first use; a chunk
+    // that cannot load would break webhooks or feeds only in the installed command.
+    const chunksDir = join(ROOT, 'dist/bundle/chunks');
+    const chunks = readdirSync(chunksDir).filter((name) => name.endsWith('.mjs'));
+    expect(chunks.some((name) => name.startsWith('renderers-'))).toBe(true);
+    expect(chunks.some((name) => name.startsWith('parse-feed-'))).toBe(true);
+    for (const name of chunks) await import(pathToFileURL(join(chunksDir, name)).href);
   });
 });

@@ -8,7 +8,7 @@ import net from 'node:net';
 import type { Readable, Transform } from 'node:stream';
 import zlib from 'node:zlib';
 import { FeedError } from './feed-error.js';
-import { parseFeed, type ParsedFeed } from './parse-feed.js';
+import type { ParsedFeed } from './parse-feed.js';
 import { guardedLookup, nonPublicAddressReason, systemResolveHost, type LookupFunction, type ResolveHost } from './public-address.js';
 
 export interface FetchFeedOptions {
@@ -87,6 +87,8 @@ export async function fetchFeed(url: string, options: FetchFeedOptions, hooks: F
       }
 
       const body = await readBody(response, options.maxBytes);
+      // The parsers (XML, HTML, charsets) load on the first feed, not at start.
+      const { parseFeed } = await import('./parse-feed.js');
       const feed = parseFeed(body, { url: current.href, contentType: response.headers['content-type'] });
       const etag = response.headers.etag;
       const lastModified = response.headers['last-modified'];
