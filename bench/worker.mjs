@@ -101,6 +101,28 @@ const tasks = {
   },
 
   /**
+   * One request at a time, each after `gapMs` of silence: the wake scenario's rhythm, for a
+   * reference server. Returns the latencies (request start to last byte).
+   */
+  async 'idle-requests'({ baseUrl, path, count, gapMs }) {
+    const client = new Client(baseUrl);
+    const errors = new Errors();
+    const latencies = [];
+    const cpuStart = process.cpuUsage();
+    try {
+      for (let i = -20; i < count; i++) {
+        await sleep(gapMs);
+        const res = await client.request('PUT', `${path}${i}`, { body: { msgtype: 'm.text', body: `idle ${i}` } });
+        if (res.status !== 200) errors.fromResponse('PUT', path, res);
+        else if (i >= 0) latencies.push(res.ms);
+      }
+    } finally {
+      client.close();
+    }
+    return { latencies, errors: errors.count, errorSamples: errors.samples, genCpuMs: cpuMsSince(cpuStart) };
+  },
+
+  /**
    * One user long-polls /sync; another sends one message at a time once the poll has had
    * `parkDelayMs` to park. Measures from the send's start to the sync answer carrying that message.
    * With `webhookPath`, the message is posted to that webhook instead (the bridge writes it).

@@ -13,6 +13,9 @@ const pct = (x) => `${round(x * 100, 0)}%`;
 
 /** @returns {{ id: string, target: string, measured: string, met: boolean|null }[]} */
 export function evaluateTargets(results, settings) {
+  // What one request to a bare route costs in the same rhythm (after silence), for reading the wake figures.
+  const floor = find(results, 'limits', /after each \d+ ms of silence/);
+  const withFloor = (p50) => `${ms(p50)}${floor ? ` (a bare Fastify request after the same silence: ${ms(floor.latency_ms.p50)})` : ''}`;
   const targets = [];
   const add = (id, target, measured, met) => targets.push({ id, target, measured, met });
 
@@ -29,7 +32,7 @@ export function evaluateTargets(results, settings) {
     const posts = find(results, 'webhook', '10 concurrent posters', sync);
     if (posts) add(`webhook-rate-${sync}`, `webhook ≥ 4,000 posts/s (${sync})`, `${posts.rate_per_s}/s`, posts.rate_per_s >= 4000);
     const wake = find(results, 'webhook', 'webhook to sync', sync);
-    if (wake) add(`webhook-wake-${sync}`, `webhook-to-sync p50 < 0.5 ms (${sync})`, ms(wake.latency_ms.p50), wake.latency_ms.p50 < 0.5);
+    if (wake) add(`webhook-wake-${sync}`, `webhook-to-sync p50 < 0.5 ms (${sync})`, withFloor(wake.latency_ms.p50), wake.latency_ms.p50 < 0.5);
   }
 
   const start = find(results, 'startup', 'process spawn to first /versions');
@@ -66,7 +69,7 @@ export function evaluateTargets(results, settings) {
 
   for (const sync of ['full', 'normal']) {
     const wake = find(results, 'sync-wake', 'no other syncs', sync);
-    if (wake) add(`wake-${sync}`, `send-to-sync wake p50 < 0.5 ms (${sync})`, ms(wake.latency_ms.p50), wake.latency_ms.p50 < 0.5);
+    if (wake) add(`wake-${sync}`, `send-to-sync wake p50 < 0.5 ms (${sync})`, withFloor(wake.latency_ms.p50), wake.latency_ms.p50 < 0.5);
   }
   return targets;
 }

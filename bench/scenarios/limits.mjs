@@ -2,15 +2,20 @@
  * The limits of this machine, measured in the same run for reference: a bare Fastify route under
  * the same generators and concurrency as send-throughput's 10 senders, and a bare better-sqlite3
  * loop of one small insert per transaction (WAL; synchronous FULL and NORMAL), each in a child
- * process of its own. The report gives send throughput as a fraction of them.
+ * process of its own. The report gives send throughput as a fraction of them. The bare route is
+ * also timed in the wake scenario's rhythm (one request after each 15 ms of silence): what any
+ * request costs on this machine once both processes have gone idle, the floor under wake latency.
  */
 import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { closedLoop } from '../lib/load.mjs';
 import { processCpuMs, processMemory, round } from '../lib/server.mjs';
+import { summarize } from '../lib/stats.mjs';
+import { Worker } from '../lib/workers.mjs';
 import { liveChildren } from '../lib/workers.mjs';
 import { messageTarget } from './send-throughput.mjs';
+import { PARK_DELAY_MS } from './sync-wake.mjs';
 
 export const name = 'limits';
 export const standalone = true;
@@ -18,7 +23,7 @@ export const standalone = true;
 /** @param {import('../run.mjs').StandaloneContext} ctx */
 export async function run(ctx) {
   // One after another: each reference should have the machine to itself, as our server does.
-  const results = [await bareFastify(ctx)];
+  const results = [...(await bareFastify(ctx))];
   for (const synchronous of ['FULL', 'NORMAL']) results.push(await bareSqlite(ctx, synchronous));
   return results;
 }
@@ -48,9 +53,42 @@ async function bareFastify(ctx) {
       durationMs,
       tag: `${ctx.runId}-bare`,
     });
-    return { scenario: name, variant: 'bare Fastify route, 10 concurrent senders', synchronous: '–', ...measured };
+    const concurrent = { scenario: name, variant: 'bare Fastify route, 10 concurrent senders', synchronous: '–', ...measured };
+    return [concurrent, await afterSilence(ctx, server, pid)];
   } finally {
     child.kill('SIGKILL');
+  }
+}
+
+/** One request after each PARK_DELAY_MS of silence, as the wake scenario sends its messages. */
+async function afterSilence(ctx, server, pid) {
+  const worker = await Worker.start('bare-idle');
+  try {
+    const count = ctx.settings.wake.iterations;
+    const cpuFrom = processCpuMs(pid);
+    const started = performance.now();
+    const answer = await worker.run('idle-requests', {
+      baseUrl: server.baseUrl,
+      path: `${messageTarget('!bare:bench.local').path}${ctx.runId}-idle-`,
+      count,
+      gapMs: PARK_DELAY_MS,
+    });
+    const wallMs = performance.now() - started;
+    const cpuMs = processCpuMs(pid) - cpuFrom;
+    return {
+      scenario: name,
+      variant: `bare Fastify route, one request after each ${PARK_DELAY_MS} ms of silence`,
+      synchronous: '–',
+      params: { requests: count, silence_ms: PARK_DELAY_MS },
+      ops: answer.latencies.length,
+      latency_ms: summarize(answer.latencies),
+      errors: answer.errors,
+      ...(answer.errors ? { error_samples: answer.errorSamples } : {}),
+      server: { cpu_ms_per_op: answer.latencies.length ? round(cpuMs / (answer.latencies.length + 20), 3) : null, cpu_pct: round((cpuMs / wallMs) * 100, 1), rss_mb: server.memory().rssMb, rss_hwm_mb: null },
+      generator: { cpu_pct: round((answer.genCpuMs / wallMs) * 100, 1) },
+    };
+  } finally {
+    worker.kill();
   }
 }
 

@@ -14,7 +14,7 @@ import { Worker } from '../lib/workers.mjs';
 export const name = 'sync-wake';
 
 /** Time between B's poll going out and A's send: enough for the poll to park on an idle server. */
-const PARK_DELAY_MS = 15;
+export const PARK_DELAY_MS = 15;
 /** Unmeasured rounds before each measured run. */
 const WARMUP_ROUNDS = 50;
 
