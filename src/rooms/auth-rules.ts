@@ -345,26 +345,41 @@ export function effectivePowerLevels(state: StateLookup): PowerLevels {
   }
 
   const content = powerLevels.content;
+  const known = levelsByContent.get(content);
+  if (known) return known;
+  const levels = readPowerLevels(content);
+  levelsByContent.set(content, levels);
+  return levels;
+}
+
+/**
+ * Power levels read from a power-levels event's content, by that content object: every event a
+ * room writes is checked against them, and the content only changes as a new object (a new
+ * power-levels event, or a redaction). Frozen, since every check shares them.
+ */
+const levelsByContent = new WeakMap<object, PowerLevels>();
+
+function readPowerLevels(content: StateEvent['content']): PowerLevels {
   const defaults = defaultLevels();
   const levelOr = (key: (typeof LEVEL_KEYS)[number]): number => {
     const value = content[key];
     return isPowerLevelValue(value) ? value : defaults[key];
   };
-  return {
-    users: Object.fromEntries(integerEntries(content['users']).filter(([userId]) => looksLikeUserId(userId))),
+  return Object.freeze({
+    users: Object.freeze(Object.fromEntries(integerEntries(content['users']).filter(([userId]) => looksLikeUserId(userId)))),
     users_default: levelOr('users_default'),
-    events: Object.fromEntries(integerEntries(content['events'])),
+    events: Object.freeze(Object.fromEntries(integerEntries(content['events']))),
     events_default: levelOr('events_default'),
     state_default: levelOr('state_default'),
     ban: levelOr('ban'),
     kick: levelOr('kick'),
     redact: levelOr('redact'),
     invite: levelOr('invite'),
-    notifications: Object.fromEntries([
+    notifications: Object.freeze(Object.fromEntries([
       ...integerEntries(defaults.notifications),
       ...integerEntries(content['notifications']),
-    ]),
-  };
+    ])),
+  });
 }
 
 /**

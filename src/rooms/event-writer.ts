@@ -14,7 +14,7 @@ import type { RoomRow, Storage, Stores } from '../storage/index.js';
 import type { Notifier } from '../sync/notifier.js';
 import type { StreamCounter } from '../sync/stream.js';
 import { checkEventAuth } from './auth-rules.js';
-import { assertEventSize, newEventId, rowFromEvent, toClientEvent, type JsonObject, type StoredEvent } from './events.js';
+import { assertEventSize, newEventId, rowFromEvent, type JsonObject, type StoredEvent } from './events.js';
 import type { RoomCache } from './room-cache.js';
 import { RoomSnapshot } from './room-snapshot.js';
 
@@ -223,7 +223,7 @@ export class EventWriter {
       txnScope: draft.txn?.scope,
       txnId: draft.txn?.txnId,
     };
-    assertEventSize(toClientEvent(event, { now }));
+    assertEventSize(event, now);
     // Taken last, so a refused draft leaves no gap.
     event.stream = this.stream.next();
     return event;
