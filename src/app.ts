@@ -11,6 +11,7 @@ import { frameworkErrorHandler, installErrorHandling } from './http/error-handle
 import { installJsonBodies } from './http/json-bodies.js';
 import { installValidation } from './http/validation.js';
 import { installRequestLogging, loggerOptions } from './http/logging.js';
+import { requestLoggerFactory } from './http/request-logger.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { capabilitiesRoutes } from './http/routes/capabilities.js';
 import { discoveryRoutes } from './http/routes/discovery.js';
@@ -99,6 +100,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     // Requests are logged by installRequestLogging, with secrets cut out of the URL.
     logController: new LogController({ disableRequestLogging: true }),
     rewriteUrl: (request) => routedUrl(request.url ?? '/'),
+    childLoggerFactory: requestLoggerFactory,
     // Our plugins are our own code and never hang; a timer per plugin only slowed every start.
     pluginTimeout: 0,
   }).withTypeProvider<TypeBoxTypeProvider>();
