@@ -40,6 +40,13 @@ interface BuiltSync {
   empty: boolean;
 }
 
+/** Held in place of an empty answer while a sync waits. */
+const EMPTY: BuiltSync = { body: {}, empty: true };
+/** Stands for a filter id that names no stored filter. */
+const UNKNOWN_FILTER: FilterDefinition = {};
+const MAX_COMPILED_FILTERS = 10_000;
+const MAX_CACHED_FILTER_KEY = 2_048;
+
 export class SyncService {
   constructor(
     private readonly storage: Storage,
@@ -52,9 +59,15 @@ export class SyncService {
     private readonly accountData: AccountDataService,
   ) {}
 
+  /**
+   * Compiled filters (none, inline JSON, or a user's filter id), so that parked syncs share one
+   * instead of holding a compiled copy each. Stored filters never change once created.
+   */
+  private readonly compiledFilters = new Map<string, CompiledFilter>();
+
   async sync(request: SyncRequest): Promise<JsonObject> {
     const userId = request.requester.userId;
-    const filter = compileFilter(request.filterDefinition ?? (await this.resolveFilter(userId, request.filter)));
+    const filter = request.filterDefinition ? compileFilter(request.filterDefinition) : await this.compiledFilter(userId, request.filter);
     let since = parseSyncToken(request.since);
     let echo = request.since;
     if (since && since.stream > this.stream.current) {
@@ -70,14 +83,34 @@ export class SyncService {
     while (since && built.empty && !request.signal?.aborted) {
       const remaining = deadline - performance.now();
       if (remaining <= 0) break;
+      // The empty answer is not kept while waiting (thousands of syncs may be parked): after a
+      // timeout it is built again, with anything that came in at the last moment.
+      built = EMPTY;
       await this.notifier.waitForChange(userId, serial, remaining, request.signal);
-      if (this.notifier.serialOf(userId) === serial) break; // timed out or the client left
+      const woken = this.notifier.serialOf(userId) !== serial;
       serial = this.notifier.serialOf(userId);
       built = await this.build(request.requester, since, filter, request.fullState);
+      if (!woken) break; // timed out or the client left
     }
     // Nothing new: the same token back, so a client's position does not move past unseen events.
     if (built.empty && since && echo !== undefined) built.body.next_batch = echo;
     return built.body;
+  }
+
+  private async compiledFilter(userId: string, filter: string | undefined): Promise<CompiledFilter> {
+    // No filter and inline filters mean the same for everyone; a filter id is the user's own.
+    const key = filter === undefined || filter === '' ? '' : filter.trimStart().startsWith('{') ? filter : `${userId}\u0000${filter}`;
+    const known = this.compiledFilters.get(key);
+    if (known) return known;
+    const definition = await this.resolveFilter(userId, filter);
+    const compiled = compileFilter(definition);
+    // A filter id with no stored filter syncs unfiltered; it is not remembered, in case it is made
+    // later. Nor are long inline filters: the cache must not become a way to fill memory.
+    if (definition !== UNKNOWN_FILTER && key.length <= MAX_CACHED_FILTER_KEY) {
+      if (this.compiledFilters.size >= MAX_COMPILED_FILTERS) this.compiledFilters.delete(this.compiledFilters.keys().next().value!);
+      this.compiledFilters.set(key, compiled);
+    }
+    return compiled;
   }
 
   private async resolveFilter(userId: string, filter: string | undefined): Promise<FilterDefinition> {
@@ -86,7 +119,7 @@ export class SyncService {
     if (!/^\d{1,15}$/.test(filter)) throw new MatrixError('M_INVALID_PARAM', 'filter must be a filter id or JSON');
     const stored = await this.storage.userData.getFilter(userId, Number(filter));
     // A filter id the client kept from a database we no longer have: sync unfiltered rather than fail forever.
-    return stored === undefined ? {} : parseStoredFilter(stored);
+    return stored === undefined ? UNKNOWN_FILTER : parseStoredFilter(stored);
   }
 
   private async build(requester: Requester, since: SyncToken | undefined, filter: CompiledFilter, fullState: boolean): Promise<BuiltSync> {
