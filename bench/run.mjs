@@ -39,7 +39,7 @@ const MODES = {
     send: { warmupMs: 1000, durationMs: 3000 },
     wake: { iterations: 100, parked: 1000 },
     webhook: { warmupMs: 500, durationMs: 2000, iterations: 100 },
-    idle: { parked: 1000 },
+    idle: { parked: 1000, quietMs: 0 },
     startup: { processRuns: 2, testDoubleRounds: 3 },
     growth: { sizes: [{ rooms: 1, events: 0 }, { rooms: 100, events: 50_000 }], rounds: 100, initialSyncs: 3 },
     limits: { sqlite: { warmupMs: 100, durationMs: 500 } },
@@ -49,7 +49,7 @@ const MODES = {
     send: { warmupMs: 2000, durationMs: 20000 },
     wake: { iterations: 500, parked: 10000 },
     webhook: { warmupMs: 1000, durationMs: 10000, iterations: 500 },
-    idle: { parked: 10000 },
+    idle: { parked: 10000, quietMs: 15_000 },
     startup: { processRuns: 5, testDoubleRounds: 20 },
     growth: {
       sizes: [{ rooms: 1, events: 0 }, { rooms: 1000, events: 0 }, { rooms: 1000, events: 1_000_000 }],
@@ -314,7 +314,7 @@ function markdown(results, mode, machine, targets, comparisons) {
     if (r.idle) {
       const i = r.idle;
       notes.push(
-        `- ${r.scenario}: a fresh, quiet server holds ${i.fresh_server_rss_mb} MB RSS; with ${r.params.parked_syncs} syncs parked ${i.rss_mb_parked} MB (${i.rss_mb_before_parking} MB once their users were registered, so ${i.rss_mb_per_1000_parked} MB per 1,000 parked); ${r.parked.park_s} s to park them; idle CPU ${r.server.cpu_pct}%`,
+        `- ${r.scenario}: a fresh, quiet server holds ${i.fresh_server_rss_mb} MB RSS${i.quiet_s ? ` (each reading after ${i.quiet_s} s without traffic; ${i.fresh_server_rss_mb_at_once} MB right after start)` : ''}; with ${r.params.parked_syncs} syncs parked ${i.rss_mb_parked} MB (${i.rss_mb_before_parking} MB once their users were registered, so ${i.rss_mb_per_1000_parked} MB per 1,000 parked); ${r.parked.park_s} s to park them; idle CPU ${r.server.cpu_pct}%`,
       );
     }
     if (r.import_ms !== undefined) notes.push(`- ${r.scenario} / ${r.variant}: importing bot-homeserver/testing took ${fmt(r.import_ms, 0)} ms before it`);

@@ -30,8 +30,9 @@ export function fitToFileLimit(count, notes, log) {
 /**
  * Returns the generator holding the polls (the caller stops it with 'park-stop' and kills it) and
  * `parked`: counts, timings, server RSS before/after and idle CPU. Kills the generator on failure.
+ * `quietMs`: how long the server is left alone before each RSS reading (see idle-syncs.mjs).
  */
-export async function parkIdleSyncs(ctx, server, count, notes) {
+export async function parkIdleSyncs(ctx, server, count, notes, { quietMs = 0 } = {}) {
   const parker = await Worker.start('parker');
   try {
     const fdsBefore = server.openFds();
@@ -42,6 +43,7 @@ export async function parkIdleSyncs(ctx, server, count, notes) {
     const registerMs = performance.now() - registerFrom;
     // Registration alone grows the heap (accounts, tokens, caches); measured apart from parking.
     await settle(server);
+    await sleep(quietMs);
     const rssRegistered = server.memory().rssMb;
     const parkFrom = performance.now();
     const parkCpuFrom = server.cpuMs();
@@ -62,6 +64,7 @@ export async function parkIdleSyncs(ctx, server, count, notes) {
     await settle(server);
     const parkMs = performance.now() - parkFrom;
     const parkCpuMs = server.cpuMs() - parkCpuFrom;
+    await sleep(quietMs);
     const memParked = server.memory();
     // What the parked polls cost while nothing happens: timers and sockets only, ideally.
     const idleFrom = server.cpuMs();
