@@ -40,6 +40,7 @@ export function openDatabase(options: DatabaseOptions): Db {
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   const dataVersion = sqlite.prepare('PRAGMA data_version').pluck();
   dataVersions.set(db, () => dataVersion.get() as number);
+  connections.set(db, sqlite);
   if (inMemory) memoryDatabases.set(db, sqlite);
   if (inMemory && migratedMemoryImage) copiesOfMigratedImage.add(db);
   return db;
@@ -106,6 +107,7 @@ export class QueryTemplate<Args extends unknown[], Row> {
 }
 
 const dataVersions = new WeakMap<Db, () => number>();
+const connections = new WeakMap<Db, SqliteDatabase.Database>();
 const memoryDatabases = new WeakMap<Db, SqliteDatabase.Database>();
 /** Databases opened as a copy of `migratedMemoryImage`: migrated already. */
 const copiesOfMigratedImage = new WeakSet<Db>();
@@ -117,6 +119,28 @@ const copiesOfMigratedImage = new WeakSet<Db>();
  */
 export function dataVersionReader(db: Db): () => number {
   return dataVersions.get(db) ?? (() => 0);
+}
+
+/**
+ * Runs `work` with SQLite at `synchronous=NORMAL`, then makes everything it wrote durable with one
+ * checkpoint before going back to `FULL`. The migrator commits a few dozen times (a lock, each
+ * migration, its record); at FULL each commit waits for an fsync, which made migrating a new
+ * database most of a first start (80 ms against 16 ms here). NORMAL keeps the database consistent
+ * (WAL mode), and a migration lost to a power cut before the checkpoint is simply applied again.
+ */
+async function withoutFsyncPerCommit<T>(db: Db, work: () => Promise<T>): Promise<T> {
+  const sqlite = connections.get(db);
+  const full = sqlite !== undefined && !sqlite.memory && sqlite.pragma('synchronous', { simple: true }) === 2;
+  if (!full) return work();
+  sqlite.pragma('synchronous = NORMAL');
+  try {
+    return await work();
+  } finally {
+    // NORMAL syncs the WAL before it checkpoints (and the database file after): the migrations'
+    // commits are on disk from here. PASSIVE never waits for another process's readers.
+    sqlite.pragma('wal_checkpoint(PASSIVE)');
+    sqlite.pragma('synchronous = FULL');
+  }
 }
 
 export class MigrationError extends Error {
@@ -131,7 +155,7 @@ export async function migrateToLatest(db: Db): Promise<string[]> {
     db,
     provider: { getMigrations: async () => migrations },
   });
-  const { error, results } = await migrator.migrateToLatest();
+  const { error, results } = await withoutFsyncPerCommit(db, () => migrator.migrateToLatest());
   if (error) {
     const failed = results?.find((r: MigrationResult) => r.status === 'Error');
     throw new MigrationError(

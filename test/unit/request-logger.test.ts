@@ -30,7 +30,7 @@ describe('the per-request logger', () => {
   it('honours a level of its own and gives children with the request id', () => {
     const { logger, lines } = capturingLogger('warn');
     const log = requestLogger(logger, { level: 'debug' });
-    expect(log.isLevelEnabled('debug')).toBe(true);
+    expect((log as FastifyBaseLogger & { isLevelEnabled(level: string): boolean }).isLevelEnabled('debug')).toBe(true);
     log.debug('route-level debug');
     log.child({ part: 'inner' }).warn('from a child');
     expect(lines.map((line) => JSON.parse(line) as Record<string, unknown>)).toMatchObject([
