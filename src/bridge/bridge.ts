@@ -105,7 +105,7 @@ export class Bridge implements BridgePoster {
     // m.mentions (intentional mentions) keeps an "@room" in it from notifying the whole room, which
     // the bridge, as Moderator, otherwise could.
     const withMentions = 'm.mentions' in content ? content : { ...content, 'm.mentions': {} };
-    return this.services.rooms.send(this.requester, roomId, 'm.room.message', randomUUID(), withMentions);
+    return this.services.rooms.sendAsServer(this.requester, roomId, 'm.room.message', withMentions);
   }
 
   // ---- following rooms ----

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../clock.js';
 import { MatrixError, rateLimitedError } from '../http/errors.js';
 import type { RateLimiter } from '../ratelimit/rate-limiter.js';
-import type { Storage } from '../storage/index.js';
+import type { Storage, WebhookRow } from '../storage/index.js';
 import { hashToken } from '../users/secrets.js';
 import type { BridgePoster } from './poster.js';
 import type { Sender } from './renderers/index.js';
@@ -26,6 +26,7 @@ function loadRenderers(): Promise<typeof import('./renderers/index.js')> {
 const NOT_FOUND = 'No such webhook: it was never created, or it has been removed.';
 /** Webhooks one room may have. */
 export const MAX_WEBHOOKS_PER_ROOM = 50;
+const MAX_CACHED_WEBHOOKS = 10_000;
 
 export type CreatedWebhook = { id: string } | { refused: string };
 
@@ -57,6 +58,14 @@ export interface WebhookSummary {
 }
 
 export class WebhookService {
+  /**
+   * Webhook rows by id hash, so that a delivery costs no query. Every change to webhooks goes
+   * through this service, which empties it after each; a lookup that raced with a change is not
+   * kept (the generation check). Unknown ids are not remembered: anyone can send those.
+   */
+  private readonly rows = new Map<string, WebhookRow>();
+  private rowsGeneration = 0;
+
   constructor(
     private readonly storage: Storage,
     private readonly clock: Clock,
@@ -74,14 +83,14 @@ export class WebhookService {
     }
     const id = newWebhookId();
     const idHash = hashToken(id);
-    const created = await this.storage.bridge.insertWebhook({
+    const created = await this.changingWebhooks(() => this.storage.bridge.insertWebhook({
       id_hash: idHash,
       room_id: roomId,
       name,
       created_by: createdBy,
       created_ts: this.clock.now(),
       secret_sealed: secret === undefined ? null : sealSecret(id, idHash, secret),
-    });
+    }));
     // The unique index decides between two creations of one name at once.
     return created ? { id } : taken;
   }
@@ -94,12 +103,13 @@ export class WebhookService {
   async rekey(roomId: string, name: string, secret: string): Promise<{ id: string } | undefined> {
     const id = newWebhookId();
     const idHash = hashToken(id);
-    return (await this.storage.bridge.rekeyWebhook(roomId, name, idHash, sealSecret(id, idHash, secret))) ? { id } : undefined;
+    const rekeyed = await this.changingWebhooks(() => this.storage.bridge.rekeyWebhook(roomId, name, idHash, sealSecret(id, idHash, secret)));
+    return rekeyed ? { id } : undefined;
   }
 
   /** Lets a webhook take requests without a signature again; false when there is no such webhook. */
   async clearSecret(roomId: string, name: string): Promise<boolean> {
-    return this.storage.bridge.clearWebhookSecret(roomId, name);
+    return this.changingWebhooks(() => this.storage.bridge.clearWebhookSecret(roomId, name));
   }
 
   async list(roomId: string): Promise<WebhookSummary[]> {
@@ -107,18 +117,18 @@ export class WebhookService {
   }
 
   async remove(roomId: string, name: string): Promise<boolean> {
-    return (await this.storage.bridge.deleteWebhook(roomId, name)) !== undefined;
+    return (await this.changingWebhooks(() => this.storage.bridge.deleteWebhook(roomId, name))) !== undefined;
   }
 
   /** The bridge left the room: its webhooks stop for good (a new invite does not revive them). */
   async removeAllOf(roomId: string): Promise<number> {
-    return (await this.storage.bridge.deleteWebhooksOfRoom(roomId)).length;
+    return (await this.changingWebhooks(() => this.storage.bridge.deleteWebhooksOfRoom(roomId))).length;
   }
 
   /** Renders a delivery and posts it to the webhook's room; resolves once the event is stored. */
   async receive(id: string, delivery: WebhookDelivery): Promise<ReceivedWebhook> {
     const idHash = hashToken(id);
-    const webhook = await this.storage.bridge.webhookByHash(idHash);
+    const webhook = await this.webhookByHash(idHash);
     // Also 404 between the bridge being kicked and its sync loop noticing.
     if (!webhook || !(await this.poster.isActiveIn(webhook.room_id))) throw new MatrixError('M_NOT_FOUND', NOT_FOUND);
     // Before reading the body, and before the rate limit: requests without the secret cost little
@@ -132,6 +142,28 @@ export class WebhookService {
     if ('skipped' in rendered) return rendered;
     const eventId = await this.poster.post(webhook.room_id, rendered.content);
     return { eventId, sender: rendered.sender, ...(rendered.rendererError === undefined ? {} : { rendererError: rendered.rendererError }) };
+  }
+
+  private async webhookByHash(idHash: string): Promise<WebhookRow | undefined> {
+    const known = this.rows.get(idHash);
+    if (known) return known;
+    const generation = this.rowsGeneration;
+    const row = await this.storage.bridge.webhookByHash(idHash);
+    if (row && generation === this.rowsGeneration) {
+      if (this.rows.size >= MAX_CACHED_WEBHOOKS) this.rows.delete(this.rows.keys().next().value!);
+      this.rows.set(idHash, row);
+    }
+    return row;
+  }
+
+  /** Runs a change to the webhook tables, then forgets every cached row (changes are rare). */
+  private async changingWebhooks<T>(change: () => Promise<T>): Promise<T> {
+    try {
+      return await change();
+    } finally {
+      this.rowsGeneration++;
+      this.rows.clear();
+    }
   }
 }
 

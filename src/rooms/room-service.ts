@@ -225,15 +225,23 @@ export class RoomService {
       throw new MatrixError('M_BAD_JSON', 'Redactions are sent with PUT /rooms/{roomId}/redact/{eventId}/{txnId}');
     }
     const scope = `send\u0000${roomId}\u0000${type}`;
-    return this.once(requester, scope, txnId, async () => {
-      await this.limiters.checkMessage(requester.userId);
-      await this.reader.roomOrForbidden(roomId, requester.userId);
-      const [event] = await this.writer.submit({
-        roomId,
-        prepare: () => [{ type, sender: requester.userId, content, txn: { deviceId: requester.deviceId, scope, txnId } }],
-      });
-      return event!.eventId;
-    });
+    return this.once(requester, scope, txnId, () => this.sendNow(requester, roomId, type, content, { deviceId: requester.deviceId, scope, txnId }));
+  }
+
+  /**
+   * Sends a message for the server itself (the bridge posting a webhook or a feed item): the same
+   * checks and limits, without a transaction id, since nothing retries it; so no lookup of one.
+   */
+  async sendAsServer(requester: Requester, roomId: string, type: string, content: JsonObject): Promise<string> {
+    if (type === 'm.room.redaction') throw new MatrixError('M_BAD_JSON', 'Redactions are sent with redact()');
+    return this.sendNow(requester, roomId, type, content, undefined);
+  }
+
+  private async sendNow(requester: Requester, roomId: string, type: string, content: JsonObject, txn: EventDraft['txn']): Promise<string> {
+    await this.limiters.checkMessage(requester.userId);
+    await this.reader.roomOrForbidden(roomId, requester.userId);
+    const [event] = await this.writer.submit({ roomId, prepare: () => [{ type, sender: requester.userId, content, txn }] });
+    return event!.eventId;
   }
 
   /**
