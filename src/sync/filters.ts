@@ -72,7 +72,6 @@ export interface CompiledEventFilter {
 }
 
 export interface CompiledFilter {
-  definition: FilterDefinition;
   includesRoom(roomId: string): boolean;
   includeLeave: boolean;
   timeline: CompiledEventFilter;
@@ -111,15 +110,28 @@ export function globMatches(pattern: string, text: string): boolean {
   return p === pattern.length;
 }
 
+/**
+ * Only the fields a filter acts on are kept (filters may carry any other keys): a compiled
+ * filter is shared by every sync that uses it, for as long as it is cached.
+ */
 export function compileEventFilter(definition: EventFilterDefinition | undefined): CompiledEventFilter {
-  const d = definition ?? {};
+  const given = definition ?? {};
+  const d: EventFilterDefinition = {
+    types: given.types,
+    not_types: given.not_types,
+    senders: given.senders,
+    not_senders: given.not_senders,
+    rooms: given.rooms,
+    not_rooms: given.not_rooms,
+    contains_url: given.contains_url,
+  };
   const typeAllowed = (type: string): boolean => {
     if (d.not_types?.some((p) => globMatches(p, type))) return false;
     return !d.types || d.types.some((p) => globMatches(p, type));
   };
   return {
-    limit: typeof d.limit === 'number' ? Math.max(0, Math.min(MAX_TIMELINE_LIMIT, Math.floor(d.limit))) : undefined,
-    lazyLoadMembers: d.lazy_load_members === true,
+    limit: typeof given.limit === 'number' ? Math.max(0, Math.min(MAX_TIMELINE_LIMIT, Math.floor(given.limit))) : undefined,
+    lazyLoadMembers: given.lazy_load_members === true,
     restrictive: [d.types, d.not_types, d.senders, d.not_senders, d.rooms, d.not_rooms, d.contains_url].some((v) => v !== undefined),
     typeAllowed,
     matches(event) {
@@ -140,19 +152,19 @@ export function compileEventFilter(definition: EventFilterDefinition | undefined
 }
 
 export function compileFilter(definition: FilterDefinition): CompiledFilter {
-  const room = definition.room ?? {};
+  const given = definition.room ?? {};
+  const room = { rooms: given.rooms, not_rooms: given.not_rooms, include_leave: given.include_leave };
   const fields = definition.event_fields;
   return {
-    definition,
     includesRoom(roomId) {
       if (room.not_rooms?.includes(roomId)) return false;
       return !room.rooms || room.rooms.includes(roomId);
     },
     includeLeave: room.include_leave === true,
-    timeline: compileEventFilter(room.timeline),
-    state: compileEventFilter(room.state),
-    ephemeral: compileEventFilter(room.ephemeral),
-    roomAccountData: compileEventFilter(room.account_data),
+    timeline: compileEventFilter(given.timeline),
+    state: compileEventFilter(given.state),
+    ephemeral: compileEventFilter(given.ephemeral),
+    roomAccountData: compileEventFilter(given.account_data),
     accountData: compileEventFilter(definition.account_data),
     project(event) {
       if (!fields) return event as unknown as JsonObject;

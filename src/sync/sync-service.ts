@@ -41,11 +41,12 @@ interface BuiltSync {
 }
 
 /** Held in place of an empty answer while a sync waits. */
-const EMPTY: BuiltSync = { body: {}, empty: true };
+const EMPTY: BuiltSync = Object.freeze({ body: Object.freeze({}), empty: true });
 /** Stands for a filter id that names no stored filter. */
 const UNKNOWN_FILTER: FilterDefinition = {};
-const MAX_COMPILED_FILTERS = 10_000;
-const MAX_CACHED_FILTER_KEY = 2_048;
+/** At most about 1,000 x 2 KB of filter text held. */
+const MAX_COMPILED_FILTERS = 1_000;
+const MAX_CACHED_FILTER_TEXT = 2_048;
 
 export class SyncService {
   constructor(
@@ -87,10 +88,11 @@ export class SyncService {
       // timeout it is built again, with anything that came in at the last moment.
       built = EMPTY;
       await this.notifier.waitForChange(userId, serial, remaining, request.signal);
+      if (request.signal?.aborted) return {}; // the client left: nobody reads the answer
       const woken = this.notifier.serialOf(userId) !== serial;
       serial = this.notifier.serialOf(userId);
       built = await this.build(request.requester, since, filter, request.fullState);
-      if (!woken) break; // timed out or the client left
+      if (!woken) break; // timed out
     }
     // Nothing new: the same token back, so a client's position does not move past unseen events.
     if (built.empty && since && echo !== undefined) built.body.next_batch = echo;
@@ -102,24 +104,26 @@ export class SyncService {
     const key = filter === undefined || filter === '' ? '' : filter.trimStart().startsWith('{') ? filter : `${userId}\u0000${filter}`;
     const known = this.compiledFilters.get(key);
     if (known) return known;
-    const definition = await this.resolveFilter(userId, filter);
+    const { definition, textLength } = await this.resolveFilter(userId, filter);
     const compiled = compileFilter(definition);
     // A filter id with no stored filter syncs unfiltered; it is not remembered, in case it is made
-    // later. Nor are long inline filters: the cache must not become a way to fill memory.
-    if (definition !== UNKNOWN_FILTER && key.length <= MAX_CACHED_FILTER_KEY) {
+    // later. Nor are long filters, inline or stored: the cache must not become a way to fill memory
+    // (a compiled filter keeps only the fields it acts on, so it is about the size of its text).
+    if (definition !== UNKNOWN_FILTER && textLength <= MAX_CACHED_FILTER_TEXT) {
       if (this.compiledFilters.size >= MAX_COMPILED_FILTERS) this.compiledFilters.delete(this.compiledFilters.keys().next().value!);
       this.compiledFilters.set(key, compiled);
     }
     return compiled;
   }
 
-  private async resolveFilter(userId: string, filter: string | undefined): Promise<FilterDefinition> {
-    if (filter === undefined || filter === '') return {};
-    if (filter.trimStart().startsWith('{')) return parseInlineFilter(filter);
+  private async resolveFilter(userId: string, filter: string | undefined): Promise<{ definition: FilterDefinition; textLength: number }> {
+    if (filter === undefined || filter === '') return { definition: {}, textLength: 0 };
+    if (filter.trimStart().startsWith('{')) return { definition: parseInlineFilter(filter), textLength: filter.length };
     if (!/^\d{1,15}$/.test(filter)) throw new MatrixError('M_INVALID_PARAM', 'filter must be a filter id or JSON');
     const stored = await this.storage.userData.getFilter(userId, Number(filter));
     // A filter id the client kept from a database we no longer have: sync unfiltered rather than fail forever.
-    return stored === undefined ? UNKNOWN_FILTER : parseStoredFilter(stored);
+    if (stored === undefined) return { definition: UNKNOWN_FILTER, textLength: 0 };
+    return { definition: parseStoredFilter(stored), textLength: stored.length };
   }
 
   private async build(requester: Requester, since: SyncToken | undefined, filter: CompiledFilter, fullState: boolean): Promise<BuiltSync> {

@@ -244,6 +244,30 @@ describe('filters', () => {
     expectMatrixError(await alice.request('GET', '/sync', undefined, { filter: '{not json' }), 400, 'M_INVALID_PARAM');
   });
 
+  it('applies each user their own stored filter, also when the ids are the same, and a filter id made after first use', async () => {
+    const aliceRoom = await alice.createRoom({ preset: 'public_chat' });
+    const bobRoom = await bob.createRoom({ preset: 'public_chat' });
+    await bob.join(aliceRoom);
+    const aliceFilter = (await alice.ok('POST', `/user/${enc(alice.userId)}/filter`, { room: { rooms: [aliceRoom] } })).filter_id as string;
+    let bobFilter = (await bob.ok('POST', `/user/${enc(bob.userId)}/filter`, { room: { rooms: [bobRoom] } })).filter_id as string;
+    // Ids count per user: make Bob's filter the one with Alice's id.
+    while (Number(bobFilter) < Number(aliceFilter)) {
+      bobFilter = (await bob.ok('POST', `/user/${enc(bob.userId)}/filter`, { room: { rooms: [bobRoom] } })).filter_id as string;
+    }
+    expect(bobFilter).toBe(aliceFilter);
+    // Twice each: the second answer comes from the compiled filter the first one left behind.
+    for (let round = 0; round < 2; round++) {
+      expect(Object.keys((await alice.sync({ filter: aliceFilter })).rooms.join)).toEqual([aliceRoom]);
+      expect(Object.keys((await bob.sync({ filter: bobFilter })).rooms.join)).toEqual([bobRoom]);
+    }
+    // Bob asks for a filter id he has not made yet: unfiltered. Once he makes it, it applies.
+    const nextId = String(Number(bobFilter) + 1);
+    expect(Object.keys((await bob.sync({ filter: nextId })).rooms.join).sort()).toEqual([aliceRoom, bobRoom].sort());
+    const made = (await bob.ok('POST', `/user/${enc(bob.userId)}/filter`, { room: { rooms: [aliceRoom] } })).filter_id as string;
+    expect(made).toBe(nextId);
+    expect(Object.keys((await bob.sync({ filter: nextId })).rooms.join)).toEqual([aliceRoom]);
+  });
+
   it('lazy_load_members keeps only the members who sent timeline events', async () => {
     const roomId = await alice.createRoom({ preset: 'public_chat' });
     await bob.join(roomId);
