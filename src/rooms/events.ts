@@ -68,8 +68,9 @@ const RANDOM_DIGITS = 43 - TIME_DIGITS;
  */
 const entropy = Buffer.alloc(RANDOM_BYTES * 256);
 let entropyUsed = entropy.length;
-let timePrefixMs = -1;
+let timePrefixMs = Number.NaN;
 let timePrefix = '';
+const LATEST_TIME = 2 ** (6 * TIME_DIGITS) - 1;
 
 /**
  * A new event id: `$` and 43 url-safe base64 characters, shaped like the reference hash of
@@ -84,7 +85,8 @@ export function newEventId(now: number = Date.now()): string {
   if (now !== timePrefixMs) {
     timePrefixMs = now;
     let prefix = '';
-    let rest = Math.max(0, Math.floor(now));
+    // A clock before 1970, past the year 10889 or not a number still gives a well-formed id.
+    let rest = Number.isFinite(now) ? Math.min(LATEST_TIME, Math.max(0, Math.floor(now))) : 0;
     for (let digit = 0; digit < TIME_DIGITS; digit++) {
       prefix = SORTABLE_DIGITS[rest % 64]! + prefix;
       rest = Math.floor(rest / 64);
@@ -135,7 +137,7 @@ export function rowFromEvent(event: StoredEvent): EventRow {
     state_key: event.stateKey ?? null,
     sender: event.sender,
     origin_server_ts: event.originServerTs,
-    content: contentJsonOf.get(event.content) ?? JSON.stringify(event.content),
+    content: takeContentJson(event.content),
     replaces_state: event.replacesState ?? null,
     prev_content: event.prevContent === undefined ? null : JSON.stringify(event.prevContent),
     prev_sender: event.prevSender ?? null,
@@ -167,8 +169,16 @@ export function assertEventSize(event: StoredEvent, now: number): void {
   }
 }
 
-/** Content serialized by assertEventSize, reused when the event's row is written. */
+/** Content serialized by assertEventSize, reused (once) when the event's row is written. */
 const contentJsonOf = new WeakMap<JsonObject, string>();
+
+function takeContentJson(content: JsonObject): string {
+  const json = contentJsonOf.get(content);
+  if (json === undefined) return JSON.stringify(content);
+  // Not kept past the write: recent events and room state live on, and so would a copy of each.
+  contentJsonOf.delete(content);
+  return json;
+}
 
 export interface ClientEventOptions {
   now: number;

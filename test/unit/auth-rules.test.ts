@@ -648,6 +648,19 @@ describe('effectivePowerLevels', () => {
     expect(userPowerLevel(levels, ALICE)).toBe(0);
   });
 
+  it('reads levels again when the power-levels content is replaced (a new event, a redaction), and hands out frozen levels', () => {
+    const before = effectivePowerLevels(room({ powerLevels: { users: { [MOD]: 50 }, ban: 30 } }));
+    expect(effectivePowerLevels(room({ powerLevels: { users: { [MOD]: 50 }, ban: 30 } }))).toEqual(before);
+    // A redacted power-levels event keeps ban, users and the like; here: a content without them.
+    const after = effectivePowerLevels(room({ powerLevels: {} }));
+    expect(after.ban).toBe(50);
+    expect(after.users).toEqual({});
+    expect(Object.isFrozen(before) && Object.isFrozen(before.users)).toBe(true);
+    expect(() => {
+      (before.users as Record<string, number>)[BOB] = 100;
+    }).toThrow(TypeError);
+  });
+
   it('treats invalid values as the defaults', () => {
     const levels = effectivePowerLevels(
       room({ powerLevels: { ban: '30', kick: 1.5, users: { [BOB]: '40', 'bad-key': 10 }, notifications: { room: 'x' } } }),

@@ -30,4 +30,12 @@ describe('newEventId', () => {
     expect(a.slice(9)).not.toBe(b.slice(9));
     expect(a.slice(9)).toHaveLength(35);
   });
+
+  it('stays well-formed for clocks before 1970, far in the future or not a number', () => {
+    for (const ms of [-1, -1e15, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 60, 1.5]) {
+      expect(newEventId(ms)).toMatch(/^\$[A-Za-z0-9_-]{43}$/);
+    }
+    // Clamped, not wrapped: the far future still sorts after now.
+    expect(Buffer.compare(Buffer.from(newEventId(Date.now())), Buffer.from(newEventId(2 ** 60)))).toBe(-1);
+  });
 });

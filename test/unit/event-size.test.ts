@@ -38,5 +38,35 @@ describe('assertEventSize', () => {
     const event = message('a "quoted" body');
     assertEventSize(event, NOW);
     expect(JSON.parse(rowFromEvent(event).content)).toEqual(event.content);
+    // The measured JSON is used once; a later row is serialized afresh.
+    expect(JSON.parse(rowFromEvent(event).content)).toEqual(event.content);
+  });
+
+  it('never lets through an event over the limit, whatever its strings hold (random nasty strings)', () => {
+    const nasty = ['"', '\\', '\n', '\u0000', '\u001f', '\u2028', '\ud800', '\udfff', '😀', 'é', 'x', '<', '\u007f'];
+    let seed = 7;
+    // mulberry32: a small seeded generator, so a failure can be replayed.
+    const random = (n: number): number => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return (((t ^ (t >>> 14)) >>> 0) % n);
+    };
+    const text = (length: number): string => Array.from({ length }, () => nasty[random(nasty.length)]).join('');
+    const outcomes = { over: 0, within: 0 };
+    for (let i = 0; i < 300; i++) {
+      const event = message(text(random(30_000)), {
+        type: `m.${text(random(40))}`,
+        stateKey: random(2) ? text(random(3_000)) : undefined,
+        redacts: random(4) === 0 ? `$${text(random(200))}` : undefined,
+      });
+      const exact = serializedBytes(event);
+      if (exact > MAX_EVENT_BYTES) expect(() => assertEventSize(event, NOW), `case ${i}`).toThrow(/too large/);
+      else expect(() => assertEventSize(event, NOW), `case ${i}`).not.toThrow();
+      outcomes[exact > MAX_EVENT_BYTES ? 'over' : 'within']++;
+    }
+    // Both sides of the limit were tried.
+    expect(outcomes.over).toBeGreaterThan(20);
+    expect(outcomes.within).toBeGreaterThan(20);
   });
 });
