@@ -123,10 +123,10 @@ export function dataVersionReader(db: Db): () => number {
 
 /**
  * Runs `work` with SQLite at `synchronous=NORMAL`, then makes everything it wrote durable with one
- * checkpoint before going back to `FULL`. The migrator commits a few dozen times (a lock, each
+ * fsync before going back to `FULL`. The migrator commits a few dozen times (a lock, each
  * migration, its record); at FULL each commit waits for an fsync, which made migrating a new
- * database most of a first start (80 ms against 16 ms here). NORMAL keeps the database consistent
- * (WAL mode), and a migration lost to a power cut before the checkpoint is simply applied again.
+ * database most of a first start (80 ms against 16 ms here). NORMAL keeps a WAL database
+ * consistent, and a migration lost to a power cut before the final fsync is simply applied again.
  */
 async function withoutFsyncPerCommit<T>(db: Db, work: () => Promise<T>): Promise<T> {
   const sqlite = connections.get(db);
@@ -136,10 +136,11 @@ async function withoutFsyncPerCommit<T>(db: Db, work: () => Promise<T>): Promise
   try {
     return await work();
   } finally {
-    // NORMAL syncs the WAL before it checkpoints (and the database file after): the migrations'
-    // commits are on disk from here. PASSIVE never waits for another process's readers.
-    sqlite.pragma('wal_checkpoint(PASSIVE)');
     sqlite.pragma('synchronous = FULL');
+    // A commit at FULL fsyncs the whole WAL, and with it every commit made at NORMAL before it.
+    // Writing user_version (unused by us, rewritten unchanged) is the smallest such commit.
+    const version = sqlite.pragma('user_version', { simple: true }) as number;
+    sqlite.pragma(`user_version = ${version}`);
   }
 }
 
@@ -151,6 +152,9 @@ export class MigrationError extends Error {
 export async function migrateToLatest(db: Db): Promise<string[]> {
   // Kysely's migrator introspects every table before it finds nothing to do.
   if (copiesOfMigratedImage.has(db)) return [];
+  const memory = memoryDatabases.get(db);
+  // Only a database that held nothing before is a fit image for the next ones.
+  const emptyBefore = memory !== undefined && !migratedMemoryImage && memory.prepare('SELECT count(*) FROM sqlite_master').pluck().get() === 0;
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => migrations },
@@ -163,9 +167,7 @@ export async function migrateToLatest(db: Db): Promise<string[]> {
     );
   }
   const applied = (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
-  // Only an image of every migration on an empty database: nothing else has been written yet.
-  const memory = memoryDatabases.get(db);
-  if (memory && !migratedMemoryImage && applied.length === Object.keys(migrations).length) {
+  if (memory && emptyBefore && !migratedMemoryImage && applied.length === Object.keys(migrations).length) {
     migratedMemoryImage = memory.serialize();
   }
   return applied;
