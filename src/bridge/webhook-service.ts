@@ -19,7 +19,12 @@ import { checkSignature, openSecret, sealSecret } from './webhook-secrets.js';
  */
 let renderers: Promise<typeof import('./renderers/index.js')> | undefined;
 function loadRenderers(): Promise<typeof import('./renderers/index.js')> {
-  renderers ??= import('./renderers/index.js');
+  // A failed load (the chunk replaced by an upgrade in place, no file descriptors left) is tried
+  // again on the next delivery rather than remembered.
+  renderers ??= import('./renderers/index.js').catch((err: unknown) => {
+    renderers = undefined;
+    throw err;
+  });
   return renderers;
 }
 
