@@ -169,6 +169,20 @@ describe('bot-homeserver CLI', () => {
     const chunks = readdirSync(chunksDir).filter((name) => name.endsWith('.mjs'));
     expect(chunks.some((name) => name.startsWith('renderers-'))).toBe(true);
     expect(chunks.some((name) => name.startsWith('parse-feed-'))).toBe(true);
-    for (const name of chunks) await import(pathToFileURL(join(chunksDir, name)).href);
+    const loaded = new Map<string, Record<string, unknown>>();
+    for (const name of chunks) loaded.set(name, (await import(pathToFileURL(join(chunksDir, name)).href)) as Record<string, unknown>);
+    const chunk = (prefix: string) => [...loaded].find(([name]) => name.startsWith(prefix))![1];
+
+    // And they work: sanitize-html and the emoji table in the renderers, the XML stack in the feeds.
+    const renderWebhook = chunk('renderers-').renderWebhook as (request: { headers: Record<string, string>; payload: unknown }) => { content: { body: string; formatted_body?: string } };
+    const html = renderWebhook({ headers: {}, payload: { text: 'deployed', html: '<b>deployed</b><script>alert(1)</script>' } });
+    expect(html.content.formatted_body).toBe('<b>deployed</b>');
+    const slack = renderWebhook({ headers: {}, payload: { attachments: [{ text: 'shipped :tada:' }] } });
+    expect(slack.content.body).toContain('🎉');
+    const parseFeed = chunk('parse-feed-').parseFeed as (body: Buffer, source: { url: string; contentType?: string }) => { title?: string; items: Array<{ title?: string }> };
+    const rss = '<?xml version="1.0"?><rss version="2.0"><channel><title>Releases</title><link>https://example.org/</link>'
+      + '<item><title>v1.2 &amp; more</title><link>https://example.org/v1.2</link><guid>v1.2</guid></item></channel></rss>';
+    const feed = parseFeed(Buffer.from(rss), { url: 'https://example.org/feed.xml', contentType: 'application/rss+xml' });
+    expect(feed.items.map((item) => item.title)).toEqual(['v1.2 & more']);
   });
 });
