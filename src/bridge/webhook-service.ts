@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../clock.js';
 import { MatrixError, rateLimitedError } from '../http/errors.js';
 import type { RateLimiter } from '../ratelimit/rate-limiter.js';
+import { BoundedCache } from '../storage/bounded-cache.js';
 import type { Storage, WebhookRow } from '../storage/index.js';
 import { hashToken } from '../users/secrets.js';
 import type { BridgePoster } from './poster.js';
@@ -68,8 +69,7 @@ export class WebhookService {
    * through this service, which empties it after each; a lookup that raced with a change is not
    * kept (the generation check). Unknown ids are not remembered: anyone can send those.
    */
-  private readonly rows = new Map<string, WebhookRow>();
-  private rowsGeneration = 0;
+  private readonly rows = new BoundedCache<string, WebhookRow>(MAX_CACHED_WEBHOOKS);
 
   constructor(
     private readonly storage: Storage,
@@ -152,12 +152,9 @@ export class WebhookService {
   private async webhookByHash(idHash: string): Promise<WebhookRow | undefined> {
     const known = this.rows.get(idHash);
     if (known) return known;
-    const generation = this.rowsGeneration;
+    const generation = this.rows.generation;
     const row = await this.storage.bridge.webhookByHash(idHash);
-    if (row && generation === this.rowsGeneration) {
-      if (this.rows.size >= MAX_CACHED_WEBHOOKS) this.rows.delete(this.rows.keys().next().value!);
-      this.rows.set(idHash, row);
-    }
+    if (row) this.rows.setIfUnchanged(idHash, row, generation);
     return row;
   }
 
@@ -166,8 +163,7 @@ export class WebhookService {
     try {
       return await change();
     } finally {
-      this.rowsGeneration++;
-      this.rows.clear();
+      this.rows.invalidate();
     }
   }
 }

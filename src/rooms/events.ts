@@ -78,8 +78,8 @@ const LATEST_TIME = 2 ** (6 * TIME_DIGITS) - 1;
  * digits, the other 35 are random. Ids of new events therefore land at the end of the event-id
  * index instead of on a random page of it, so a commit of ten messages writes one or two index
  * pages instead of ten (measured: a fifth less CPU per message insert at 50,000 events, more as
- * the table grows). The time it gives away is the event's `origin_server_ts`, which anyone who
- * can see the event sees anyway.
+ * the table grows). The id gives away when the event was sent, to the millisecond, also to
+ * someone who sees only the id (in a reply, a receipt or a redaction) and not the event.
  */
 export function newEventId(now: number = Date.now()): string {
   if (now !== timePrefixMs) {

@@ -7,6 +7,7 @@ import { dirname, resolve } from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
 import { Kysely, Migrator, SqliteDialect, type CompiledQuery, type Compilable, type MigrationResult } from 'kysely';
 import { migrations } from '../../migrations/index.js';
+import { BoundedCache } from './bounded-cache.js';
 import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
@@ -41,7 +42,6 @@ export function openDatabase(options: DatabaseOptions): Db {
   const dataVersion = sqlite.prepare('PRAGMA data_version').pluck();
   dataVersions.set(db, () => dataVersion.get() as number);
   connections.set(db, sqlite);
-  if (inMemory) memoryDatabases.set(db, sqlite);
   if (inMemory && migratedMemoryImage) copiesOfMigratedImage.add(db);
   return db;
 }
@@ -55,14 +55,13 @@ const STATEMENT_CACHE_SIZE = 2000;
  * sixth of a send-and-sync round went to `prepare`).
  */
 function withStatementCache(sqlite: SqliteDatabase.Database): { close(): void; prepare(sql: string): SqliteDatabase.Statement } {
-  const statements = new Map<string, SqliteDatabase.Statement>();
+  const statements = new BoundedCache<string, SqliteDatabase.Statement>(STATEMENT_CACHE_SIZE);
   return {
     close: () => sqlite.close(),
     prepare(sql) {
       let statement = statements.get(sql);
       if (statement) return statement;
       statement = sqlite.prepare(sql);
-      if (statements.size >= STATEMENT_CACHE_SIZE) statements.delete(statements.keys().next().value!);
       statements.set(sql, statement);
       return statement;
     },
@@ -108,7 +107,6 @@ export class QueryTemplate<Args extends unknown[], Row> {
 
 const dataVersions = new WeakMap<Db, () => number>();
 const connections = new WeakMap<Db, SqliteDatabase.Database>();
-const memoryDatabases = new WeakMap<Db, SqliteDatabase.Database>();
 /** Databases opened as a copy of `migratedMemoryImage`: migrated already. */
 const copiesOfMigratedImage = new WeakSet<Db>();
 
@@ -152,9 +150,9 @@ export class MigrationError extends Error {
 export async function migrateToLatest(db: Db): Promise<string[]> {
   // Kysely's migrator introspects every table before it finds nothing to do.
   if (copiesOfMigratedImage.has(db)) return [];
-  const memory = memoryDatabases.get(db);
-  // Only a database that held nothing before is a fit image for the next ones.
-  const emptyBefore = memory !== undefined && !migratedMemoryImage && memory.prepare('SELECT count(*) FROM sqlite_master').pluck().get() === 0;
+  const sqlite = connections.get(db);
+  // The first in-memory database that held nothing before migrating is the image for the next ones.
+  const imageCandidate = sqlite?.memory === true && !migratedMemoryImage && sqlite.prepare('SELECT count(*) FROM sqlite_master').pluck().get() === 0 ? sqlite : undefined;
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => migrations },
@@ -167,8 +165,8 @@ export async function migrateToLatest(db: Db): Promise<string[]> {
     );
   }
   const applied = (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
-  if (memory && emptyBefore && !migratedMemoryImage && applied.length === Object.keys(migrations).length) {
-    migratedMemoryImage = memory.serialize();
+  if (imageCandidate && !migratedMemoryImage && applied.length === Object.keys(migrations).length) {
+    migratedMemoryImage = imageCandidate.serialize();
   }
   return applied;
 }

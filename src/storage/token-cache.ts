@@ -7,28 +7,29 @@
  * index), so it is read at most once per millisecond: far less than any other process takes
  * between committing and a client hearing of it.
  */
-import type { AccessTokensTable } from './schema.js';
 import type { Selectable } from 'kysely';
+import { BoundedCache } from './bounded-cache.js';
+import type { AccessTokensTable } from './schema.js';
 
 type AccessTokenRow = Selectable<AccessTokensTable>;
 
 const DATA_VERSION_RECHECK_MS = 1;
 
 export class AccessTokenCache {
-  private readonly entries = new Map<string, AccessTokenRow>();
-  private currentGeneration = 0;
+  private readonly entries: BoundedCache<string, AccessTokenRow>;
   private seenDataVersion: number;
   private dataVersionReadAt = performance.now();
 
   constructor(
     private readonly dataVersion: () => number,
-    private readonly maxEntries = 50_000,
+    maxEntries = 50_000,
   ) {
+    this.entries = new BoundedCache(maxEntries);
     this.seenDataVersion = dataVersion();
   }
 
   get generation(): number {
-    return this.currentGeneration;
+    return this.entries.generation;
   }
 
   get(tokenHash: string): AccessTokenRow | undefined {
@@ -46,16 +47,10 @@ export class AccessTokenCache {
 
   /** Caches a row read at `generation`, unless the tables changed since. */
   put(tokenHash: string, row: AccessTokenRow, generation: number): void {
-    if (generation !== this.currentGeneration) return;
-    if (this.entries.size >= this.maxEntries) {
-      const oldest = this.entries.keys().next();
-      if (!oldest.done) this.entries.delete(oldest.value);
-    }
-    this.entries.set(tokenHash, row);
+    this.entries.setIfUnchanged(tokenHash, row, generation);
   }
 
   invalidate(): void {
-    this.currentGeneration++;
-    this.entries.clear();
+    this.entries.invalidate();
   }
 }

@@ -11,6 +11,7 @@ import type { RoomCache, UserRoom } from '../rooms/room-cache.js';
 import type { RoomReader } from '../rooms/room-reader.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
 import { membershipAt, type MembershipChange, type VisibilityContext } from '../rooms/visibility.js';
+import { BoundedCache } from '../storage/bounded-cache.js';
 import { GLOBAL_ACCOUNT_DATA, type AccountDataRow, type Storage } from '../storage/index.js';
 import type { Requester } from '../users/session-service.js';
 import { compileFilter, DEFAULT_TIMELINE_LIMIT, parseInlineFilter, parseStoredFilter, type CompiledFilter, type FilterDefinition } from './filters.js';
@@ -64,7 +65,7 @@ export class SyncService {
    * Compiled filters (none, inline JSON, or a user's filter id), so that parked syncs share one
    * instead of holding a compiled copy each. Stored filters never change once created.
    */
-  private readonly compiledFilters = new Map<string, CompiledFilter>();
+  private readonly compiledFilters = new BoundedCache<string, CompiledFilter>(MAX_COMPILED_FILTERS);
 
   async sync(request: SyncRequest): Promise<JsonObject> {
     const userId = request.requester.userId;
@@ -109,10 +110,7 @@ export class SyncService {
     // A filter id with no stored filter syncs unfiltered; it is not remembered, in case it is made
     // later. Nor are long filters, inline or stored: the cache must not become a way to fill memory
     // (a compiled filter keeps only the fields it acts on, so it is about the size of its text).
-    if (definition !== UNKNOWN_FILTER && textLength <= MAX_CACHED_FILTER_TEXT) {
-      if (this.compiledFilters.size >= MAX_COMPILED_FILTERS) this.compiledFilters.delete(this.compiledFilters.keys().next().value!);
-      this.compiledFilters.set(key, compiled);
-    }
+    if (definition !== UNKNOWN_FILTER && textLength <= MAX_CACHED_FILTER_TEXT) this.compiledFilters.set(key, compiled);
     return compiled;
   }
 
