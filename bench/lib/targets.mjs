@@ -1,6 +1,6 @@
 /**
- * Issue 6's targets, checked against one run's results, and our send rates as fractions of the
- * machine's limits (bare Fastify, bare SQLite). Both go into the JSON and the printed summary.
+ * The issues' targets (6: speed; 14: a large feed), checked against one run's results, and our
+ * send rates as fractions of the machine's limits (bare Fastify, bare SQLite). Both go into the JSON and the printed summary.
  * A target whose scenario did not run (or ran at smaller sizes, in quick mode) says so.
  */
 import { round } from './server.mjs';
@@ -67,6 +67,9 @@ export function evaluateTargets(results, settings) {
       add(`send-vs-fastify-${sync}`, `send (10 senders, ${sync}) ≥ 40% of bare Fastify`, `${pct(f)} (${send.rate_per_s} vs ${bare.rate_per_s}/s)`, f >= 0.4);
     }
   }
+
+  const feed = find(results, 'feed-parse', /^\/versions while/);
+  if (feed) add('feed-parse-versions', '/versions answers in under 50 ms while a 5 MiB feed is parsed (max)', `${ms(feed.latency_ms.max)} (p99 ${ms(feed.latency_ms.p99)}, ${feed.latency_ms.n} answers; subscribed in ${ms(feed.subscribe_ms)})`, feed.latency_ms.max < 50);
 
   for (const sync of ['full', 'normal']) {
     const wake = find(results, 'sync-wake', 'no other syncs', sync);

@@ -23,6 +23,7 @@ import { feedFailureReason, FeedService, SubscriptionRefused, type FeedFetcher }
 import { clip } from './matrix-html.js';
 import { FeedError } from './feeds/feed-error.js';
 import { fetchFeed } from './feeds/fetch-feed.js';
+import { FeedParserThread } from './feeds/parser-thread.js';
 import { HELP_LINES, joinGreeting } from './help.js';
 import type { BridgePoster } from './poster.js';
 import { generateSecret } from './webhook-secrets.js';
@@ -55,6 +56,8 @@ export class Bridge implements BridgePoster {
   readonly userId: string;
   readonly webhooks: WebhookService;
   readonly feeds: FeedService;
+  /** Where feeds are parsed: a worker thread, off the path of requests. */
+  readonly feedParser: FeedParserThread;
   private readonly requester: Requester;
   private readonly directMessages: DirectMessages;
   private readonly abort = new AbortController();
@@ -74,7 +77,8 @@ export class Bridge implements BridgePoster {
     this.requester = { userId: this.userId, deviceId: 'BRIDGE', accessTokenId: 0 };
     const limiter = new RateLimiter(this.config.webhooks.rate_limit, services.clock, services.config.ratelimiting_enabled);
     this.webhooks = new WebhookService(services.storage, services.clock, limiter, this);
-    this.feeds = new FeedService(services.storage, this.config.feeds, services.clock, this, options.fetchFeed ?? fetchFeed, log, options.random);
+    this.feedParser = new FeedParserThread({ deadlineMs: this.config.feeds.parse_timeout_seconds * 1000 });
+    this.feeds = new FeedService(services.storage, this.config.feeds, services.clock, this, options.fetchFeed ?? fetchFeed, this.feedParser.parse, log, options.random);
     this.directMessages = new DirectMessages(services, this.requester);
   }
 
@@ -90,6 +94,7 @@ export class Bridge implements BridgePoster {
     await this.loop;
     await Promise.allSettled([...this.roomQueues.values()]);
     await this.feeds.stop();
+    await this.feedParser.close();
   }
 
   // ---- BridgePoster ----

@@ -13,6 +13,7 @@ import { clip } from './matrix-html.js';
 import { FeedError } from './feeds/feed-error.js';
 import type { FetchFeedOptions, FetchFeedResult } from './feeds/fetch-feed.js';
 import type { FeedItem, ParsedFeed } from './feeds/parse-feed.js';
+import type { FeedParse } from './feeds/parser-thread.js';
 import type { BridgePoster } from './poster.js';
 
 export type FeedFetcher = (url: string, options: FetchFeedOptions) => Promise<FetchFeedResult>;
@@ -74,6 +75,7 @@ export class FeedService {
     private readonly clock: Clock,
     private readonly poster: BridgePoster,
     private readonly fetcher: FeedFetcher,
+    private readonly parse: FeedParse,
     private readonly log: FastifyBaseLogger,
     private readonly random: () => number = Math.random,
   ) {}
@@ -342,6 +344,7 @@ export class FeedService {
       maxRedirects: this.config.max_redirects,
       allowPrivateAddresses: this.config.allow_private_addresses,
       userAgent: USER_AGENT,
+      parse: this.parse,
       signal: this.abort.signal,
     };
   }

@@ -104,6 +104,8 @@ export const ConfigSchema = Type.Object(
             poll_interval_seconds: Type.Integer({ minimum: 1, maximum: 604_800, default: 600 }),
             concurrency: Type.Integer({ minimum: 1, maximum: 64, default: 4 }),
             timeout_seconds: Type.Integer({ minimum: 1, maximum: 600, default: 20 }),
+            // Longest one document may take to parse (in a worker thread, off the request path).
+            parse_timeout_seconds: Type.Integer({ minimum: 1, maximum: 600, default: 10 }),
             max_items_per_poll: Type.Integer({ minimum: 1, maximum: 100, default: 10 }),
             max_bytes: Type.Integer({ minimum: 1024, maximum: 268_435_456, default: 5_242_880 }),
             max_redirects: Type.Integer({ minimum: 0, maximum: 20, default: 5 }),

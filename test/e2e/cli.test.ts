@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Worker } from 'node:worker_threads';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const BIN = join(ROOT, 'bin/bot-homeserver.js');
@@ -163,12 +164,12 @@ describe('bot-homeserver CLI', () => {
   });
 
   it('ships every lazily loaded part of the bundle in a loadable state', async () => {
-    // The renderers and the feed parsers are split into chunks that load on first use; a chunk
-    // that cannot load would break webhooks or feeds only in the installed command.
+    // The renderers are split into chunks that load on first use, and feeds are parsed by a
+    // worker of their own; code that cannot load would break webhooks or feeds only in the
+    // installed command.
     const chunksDir = join(ROOT, 'dist/bundle/chunks');
     const chunks = readdirSync(chunksDir).filter((name) => name.endsWith('.mjs'));
     expect(chunks.some((name) => name.startsWith('renderers-'))).toBe(true);
-    expect(chunks.some((name) => name.startsWith('parse-feed-'))).toBe(true);
     const loaded = new Map<string, Record<string, unknown>>();
     for (const name of chunks) loaded.set(name, (await import(pathToFileURL(join(chunksDir, name)).href)) as Record<string, unknown>);
     const chunk = (prefix: string) => [...loaded].find(([name]) => name.startsWith(prefix))![1];
@@ -179,10 +180,14 @@ describe('bot-homeserver CLI', () => {
     expect(html.content.formatted_body).toBe('<b>deployed</b>');
     const slack = renderWebhook({ headers: {}, payload: { attachments: [{ text: 'shipped :tada:' }] } });
     expect(slack.content.body).toContain('🎉');
-    const parseFeed = chunk('parse-feed-').parseFeed as (body: Buffer, source: { url: string; contentType?: string }) => { title?: string; items: Array<{ title?: string }> };
     const rss = '<?xml version="1.0"?><rss version="2.0"><channel><title>Releases</title><link>https://example.org/</link>'
       + '<item><title>v1.2 &amp; more</title><link>https://example.org/v1.2</link><guid>v1.2</guid></item></channel></rss>';
-    const feed = parseFeed(Buffer.from(rss), { url: 'https://example.org/feed.xml', contentType: 'application/rss+xml' });
-    expect(feed.items.map((item) => item.title)).toEqual(['v1.2 & more']);
+    const worker = new Worker(new URL(pathToFileURL(join(ROOT, 'dist/bundle/feed-parse-worker.mjs'))));
+    const feed = await new Promise<{ feed: { items: Array<{ title?: string }> } }>((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+      worker.postMessage({ id: 1, body: new Uint8Array(Buffer.from(rss)), url: 'https://example.org/feed.xml', contentType: 'application/rss+xml' });
+    }).finally(() => worker.terminate());
+    expect(feed.feed.items.map((item) => item.title)).toEqual(['v1.2 & more']);
   });
 });

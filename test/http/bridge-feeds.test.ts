@@ -24,6 +24,9 @@ function blogWith(newItems: Array<{ guid: string; title: string; date: string }>
   return base.slice(0, at) + items + base.slice(at);
 }
 
+const rss = (items: string) =>
+  `<?xml version="1.0"?><rss version="2.0"><channel><title>Archive</title><link>https://archive.example/</link>${items}</channel></rss>`;
+
 let hs: TestHomeserver | undefined;
 let feeds: FeedServer;
 const dirs: string[] = [];
@@ -220,6 +223,40 @@ describe('bridge feeds', () => {
     expect(posted).toHaveLength(1);
     expect(posted[0]!.content.body).toContain('Blog: Newsletter');
     expect(Buffer.byteLength(JSON.stringify(posted[0]!.content))).toBeLessThan(20_000);
+  });
+
+  it('keeps answering while it reads a 20,000-item feed, and reads only its newest items', async () => {
+    hs = await startTestHomeserver(feedConfig({ max_bytes: 16 * 1024 * 1024 }));
+    const [alice] = await clientsFor(hs, 'alice');
+    const roomId = await roomWithBridge(hs, alice);
+    // An archive that appends: its newest items are at the end.
+    const items = Array.from({ length: 20_000 }, (_, i) => {
+      const date = new Date(Date.UTC(2020, 0, 1) + i * 3_600_000).toUTCString();
+      return `<item><title>Post ${i}</title><link>https://archive.example/${i}</link><pubDate>${date}</pubDate><description>Text of post ${i}</description></item>`;
+    });
+    feeds.serve('/archive.xml', { body: rss(items.join('')) });
+    const served = feeds.whenServed('/archive.xml');
+    const commandId = await alice.send(roomId, { msgtype: 'm.text', body: `!bridge feed ${feeds.url('/archive.xml')}` });
+    const replied = alice.waitForEvent(roomId, (event) => event.content?.['m.relates_to']?.['m.in_reply_to']?.event_id === commandId);
+    await served;
+    // While the bridge parses the document, the server answers others. Parsed on the request
+    // thread, as before, it answered none: the document held the event loop for a minute.
+    const parser = hs.app.homeserver.bridge!.feedParser;
+    while (!parser.busy) await new Promise((resolve) => setImmediate(resolve));
+    let answered = 0;
+    while (parser.busy) {
+      expect((await hs.http.get('/_matrix/client/versions')).status).toBe(200);
+      answered += 1;
+    }
+    expect(answered).toBeGreaterThanOrEqual(20);
+    expect((await replied).content.body).toContain('current 500 items are not posted');
+
+    // The newest 500 were read: a new item after them is news, an old one from the start is not.
+    items.push('<item><title>Post 20000</title><link>https://archive.example/20000</link><pubDate>Sat, 01 Jan 2050 00:00:00 GMT</pubDate></item>');
+    feeds.serve('/archive.xml', { body: rss(items.join('')) });
+    await pollAfter(hs, INTERVAL_S * 2);
+    const posted = (await bridgeSaid(hs, alice, roomId)).map((event) => String(event.content.body).split('\n')[0] ?? '');
+    expect(posted.filter((line) => line.includes('Post '))).toEqual([expect.stringContaining('Post 20000')]);
   });
 
   it('ends a room\'s subscriptions when the bridge is kicked; a new invite starts with none', async () => {

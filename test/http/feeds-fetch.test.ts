@@ -7,6 +7,7 @@ import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FeedError } from '../../src/bridge/feeds/feed-error.js';
 import { fetchFeed, type FetchFeedOptions, type FetchFeedTestHooks } from '../../src/bridge/feeds/fetch-feed.js';
+import { FeedParserThread } from '../../src/bridge/feeds/parser-thread.js';
 import { nonPublicAddressReason } from '../../src/bridge/feeds/public-address.js';
 import { feedFixture } from '../support/feeds.js';
 
@@ -18,6 +19,7 @@ const LAST_MODIFIED = 'Sun, 28 Oct 2018 13:00:00 GMT';
 const MIB = 1024 * 1024;
 
 let server: http.Server;
+const parser = new FeedParserThread({ deadlineMs: 30_000 });
 let base: string;
 let port: number;
 const seenHeaders: http.IncomingHttpHeaders[] = [];
@@ -132,13 +134,14 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await parser.close();
   server.closeAllConnections();
   await new Promise((resolve) => server.close(resolve));
 });
 
 /** Local tests talk to 127.0.0.1, so they allow private addresses unless a test is about refusing them. */
 function options(overrides: Partial<FetchFeedOptions> = {}): FetchFeedOptions {
-  return { timeoutMs: 10_000, maxBytes: MIB, maxRedirects: 5, allowPrivateAddresses: true, userAgent: 'bot-homeserver-test/1', ...overrides };
+  return { timeoutMs: 10_000, maxBytes: MIB, maxRedirects: 5, allowPrivateAddresses: true, userAgent: 'bot-homeserver-test/1', parse: parser.parse, ...overrides };
 }
 
 async function failure(promise: Promise<unknown>): Promise<FeedError> {

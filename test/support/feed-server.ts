@@ -15,12 +15,15 @@ export interface FeedServer {
   serve(path: string, document: ServedDocument): void;
   /** Every request received, with the status it was answered with. */
   requests: Array<{ path: string; headers: IncomingHttpHeaders; status: number }>;
+  /** Resolves once the next answer to `path` has been sent in full. */
+  whenServed(path: string): Promise<void>;
   close(): Promise<void>;
 }
 
 export async function startFeedServer(): Promise<FeedServer> {
   const documents = new Map<string, ServedDocument>();
   const requests: FeedServer['requests'] = [];
+  const waiting = new Map<string, Array<() => void>>();
   const server: Server = createServer((request, response) => {
     const path = request.url ?? '/';
     const document = documents.get(path);
@@ -34,6 +37,9 @@ export async function startFeedServer(): Promise<FeedServer> {
     const headers: Record<string, string> = { 'content-type': document?.contentType ?? 'application/rss+xml; charset=utf-8' };
     if (document?.etag) headers.etag = document.etag;
     if (document?.lastModified) headers['last-modified'] = document.lastModified;
+    response.on('finish', () => {
+      for (const resolve of waiting.get(path)?.splice(0) ?? []) resolve();
+    });
     response.writeHead(status, headers);
     response.end(status === 304 || !document ? undefined : document.body);
   });
@@ -43,6 +49,7 @@ export async function startFeedServer(): Promise<FeedServer> {
     url: (path) => `http://127.0.0.1:${port}${path}`,
     serve: (path, document) => documents.set(path, document),
     requests,
+    whenServed: (path) => new Promise((resolve) => waiting.set(path, [...(waiting.get(path) ?? []), resolve])),
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }

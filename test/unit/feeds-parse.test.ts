@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import iconv from 'iconv-lite';
 import { FeedError } from '../../src/bridge/feeds/feed-error.js';
+import { MAX_ITEMS_READ } from '../../src/bridge/feeds/feed-draft.js';
 import { parseFeed, type ParsedFeed } from '../../src/bridge/feeds/parse-feed.js';
 import { feedFixture } from '../support/feeds.js';
 
@@ -334,5 +335,44 @@ describe('formats and errors', () => {
         },
       ],
     });
+  });
+});
+
+describe('large documents', () => {
+  const hour = 3_600_000;
+  const date = (i: number) => new Date(Date.UTC(2020, 0, 1) + i * hour);
+  const rssItems = (count: number, order: 'newest-first' | 'oldest-first') =>
+    Array.from({ length: count }, (_, n) => {
+      const i = order === 'newest-first' ? count - 1 - n : n;
+      return `<item><title>Post ${i}</title><link>https://site.example/${i}</link><pubDate>${date(i).toUTCString()}</pubDate></item>`;
+    }).join('');
+
+  it(`reads at most ${MAX_ITEMS_READ} items: the first ones of a feed that lists newest first`, () => {
+    const feed = parseText(rss(rssItems(20_000, 'newest-first')));
+    expect(feed.items).toHaveLength(MAX_ITEMS_READ);
+    expect(feed.items[0]?.title).toBe('Post 19999');
+    expect(feed.items.at(-1)?.title).toBe(`Post ${20_000 - MAX_ITEMS_READ}`);
+  });
+
+  it('reads the last ones of a feed that appends (its dates rise)', () => {
+    const feed = parseText(rss(rssItems(20_000, 'oldest-first')));
+    expect(feed.items).toHaveLength(MAX_ITEMS_READ);
+    expect(feed.items.at(-1)?.title).toBe('Post 19999');
+    // Links are still resolved against the feed's link, which is read once for all items.
+    expect(feed.link).toBe('https://site.example/');
+  });
+
+  it('caps Atom and JSON Feed the same way', () => {
+    const entries = Array.from({ length: 2_000 }, (_, i) => `<entry><id>e${i}</id><title>E${i}</title><link href="/e/${i}"/><updated>${date(2_000 - i).toISOString()}</updated></entry>`);
+    const atom = parseText(`<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"><title>A</title><link href="https://a.example/"/>${entries.join('')}</feed>`);
+    expect(atom.items.map((item) => item.id)).toEqual(Array.from({ length: MAX_ITEMS_READ }, (_, i) => `e${i}`));
+    expect(atom.items[1]?.link).toBe('https://a.example/e/1');
+    const json = JSON.stringify({
+      version: 'https://jsonfeed.org/version/1.1',
+      items: Array.from({ length: 2_000 }, (_, i) => ({ id: `j${i}`, title: `J${i}`, date_published: date(i).toISOString() })),
+    });
+    const parsed = parseText(json);
+    expect(parsed.items).toHaveLength(MAX_ITEMS_READ);
+    expect(parsed.items.at(-1)?.id).toBe('j1999');
   });
 });

@@ -37,3 +37,23 @@ export function nonBlank(value: string | null | undefined): string | undefined {
   const trimmed = value?.trim();
   return trimmed ? trimmed : undefined;
 }
+
+/**
+ * Items read from one document at most. A feed lists what is new and a poll posts at most
+ * `max_items_per_poll` (100 at most): an archive of 20,000 items costs no more to read than this.
+ * Reading stops before anything about the others is resolved.
+ */
+export const MAX_ITEMS_READ = 500;
+
+/**
+ * The items worth reading when a document holds more than MAX_ITEMS_READ: the newest. Feeds list
+ * newest first, except the few that append; which one this is shows in the dates of the first and
+ * last items, so only those two are looked at.
+ */
+export function newestItems<T>(items: readonly T[], dateOf: (item: T) => Date | undefined): readonly T[] {
+  if (items.length <= MAX_ITEMS_READ) return items;
+  const first = dateOf(items[0]!)?.getTime();
+  const last = dateOf(items[items.length - 1]!)?.getTime();
+  const appending = first !== undefined && last !== undefined && last > first;
+  return appending ? items.slice(items.length - MAX_ITEMS_READ) : items.slice(0, MAX_ITEMS_READ);
+}

@@ -9,6 +9,7 @@ import type { Readable, Transform } from 'node:stream';
 import zlib from 'node:zlib';
 import { FeedError } from './feed-error.js';
 import type { ParsedFeed } from './parse-feed.js';
+import type { FeedParse } from './parser-thread.js';
 import { guardedLookup, nonPublicAddressReason, systemResolveHost, type LookupFunction, type ResolveHost } from './public-address.js';
 
 export interface FetchFeedOptions {
@@ -20,6 +21,8 @@ export interface FetchFeedOptions {
   /** false in production. */
   allowPrivateAddresses: boolean;
   userAgent: string;
+  /** Reads the fetched bytes (FeedParserThread.parse: in a worker thread, with a deadline). */
+  parse: FeedParse;
   /** From the previous successful fetch. */
   etag?: string;
   lastModified?: string;
@@ -87,9 +90,7 @@ export async function fetchFeed(url: string, options: FetchFeedOptions, hooks: F
       }
 
       const body = await readBody(response, options.maxBytes);
-      // The parsers (XML, HTML, charsets) load on the first feed, not at start.
-      const { parseFeed } = await import('./parse-feed.js');
-      const feed = parseFeed(body, { url: current.href, contentType: response.headers['content-type'] });
+      const feed = await options.parse(body, { url: current.href, contentType: response.headers['content-type'] });
       const etag = response.headers.etag;
       const lastModified = response.headers['last-modified'];
       return {

@@ -1,7 +1,7 @@
 // JSON Feed 1.0 / 1.1 (https://jsonfeed.org/version/1.1), mapped by hand: it is plain JSON with a
 // handful of fields, and the XML library does not read it.
 import { FeedError } from './feed-error.js';
-import { nonBlank, validDate, type FeedDraft, type ItemDraft } from './feed-draft.js';
+import { newestItems, nonBlank, validDate, type FeedDraft, type ItemDraft } from './feed-draft.js';
 
 const VERSION_PREFIX = 'https://jsonfeed.org/version/';
 
@@ -22,7 +22,7 @@ export function readJsonFeed(text: string): FeedDraft {
     format: 'json',
     title: stringField(document.title),
     link: stringField(document.home_page_url),
-    items: document.items.filter(isRecord).map(readItem),
+    items: newestItems(document.items.filter(isRecord), (item) => validDate(stringField(item.date_published)) ?? validDate(stringField(item.date_modified))).map(readItem),
   };
 }
 
