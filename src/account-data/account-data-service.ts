@@ -8,6 +8,7 @@ import type { JsonObject } from '../rooms/events.js';
 import { GLOBAL_ACCOUNT_DATA, type Storage } from '../storage/index.js';
 import type { Notifier } from '../sync/notifier.js';
 import { writeAtNextPosition, type StreamCounter } from '../sync/stream.js';
+import { parseStoredJson } from '../core/json.js';
 
 /** Types that have their own endpoints and may not be written here (as in Synapse). */
 const SERVER_MANAGED_TYPES = new Set(['m.push_rules']);
@@ -29,7 +30,7 @@ export class AccountDataService {
   async get(userId: string, roomId: string | undefined, type: string): Promise<JsonObject> {
     const content = await this.storage.userData.getAccountData(userId, roomId ?? GLOBAL_ACCOUNT_DATA, type);
     if (content === undefined) throw new MatrixError('M_NOT_FOUND', 'Account data not found');
-    return JSON.parse(content) as JsonObject;
+    return parseStoredJson<JsonObject>(content, {});
   }
 
   async set(userId: string, roomId: string | undefined, type: string, content: JsonObject): Promise<void> {

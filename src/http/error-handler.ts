@@ -6,7 +6,8 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod, type HTTPVersion } from 'find-my-way';
 import { MatrixError } from './errors.js';
-import { NOT_JSON } from './json-bodies.js';
+import { MAX_JSON_DEPTH } from '../core/json.js';
+import { NOT_JSON, TOO_DEEP } from './json-bodies.js';
 
 /** Errors Fastify raises before routing (a malformed URL), answered like every other error. */
 export function frameworkErrorHandler(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
@@ -86,6 +87,9 @@ function toMatrixError(error: FastifyError, request: FastifyRequest): MatrixErro
 
 function validationError(error: FastifyError, request: FastifyRequest): MatrixError {
   const context = error.validationContext ?? 'body';
+  if (context === 'body' && request.body === TOO_DEEP) {
+    return new MatrixError('M_BAD_JSON', `Content is nested too deeply (more than ${MAX_JSON_DEPTH} levels)`);
+  }
   if (context === 'body' && (request.body === undefined || request.body === null || request.body === NOT_JSON)) {
     return new MatrixError('M_NOT_JSON', 'Content not JSON.');
   }

@@ -1,14 +1,17 @@
 /**
  * Request bodies are JSON whatever the Content-Type says (Synapse reads them so, and some clients
  * send JSON as text/plain or with no type); an empty body is "no body", which routes that take none
- * accept and routes that need one answer with `M_NOT_JSON`. A body that is not JSON is refused
- * only by routes that read a body (Synapse ignores the body of, say, `POST /logout`).
+ * accept and routes that need one answer with `M_NOT_JSON`. A body that is not JSON, or is nested
+ * deeper than MAX_JSON_DEPTH, is refused only by routes that read a body (Synapse ignores the body
+ * of, say, `POST /logout`); nothing a route stores can be deeper.
  */
 import type { FastifyInstance } from 'fastify';
-import secureJson from 'secure-json-parse';
+import { JsonTooDeepError, parseJsonSafely } from '../core/json.js';
 
 /** Stands in for a body that did not parse, until a route's body validation refuses it. */
 export const NOT_JSON: unique symbol = Symbol('body is not JSON');
+/** Stands in for a body nested deeper than the limit (never parsed). */
+export const TOO_DEEP: unique symbol = Symbol('body is nested too deeply');
 
 export function installJsonBodies(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
@@ -20,17 +23,8 @@ export function installJsonBodies(app: FastifyInstance): void {
     }
     try {
       done(null, parseJsonSafely(text));
-    } catch {
-      done(null, NOT_JSON);
+    } catch (err) {
+      done(null, err instanceof JsonTooDeepError ? TOO_DEEP : NOT_JSON);
     }
   });
-}
-
-/**
- * JSON.parse that drops `__proto__` keys (and `constructor.prototype`): such keys in event content
- * or filters would otherwise reach object prototypes when the server copies or projects them.
- * Throws on text that is not JSON.
- */
-export function parseJsonSafely(text: string): unknown {
-  return secureJson.parse(text, undefined, { protoAction: 'remove', constructorAction: 'remove' });
 }

@@ -6,7 +6,7 @@
 import type { TSchema } from '@sinclair/typebox';
 import { Ajv, type Options, type ValidateFunction } from 'ajv';
 import type { FastifyInstance } from 'fastify';
-import { NOT_JSON } from './json-bodies.js';
+import { NOT_JSON, TOO_DEEP } from './json-bodies.js';
 import { compiledOnFirstUse } from '../schemas.js';
 
 // The schemas are ours, so they are not checked against the meta-schema (compiling that cost ~30 ms
@@ -46,8 +46,8 @@ export function installValidation(app: FastifyInstance): void {
     const optional = (schema as Record<string, unknown>)[OPTIONAL_BODY] === true;
     const validateBody = (data: unknown): boolean => {
       // A body that did not parse fails here, on routes that read a body, and nowhere else; the
-      // error handler sees the stand-in and answers M_NOT_JSON.
-      if (data === NOT_JSON) {
+      // error handler sees the stand-in and answers M_NOT_JSON (M_BAD_JSON when too deep).
+      if (data === NOT_JSON || data === TOO_DEEP) {
         validateBody.errors = [{ keyword: 'type', instancePath: '', schemaPath: '#', params: {}, message: 'not JSON' }];
         return false;
       }

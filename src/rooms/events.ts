@@ -5,6 +5,7 @@
 import { randomFillSync } from 'node:crypto';
 import { MatrixError } from '../http/errors.js';
 import type { EventRow } from '../storage/index.js';
+import { parseStoredJson } from '../core/json.js';
 
 export type JsonObject = Record<string, unknown>;
 
@@ -115,9 +116,9 @@ export function eventFromRow(row: EventRow): StoredEvent {
     stateKey: row.state_key ?? undefined,
     sender: row.sender,
     originServerTs: Number(row.origin_server_ts),
-    content: JSON.parse(row.content) as JsonObject,
+    content: parseStoredJson<JsonObject>(row.content, {}),
     replacesState: row.replaces_state ?? undefined,
-    prevContent: row.prev_content === null ? undefined : (JSON.parse(row.prev_content) as JsonObject),
+    prevContent: row.prev_content === null ? undefined : parseStoredJson<JsonObject>(row.prev_content, {}),
     prevSender: row.prev_sender ?? undefined,
     redacts: row.redacts ?? undefined,
     redactedBy: row.redacted_by ?? undefined,

@@ -10,6 +10,7 @@ import { eventFromRow, stateKeyOf, toClientEvent, type ClientEvent, type JsonObj
 import type { RoomCache } from './room-cache.js';
 import type { RoomSnapshot } from './room-snapshot.js';
 import { canSeeEvent, type VisibilityContext } from './visibility.js';
+import { parseStoredJson } from '../core/json.js';
 
 /** Picks events; applied while paging so a filter never shortens a page needlessly. */
 export type EventPredicate = (event: StoredEvent) => boolean;
@@ -86,7 +87,7 @@ export class RoomReader {
       historyVisibility: room.historyVisibility(),
       currentMembership: room.membership(userId),
       history: history.map((row) => {
-        const membership = (JSON.parse(row.content) as { membership?: unknown }).membership;
+        const membership = parseStoredJson<{ membership?: unknown }>(row.content, {}).membership;
         return { stream: Number(row.stream_ordering), membership: typeof membership === 'string' ? membership : 'leave' };
       }),
     };

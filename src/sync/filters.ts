@@ -5,7 +5,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { MatrixError } from '../http/errors.js';
-import { parseJsonSafely } from '../http/json-bodies.js';
+import { JsonTooDeepError, parseJsonSafely, parseStoredJson } from '../core/json.js';
 import type { ClientEvent, JsonObject } from '../rooms/events.js';
 import { compiledOnFirstUse, StringEnum } from '../schemas.js';
 
@@ -220,14 +220,15 @@ export function parseInlineEventFilter(text: string): EventFilterDefinition {
 
 /** Reads a stored filter (validated when it was stored). */
 export function parseStoredFilter(text: string): FilterDefinition {
-  return JSON.parse(text) as FilterDefinition;
+  return parseStoredJson<FilterDefinition>(text, {});
 }
 
 function parseChecked(text: string, check: (value: unknown) => boolean): unknown {
   let parsed: unknown;
   try {
     parsed = parseJsonSafely(text);
-  } catch {
+  } catch (err) {
+    if (err instanceof JsonTooDeepError) throw new MatrixError('M_INVALID_PARAM', `filter is nested too deeply (more than ${err.limit} levels)`);
     throw new MatrixError('M_INVALID_PARAM', 'filter is neither a filter id nor valid JSON');
   }
   if (parsed === undefined || parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {

@@ -20,6 +20,7 @@ import { formatSyncToken, parseSyncToken, type StreamCounter, type SyncToken } f
 import type { TypingTracker } from './typing.js';
 import type { UnreadCounts } from './unread.js';
 import type { AccountDataService } from '../account-data/account-data-service.js';
+import { parseStoredJson } from '../core/json.js';
 
 /** State events a user sees about a room they are invited to (the spec's recommended set). */
 const INVITE_STATE_TYPES = ['m.room.create', 'm.room.join_rules', 'm.room.name', 'm.room.avatar', 'm.room.canonical_alias', 'm.room.encryption', 'm.room.topic'];
@@ -137,7 +138,7 @@ export class SyncService {
     for (const row of accountData) {
       if (row.room_id === GLOBAL_ACCOUNT_DATA) {
         if (filter.accountData.matches({ type: row.type, sender: userId })) {
-          globalAccountData.push({ type: row.type, content: JSON.parse(row.content) as JsonObject });
+          globalAccountData.push({ type: row.type, content: parseStoredJson<JsonObject>(row.content, {}) });
         }
       } else {
         const list = roomAccountData.get(row.room_id) ?? [];
@@ -278,7 +279,7 @@ export class SyncService {
       account_data: {
         events: context.accountData
           .filter((row) => filter.roomAccountData.matches({ type: row.type, sender: userId, roomId: room.roomId }))
-          .map((row) => ({ type: row.type, content: JSON.parse(row.content) as JsonObject })),
+          .map((row) => ({ type: row.type, content: parseStoredJson<JsonObject>(row.content, {}) })),
       },
       summary: this.summary(room, userId),
       // An unfiltered, unlimited incremental timeline holds every new event: counts carry forward.
@@ -391,7 +392,7 @@ export class SyncService {
       },
       state: { events: [] },
       account_data: {
-        events: context.accountData.map((row) => ({ type: row.type, content: JSON.parse(row.content) as JsonObject })),
+        events: context.accountData.map((row) => ({ type: row.type, content: parseStoredJson<JsonObject>(row.content, {}) })),
       },
     };
   }

@@ -89,6 +89,10 @@ describe('the bridge user and webhooks', () => {
     expect(noText.body.error).toContain('"text"');
     expectMatrixError(await hs.http.post(path).send({ text: 5 }), 400, 'M_BAD_JSON');
     expectMatrixError(await hs.http.post(path).set('Content-Type', 'application/json').send('"hello"'), 400, 'M_BAD_JSON');
+    // Nested deeper than any request body may be: refused before a renderer sees it.
+    const deep = await hs.http.post(path).set('Content-Type', 'application/json').send(`{"text":"x","a":${'['.repeat(100_000)}${']'.repeat(100_000)}}`);
+    expectMatrixError(deep, 400, 'M_BAD_JSON');
+    expect(deep.body.error).toContain('nested too deeply');
     const badForm = await hs.http.post(path).set('Content-Type', 'application/x-www-form-urlencoded').send('payload=%7Bnot-json');
     expectMatrixError(badForm, 400, 'M_NOT_JSON');
     expect(badForm.body.error).toContain('"payload"');

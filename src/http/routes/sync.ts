@@ -6,6 +6,7 @@ import { StringEnum } from '../../schemas.js';
 import { FilterSchema } from '../../sync/filters.js';
 import { authenticate, requesterOf } from '../auth.js';
 import { MatrixError } from '../errors.js';
+import { parseStoredJson } from '../../core/json.js';
 
 /** Stored filters are small; a larger one is a mistake or an attack. */
 const MAX_FILTER_BYTES = 65_536;
@@ -67,7 +68,7 @@ export function syncRoutes(services: Services): FastifyPluginAsyncTypebox {
       const id = request.params.filterId;
       const stored = /^\d{1,15}$/.test(id) ? await services.storage.userData.getFilter(request.params.userId, Number(id)) : undefined;
       if (stored === undefined) throw new MatrixError('M_NOT_FOUND', 'No such filter');
-      return JSON.parse(stored) as unknown;
+      return parseStoredJson<unknown>(stored, {});
     });
   };
 }

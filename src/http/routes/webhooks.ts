@@ -8,7 +8,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Bridge } from '../../bridge/bridge.js';
 import { MatrixError } from '../errors.js';
-import { parseJsonSafely } from '../json-bodies.js';
+import { JsonTooDeepError, parseJsonSafely } from '../../core/json.js';
 
 const WebhookParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 256 }) });
 const NOT_JSON_MESSAGE = 'The body must be JSON such as {"text": "Hello"}.';
@@ -45,7 +45,8 @@ function readPayload(rawBody: Buffer, contentType: string | undefined): unknown 
   const json = (isForm ? new URLSearchParams(text).get('payload') : null) ?? text;
   try {
     return parseJsonSafely(json);
-  } catch {
+  } catch (err) {
+    if (err instanceof JsonTooDeepError) throw new MatrixError('M_BAD_JSON', `The body is nested too deeply (more than ${err.limit} levels).`);
     throw new MatrixError('M_NOT_JSON', isForm && json !== text ? 'The form field "payload" must hold JSON.' : NOT_JSON_MESSAGE);
   }
 }
