@@ -56,7 +56,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   // The stream continues from the newest position on disk, so tokens from before a restart stay valid.
   const stream = new StreamCounter(Math.max(await storage.rooms.maxStreamOrdering(), await storage.userData.maxStreamOrdering()));
   const notifier = new Notifier();
-  const roomCache = new RoomCache(storage);
+  const roomCache = new RoomCache(storage, { roomStateEvents: config.caches.room_state_events, userRoomLists: config.caches.user_room_lists });
   const writer = new EventWriter(storage, roomCache, stream, notifier, clock);
   const roomReader = new RoomReader(storage, roomCache, stream, clock);
   const history = new RoomHistory(roomReader, stream);

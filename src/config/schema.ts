@@ -116,6 +116,15 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    // What is kept in memory between requests: rooms' state and users' room lists, bounded so that
+    // memory follows the rooms in use, not every room ever made.
+    caches: Type.Object(
+      {
+        room_state_events: Type.Integer({ minimum: 1000, default: 200_000 }),
+        user_room_lists: Type.Integer({ minimum: 100, default: 50_000 }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     logging: Type.Object(
       {
         level: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, { default: 'info' }),

@@ -15,6 +15,7 @@ export class Limiters {
   readonly registration: RateLimiter;
   /** Messages sent, per user (subject to per-user overrides). */
   readonly message: RateLimiter;
+  private readonly messageLimit: RateLimitConfig;
 
   constructor(
     config: Config,
@@ -27,16 +28,19 @@ export class Limiters {
     this.loginFailed = new RateLimiter(config.rc_login.failed_attempts, clock, on);
     this.registration = new RateLimiter(config.rc_registration, clock, on);
     this.message = new RateLimiter(config.rc_message, clock, on);
+    this.messageLimit = config.rc_message;
   }
 
   /** Per-user overrides, read once from storage; only the admin API changes them (see below). */
   private readonly overrides = new Map<string, RatelimitOverrideRow | null>();
 
   /**
-   * Checks and records one message by `userId`, honouring the admin API's per-user override:
-   * an override of 0 messages per second exempts the user, as in Synapse.
+   * Checks and records `count` messages by `userId` (a room creation counts the events it writes
+   * beyond the room's own), honouring the admin API's per-user override: an override of 0
+   * messages per second exempts the user, as in Synapse. A count above the whole burst is taken
+   * as the burst, so such an action is possible, once the user has been quiet long enough.
    */
-  async checkMessage(userId: string): Promise<void> {
+  async checkMessage(userId: string, count = 1): Promise<void> {
     let override = this.overrides.get(userId);
     if (override === undefined) {
       override = (await this.storage.ratelimits.get(userId)) ?? null;
@@ -46,7 +50,8 @@ export class Limiters {
     const limit: RateLimitConfig | undefined = override
       ? { per_second: override.messages_per_second, burst_count: override.burst_count }
       : undefined;
-    this.message.enforce(userId, { override: limit });
+    const burst = (limit ?? this.messageLimit).burst_count;
+    this.message.enforce(userId, { override: limit, count: Math.max(1, Math.min(count, burst)) });
   }
 
   /** Called by whoever changed a user's override in storage, so the cache above stays true. */

@@ -68,10 +68,21 @@ export class EventWriter {
 
   /** Writes the request's events; resolves once they are committed. */
   async submit(request: WriteRequest): Promise<StoredEvent[]> {
-    // The snapshot must be in memory before the batch runs, since prepare cannot wait.
-    if (!request.newRoom && !(await this.cache.room(request.roomId))) {
-      throw new MatrixError('M_FORBIDDEN', `Unknown room ${request.roomId}`, { status: 403 });
+    if (request.newRoom) return this.enqueue(request);
+    // The snapshot must be in memory before the batch runs, since prepare cannot wait, and stay
+    // there until the events are committed (the room cache drops rooms nobody is using).
+    this.cache.pin(request.roomId);
+    try {
+      if (!(await this.cache.room(request.roomId))) {
+        throw new MatrixError('M_FORBIDDEN', `Unknown room ${request.roomId}`, { status: 403 });
+      }
+      return await this.enqueue(request);
+    } finally {
+      this.cache.unpin(request.roomId);
     }
+  }
+
+  private enqueue(request: WriteRequest): Promise<StoredEvent[]> {
     return new Promise((resolve, reject) => {
       this.queue.push({ request, resolve, reject });
       this.schedule();
@@ -120,6 +131,7 @@ export class EventWriter {
       return;
     }
     this.stream.commit(maxStream);
+    for (const roomId of touchedRooms) this.cache.reweigh(roomId);
     const wake = new Set<string>();
     for (const item of prepared) {
       if (item.pending.request.newRoom) this.cache.addRoom(item.room);

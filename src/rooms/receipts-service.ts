@@ -53,6 +53,8 @@ export class ReceiptService {
         const current = this.reader.loadedRoom(roomId) ?? room;
         if (position > current.latestStream) current.latestStream = position;
         if (position > current.latestReceiptStream) current.latestReceiptStream = position;
+        // A load of the room under way may have read its receipts before this one: it starts over.
+        this.reader.roomChanged(roomId);
         this.unread.receiptMoved(roomId, userId);
       },
     );

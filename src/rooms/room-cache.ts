@@ -2,6 +2,12 @@
  * Room snapshots and each user's room list, kept in memory and loaded on first use. The event
  * writer updates both right after each commit. A load that overlaps a commit to the same room or
  * user is thrown away and repeated (the generation check), so a stale read never lands in the cache.
+ *
+ * Memory follows the working set, not history: the snapshots held are bounded by the state events
+ * they carry (`caches.room_state_events`), the room lists by the users they belong to
+ * (`caches.user_room_lists`). Past a bound, the entries used longest ago are dropped (a tenth more
+ * than needed, so dropping is rare) and reloaded from the database when next needed. A room with
+ * a write in flight is pinned: the writer works on its snapshot between the submit and the commit.
  */
 import type { Storage } from '../storage/index.js';
 import { eventFromRow } from './events.js';
@@ -14,23 +20,56 @@ export interface UserRoom {
   forgotten: boolean;
 }
 
-export class RoomCache {
-  private readonly rooms = new Map<string, RoomSnapshot>();
-  private readonly roomGenerations = new Map<string, number>();
-  private readonly userRooms = new Map<string, Map<string, UserRoom>>();
-  private readonly userGenerations = new Map<string, number>();
+export interface RoomCacheLimits {
+  /** State events (plus recent events) held across all cached rooms. */
+  roomStateEvents: number;
+  /** Users whose room lists are held. */
+  userRoomLists: number;
+}
 
-  constructor(private readonly storage: Storage) {}
+interface CachedRoom {
+  snapshot: RoomSnapshot;
+  /** The snapshot's weight when last measured (see RoomSnapshot.weight). */
+  weight: number;
+  lastUsed: number;
+}
+
+interface CachedUser {
+  rooms: Map<string, UserRoom>;
+  lastUsed: number;
+}
+
+/** After a bound is passed, entries are dropped until this fraction of it is left. */
+const EVICT_DOWN_TO = 0.9;
+
+export class RoomCache {
+  private readonly rooms = new Map<string, CachedRoom>();
+  private readonly roomGenerations = new Map<string, number>();
+  private readonly userRooms = new Map<string, CachedUser>();
+  private readonly userGenerations = new Map<string, number>();
+  /** Rooms with writes in flight, and how many. */
+  private readonly pins = new Map<string, number>();
+  private totalWeight = 0;
+  /** A use counter: cheaper on the hot paths than keeping a Map in recency order. */
+  private uses = 0;
+
+  constructor(
+    private readonly storage: Storage,
+    private readonly limits: RoomCacheLimits = { roomStateEvents: 200_000, userRoomLists: 50_000 },
+  ) {}
 
   /** The room's snapshot if it is loaded. */
   peek(roomId: string): RoomSnapshot | undefined {
-    return this.rooms.get(roomId);
+    const cached = this.rooms.get(roomId);
+    if (!cached) return undefined;
+    cached.lastUsed = ++this.uses;
+    return cached.snapshot;
   }
 
   /** The room's snapshot, loading it if needed; undefined when no such room exists. */
   async room(roomId: string): Promise<RoomSnapshot | undefined> {
     for (;;) {
-      const cached = this.rooms.get(roomId);
+      const cached = this.peek(roomId);
       if (cached) return cached;
       const generation = this.roomGenerations.get(roomId) ?? 0;
       const row = await this.storage.rooms.getRoom(roomId);
@@ -46,33 +85,99 @@ export class RoomCache {
       // Events written from now on are remembered; older ones are read from disk.
       snapshot.recentFloor = snapshot.latestStream;
       snapshot.latestReceiptStream = latestReceipt;
-      const raced = this.rooms.get(roomId);
+      const raced = this.peek(roomId);
       if (raced) return raced;
-      this.rooms.set(roomId, snapshot);
+      this.hold(snapshot);
       return snapshot;
     }
   }
 
   addRoom(snapshot: RoomSnapshot): void {
-    this.rooms.set(snapshot.roomId, snapshot);
+    this.drop(snapshot.roomId);
     this.bumpRoom(snapshot.roomId);
+    this.hold(snapshot);
   }
 
   /** Drops a room's snapshot (after a failed write) so the next use reloads it from the database. */
   forgetRoom(roomId: string): void {
-    this.rooms.delete(roomId);
+    this.drop(roomId);
     this.bumpRoom(roomId);
+  }
+
+  /**
+   * Something a snapshot marks (a receipt) was committed: a load under way may have read the
+   * database before it, so it must start again.
+   */
+  roomChanged(roomId: string): void {
+    this.bumpRoom(roomId);
+  }
+
+  /** The writer changed a snapshot it holds: its weight is measured again. */
+  reweigh(roomId: string): void {
+    const cached = this.rooms.get(roomId);
+    if (!cached) return;
+    const weight = cached.snapshot.weight();
+    this.totalWeight += weight - cached.weight;
+    cached.weight = weight;
+    this.evictRoomsIfOver();
+  }
+
+  /** Keeps a room in memory while a write to it is in flight; each pin needs its unpin. */
+  pin(roomId: string): void {
+    this.pins.set(roomId, (this.pins.get(roomId) ?? 0) + 1);
+  }
+
+  unpin(roomId: string): void {
+    const count = (this.pins.get(roomId) ?? 0) - 1;
+    if (count > 0) this.pins.set(roomId, count);
+    else this.pins.delete(roomId);
+  }
+
+  /** Rooms and weight held now (for tests and metrics). */
+  get held(): { rooms: number; weight: number; users: number } {
+    return { rooms: this.rooms.size, weight: this.totalWeight, users: this.userRooms.size };
+  }
+
+  private hold(snapshot: RoomSnapshot): void {
+    const weight = snapshot.weight();
+    this.rooms.set(snapshot.roomId, { snapshot, weight, lastUsed: ++this.uses });
+    this.totalWeight += weight;
+    this.evictRoomsIfOver();
+  }
+
+  private drop(roomId: string): void {
+    const cached = this.rooms.get(roomId);
+    if (!cached) return;
+    this.rooms.delete(roomId);
+    this.totalWeight -= cached.weight;
   }
 
   private bumpRoom(roomId: string): void {
     this.roomGenerations.set(roomId, (this.roomGenerations.get(roomId) ?? 0) + 1);
   }
 
+  private evictRoomsIfOver(): void {
+    if (this.totalWeight <= this.limits.roomStateEvents) return;
+    const target = this.limits.roomStateEvents * EVICT_DOWN_TO;
+    // The room used last is kept even if it alone is over the bound: it is being used.
+    const candidates = [...this.rooms].filter(([roomId]) => !this.pins.has(roomId)).sort((a, b) => a[1].lastUsed - b[1].lastUsed);
+    candidates.pop();
+    for (const [roomId] of candidates) {
+      if (this.totalWeight <= target) break;
+      this.drop(roomId);
+    }
+    // Generations of rooms no longer held are kept: a load under way must still see a bump. They
+    // are small (one number per room ever loaded in this process).
+  }
+
   /** Every room the user has a membership in, by room id. */
   async roomsOf(userId: string): Promise<ReadonlyMap<string, UserRoom>> {
     for (;;) {
       const cached = this.userRooms.get(userId);
-      if (cached) return cached;
+      if (cached) {
+        cached.lastUsed = ++this.uses;
+        return cached.rooms;
+      }
       const generation = this.userGenerations.get(userId) ?? 0;
       const rows = await this.storage.rooms.membershipsOfUser(userId);
       if ((this.userGenerations.get(userId) ?? 0) !== generation) continue;
@@ -81,19 +186,27 @@ export class RoomCache {
         rooms.set(row.room_id, { membership: row.membership, stream: Number(row.stream_ordering), forgotten: row.forgotten === 1 });
       }
       const raced = this.userRooms.get(userId);
-      if (raced) return raced;
-      this.userRooms.set(userId, rooms);
+      if (raced) return raced.rooms;
+      this.userRooms.set(userId, { rooms, lastUsed: ++this.uses });
+      this.evictUsersIfOver();
       return rooms;
     }
   }
 
   setUserRoom(userId: string, roomId: string, entry: UserRoom): void {
     this.userGenerations.set(userId, (this.userGenerations.get(userId) ?? 0) + 1);
-    this.userRooms.get(userId)?.set(roomId, entry);
+    this.userRooms.get(userId)?.rooms.set(roomId, entry);
   }
 
   forgetUser(userId: string): void {
     this.userGenerations.set(userId, (this.userGenerations.get(userId) ?? 0) + 1);
     this.userRooms.delete(userId);
+  }
+
+  private evictUsersIfOver(): void {
+    if (this.userRooms.size <= this.limits.userRoomLists) return;
+    const target = Math.floor(this.limits.userRoomLists * EVICT_DOWN_TO);
+    const oldest = [...this.userRooms].sort((a, b) => a[1].lastUsed - b[1].lastUsed);
+    for (const [userId] of oldest.slice(0, this.userRooms.size - target)) this.userRooms.delete(userId);
   }
 }

@@ -44,6 +44,11 @@ export class RoomReader {
     return this.cache.peek(roomId);
   }
 
+  /** Something a snapshot marks changed outside the event writer (see RoomCache.roomChanged). */
+  roomChanged(roomId: string): void {
+    this.cache.roomChanged(roomId);
+  }
+
   /** The room, when the user is joined to it: typing and receipts are for members only. */
   async roomWhereJoined(roomId: string, userId: string): Promise<RoomSnapshot> {
     const room = await this.roomOrForbidden(roomId, userId);

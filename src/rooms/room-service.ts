@@ -22,6 +22,14 @@ import { notInRoom, type RoomReader } from './room-reader.js';
 import type { RoomSnapshot } from './room-snapshot.js';
 
 
+/**
+ * The most a `createRoom` may ask for. A room's creation writes one event per initial state entry
+ * and per invite, all at once and before any rate limit could stop it halfway; these keep one
+ * request to a few hundred events (a bot's rooms need a handful). More invites can follow.
+ */
+export const MAX_INITIAL_STATE = 100;
+export const MAX_CREATE_ROOM_INVITES = 100;
+
 export interface CreateRoomRequest {
   preset?: Preset | undefined;
   visibility?: 'public' | 'private' | undefined;
@@ -62,6 +70,8 @@ export class RoomService {
     }
     const invites = [...new Set(request.invite ?? [])];
     for (const userId of invites) assertUserId(userId);
+    // Counted like messages, as in Synapse, and so are the events it writes beyond the room's own.
+    await this.limiters.checkMessage(creator, 1 + (request.initial_state?.length ?? 0) + invites.length);
     const inviteProfiles = await Promise.all(invites.map((userId) => this.profileOfExistingUser(userId)));
     for (const state of request.initial_state ?? []) {
       if (state.type === 'm.room.create' || state.type === 'm.room.member') {

@@ -75,6 +75,11 @@ export class RoomSnapshot {
     return this.state.values();
   }
 
+  /** What the snapshot costs to hold, in events: its state and its recent events. */
+  weight(): number {
+    return this.state.size + this.recent.length;
+  }
+
   historyVisibility(): string {
     const value = this.get('m.room.history_visibility')?.content.history_visibility;
     return typeof value === 'string' ? value : 'shared';

@@ -72,6 +72,9 @@ export class TypingTracker {
   private changed(roomId: string, room: RoomTyping): void {
     // The entry stays even when empty, so its serial tells a sync that the list became empty.
     room.serial = ++this.serialCounter;
-    this.notifier.notify(this.cache.peek(roomId)?.interestedUsers() ?? []);
+    const loaded = this.cache.peek(roomId);
+    if (loaded) this.notifier.notify(loaded.interestedUsers());
+    // A room not held in memory just now (a typing notice that timed out long after): load it.
+    else void this.cache.room(roomId).then((room) => this.notifier.notify(room?.interestedUsers() ?? []), () => undefined);
   }
 }

@@ -1,6 +1,7 @@
 /** Rooms and membership: create, join, invite, leave, kick, ban, forget, member lists, aliases. */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { MAX_CREATE_ROOM_INVITES, MAX_INITIAL_STATE } from '../../rooms/room-service.js';
 import type { Services } from '../../services.js';
 import { StringEnum } from '../../schemas.js';
 import { authenticate, requesterOf } from '../auth.js';
@@ -18,10 +19,10 @@ export const CreateRoomBodySchema = optionalBody(
     visibility: Type.Optional(StringEnum(['public', 'private'] as const)),
     name: Type.Optional(Type.String({ maxLength: 255 })),
     topic: Type.Optional(Type.String({ maxLength: 65_536 })),
-    invite: Type.Optional(Type.Array(Type.String(), { maxItems: 1000 })),
+    invite: Type.Optional(Type.Array(Type.String(), { maxItems: MAX_CREATE_ROOM_INVITES })),
     is_direct: Type.Optional(Type.Boolean()),
     initial_state: Type.Optional(
-      Type.Array(Type.Object({ type: Type.String(), state_key: Type.Optional(Type.String()), content: JsonObject }), { maxItems: 1000 }),
+      Type.Array(Type.Object({ type: Type.String(), state_key: Type.Optional(Type.String()), content: JsonObject }), { maxItems: MAX_INITIAL_STATE }),
     ),
     creation_content: Type.Optional(JsonObject),
     power_level_content_override: Type.Optional(JsonObject),
