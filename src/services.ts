@@ -22,6 +22,7 @@ import { UnreadCounts } from './sync/unread.js';
 import { AccountService } from './users/account-service.js';
 import { PasswordHasher } from './users/passwords.js';
 import { RegistrationService } from './users/registration-service.js';
+import { serviceLocalparts } from './users/service-users.js';
 import { SessionService } from './users/session-service.js';
 
 export interface Services {
@@ -50,7 +51,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const hasher = new PasswordHasher(config.password_hashing);
   const limiters = new Limiters(config, clock, storage);
   const sessions = new SessionService(storage, config, clock, hasher, limiters);
-  const accounts = new AccountService(storage, config.server_name, clock, hasher);
+  const accounts = new AccountService(storage, config.server_name, clock, hasher, serviceLocalparts(config));
   const registration = new RegistrationService(config, clock, accounts, sessions, limiters);
 
   // The stream continues from the newest position on disk, so tokens from before a restart stay valid.

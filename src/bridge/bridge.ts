@@ -119,9 +119,11 @@ export class Bridge implements BridgePoster {
     const { accounts, storage, limiters } = this.services;
     const existing = await accounts.getUser(this.userId);
     if (!existing) {
-      await accounts.createUser({ localpart: this.config.localpart, userType: BOT_USER_TYPE, displayname: this.config.displayname });
+      await accounts.createUser({ localpart: this.config.localpart, userType: BOT_USER_TYPE, displayname: this.config.displayname, service: true });
     } else if (existing.deactivated) {
       throw new Error(`the bridge user ${this.userId} is deactivated; reactivate it or set bridge.enabled: false`);
+    } else if (await accounts.secureServiceAccount(existing)) {
+      this.log.warn({ user: this.userId }, 'the bridge user had a password; it is removed, and every session opened with it is ended');
     }
     // Webhooks and feeds have their own limits; the per-user message limit would only drop posts.
     const exempt = { user_id: this.userId, messages_per_second: 0, burst_count: 0 };

@@ -20,6 +20,8 @@ export interface NewUser {
   userType?: string | null | undefined;
   displayname?: string | null | undefined;
   avatarUrl?: string | null | undefined;
+  /** Creates a service user's account (reserved localpart, never a password); the server only. */
+  service?: boolean | undefined;
 }
 
 export interface BotCredentials {
@@ -48,15 +50,22 @@ export class AccountService {
     private readonly serverName: string,
     private readonly clock: Clock,
     private readonly hasher: PasswordHasher,
+    private readonly reserved: ReadonlySet<string> = new Set(),
   ) {}
+
+  /** True for the localpart of a service user (see service-users.ts). */
+  isReserved(localpart: string): boolean {
+    return this.reserved.has(localpart);
+  }
 
   userIdFor(localpart: string): string {
     return userIdFor(localpart, this.serverName);
   }
 
-  /** Why `localpart` cannot be registered (invalid or taken), as the error a client expects. */
+  /** Why `localpart` cannot be registered (invalid, reserved or taken), as the error a client expects. */
   async assertAvailable(localpart: string): Promise<void> {
     assertValidLocalpart(localpart, this.serverName);
+    if (this.isReserved(localpart)) throw reservedError(this.userIdFor(localpart));
     if (/^[0-9]+$/.test(localpart)) {
       throw new MatrixError('M_INVALID_USERNAME', 'Numeric user IDs are reserved for guest users.');
     }
@@ -66,7 +75,12 @@ export class AccountService {
   }
 
   async createUser(user: NewUser): Promise<UserRow> {
-    await this.assertAvailable(user.localpart);
+    if (user.service) {
+      if (!this.isReserved(user.localpart) || user.password) throw new Error(`${user.localpart} is not a service user, or was given a password`);
+      assertValidLocalpart(user.localpart, this.serverName);
+    } else {
+      await this.assertAvailable(user.localpart);
+    }
     assertUserType(user.userType);
     // Hash before the insert: argon2 takes milliseconds and must not run inside a transaction.
     const passwordHash = user.password ? await this.hasher.hash(user.password) : null;
@@ -98,6 +112,7 @@ export class AccountService {
   async createOrRotateBot(name: string): Promise<BotCredentials> {
     const localpart = this.localpartNamedBy(name);
     const userId = this.userIdFor(localpart);
+    if (this.isReserved(localpart)) throw reservedError(userId);
     const secret = generateBotSecret();
     const existing = await this.storage.users.get(userId);
     if (!existing) {
@@ -148,9 +163,27 @@ export class AccountService {
     await this.updateAccount(userId, { deactivated: true, ...erased });
   }
 
+  /**
+   * A service user's account is made by the server, never with a password; one left with a
+   * password (set before such changes were refused) loses it, with every session opened with
+   * it. True when there was one.
+   */
+  async secureServiceAccount(user: UserRow): Promise<boolean> {
+    if (user.password_hash === null) return false;
+    await this.storage.transaction(async (stores) => {
+      await stores.users.update(user.user_id, { password_hash: null });
+      await stores.sessions.deleteAllDevices(user.user_id);
+    });
+    return true;
+  }
+
   /** Applies an admin's changes to an existing account, all in one transaction. */
   async updateAccount(userId: string, changes: AccountChanges): Promise<void> {
     assertUserType(changes.userType);
+    const localpart = localpartOf(userId, this.serverName);
+    if (changes.password && localpart !== null && this.isReserved(localpart)) {
+      throw new MatrixError('M_FORBIDDEN', `${userId} is a service user of this server: nobody logs in as it, so it has no password`);
+    }
     // Hash first: argon2 takes milliseconds and must not run inside the transaction.
     const passwordHash = changes.password ? await this.hasher.hash(changes.password) : undefined;
     const patch: UserPatch = {};
@@ -168,6 +201,10 @@ export class AccountService {
       if (endSessions) await stores.sessions.deleteAllDevices(userId);
     });
   }
+}
+
+function reservedError(userId: string): MatrixError {
+  return new MatrixError('M_EXCLUSIVE', `${userId} is reserved for a service user of this server`);
 }
 
 function assertUserType(userType: string | null | undefined): void {

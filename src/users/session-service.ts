@@ -13,7 +13,8 @@ import type { Limiters } from '../ratelimit/limiters.js';
 import type { Storage, Stores } from '../storage/index.js';
 import type { PasswordHasher } from './passwords.js';
 import { generateAccessToken, generateDeviceId, generateRefreshToken, hashToken } from './secrets.js';
-import { resolveLocalUserId } from './user-ids.js';
+import { serviceLocalparts } from './service-users.js';
+import { resolveLocalUserId, userIdFor } from './user-ids.js';
 
 /** The user behind an access token. */
 export interface Requester {
@@ -62,7 +63,11 @@ export class SessionService {
     private readonly clock: Clock,
     private readonly hasher: PasswordHasher,
     private readonly limiters: Limiters,
-  ) {}
+  ) {
+    this.serviceUserIds = new Set([...serviceLocalparts(config)].map((localpart) => userIdFor(localpart, config.server_name)));
+  }
+
+  private readonly serviceUserIds: ReadonlySet<string>;
 
   async loginWithPassword(login: PasswordLogin): Promise<IssuedSession> {
     this.limiters.loginAddress.enforce(login.address);
@@ -76,7 +81,9 @@ export class SessionService {
 
     const user = userId ? await this.storage.users.get(userId) : undefined;
     const valid = await this.hasher.verify(user?.password_hash, login.password);
-    if (!user || !valid) throw new MatrixError('M_FORBIDDEN', INVALID_LOGIN);
+    // Nobody logs in as a service user, whatever password its account may hold.
+    const service = userId !== null && this.serviceUserIds.has(userId);
+    if (!user || !valid || service) throw new MatrixError('M_FORBIDDEN', INVALID_LOGIN);
     if (user.deactivated) throw new MatrixError('M_USER_DEACTIVATED', 'This account has been deactivated');
     this.limiters.loginFailed.reset(failedKey);
     this.limiters.loginAccount.enforce(user.user_id);

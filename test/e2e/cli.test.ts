@@ -88,6 +88,12 @@ describe('bot-homeserver CLI', () => {
     expect(bot.user_id).toBe('@hello:cli.test');
     expect(Buffer.from(bot.password, 'base64url').length).toBeGreaterThanOrEqual(16);
 
+    // The bridge's name is reserved: nobody may hold its password.
+    const bridge = cli('create-bot', 'bridge', '--config', config);
+    expect(bridge.status).not.toBe(0);
+    expect(bridge.stderr).toContain('reserved for a service user');
+    expect(cli('create-user', 'bridge', '--config', config).status).not.toBe(0);
+
     const human = cli('create-bot', 'hello', '--config', config);
     expect(human.status).toBe(0);
     expect(human.stdout).toContain('Rotated the secret of @hello:cli.test');
