@@ -8,6 +8,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/index.js';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.js';
+import { clientErrorHandler, limitConnectionsPerAddress, requestDeadlineOptions } from './http/connections.js';
 import { installJsonBodies } from './http/json-bodies.js';
 import { installValidation } from './http/validation.js';
 import { installRequestLogging, loggerOptions } from './http/logging.js';
@@ -96,6 +97,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     // Room and event ids in paths are long once percent-encoded; the default cap is 100.
     routerOptions: { maxParamLength: 2048 },
     forceCloseConnections: true,
+    ...requestDeadlineOptions(config.listen),
+    clientErrorHandler,
     frameworkErrors: frameworkErrorHandler,
     // Requests are logged by installRequestLogging, with secrets cut out of the URL.
     logController: new LogController({ disableRequestLogging: true }),
@@ -105,6 +108,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     pluginTimeout: 0,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  // Behind a reverse proxy every connection comes from it: the proxy limits clients instead.
+  limitConnectionsPerAddress(app.server, config.listen.x_forwarded ? 0 : config.listen.max_connections_per_address);
   const bridge = config.bridge.enabled ? new Bridge(services, server, app.log, deps.bridge) : undefined;
   app.decorate('homeserver', { config, services, server, bridge });
   app.decorateRequest('requester', null);

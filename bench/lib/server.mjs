@@ -46,6 +46,8 @@ export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, d
     BOT_HOMESERVER_PASSWORD_HASHING__TIME_COST: '1',
     // Parked syncs use timeouts up to 60 s; keep the server from cutting them shorter.
     BOT_HOMESERVER_MAX_SYNC_TIMEOUT: '3m',
+    // Up to 10,000 parked syncs, each on its own connection, all from this machine's loopback.
+    BOT_HOMESERVER_LISTEN__MAX_CONNECTIONS_PER_ADDRESS: '0',
     ...extraEnv,
   };
   const spawnedAt = performance.now();

@@ -52,6 +52,7 @@ export function finishConfig(raw: Record<string, unknown>): Config {
   const config = candidate as RawConfig;
   return {
     ...config,
+    listen: { ...config.listen, request_timeout: durationOrNull('listen.request_timeout', config.listen.request_timeout) ?? 0 },
     refreshable_access_token_lifetime: durationOrNull(
       'refreshable_access_token_lifetime',
       config.refreshable_access_token_lifetime,

@@ -44,6 +44,10 @@ export const ConfigSchema = Type.Object(
         host: Type.String({ minLength: 1, default: '127.0.0.1' }),
         port: Type.Integer({ minimum: 0, maximum: 65535, default: 8008 }),
         x_forwarded: Type.Boolean({ default: false }),
+        // A request (headers and body) must arrive within this, or it is answered 408.
+        request_timeout: Type.Union([DurationSchema], { default: '60s' }),
+        // Connections one client address may hold at once (0: no limit); not applied with x_forwarded.
+        max_connections_per_address: Type.Integer({ minimum: 0, default: 256 }),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -141,8 +145,12 @@ export type RawConfig = Static<typeof ConfigSchema>;
 /** The configuration the server runs with: defaults applied, durations in milliseconds. */
 export interface Config extends Omit<
   RawConfig,
-  'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size'
+  'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen'
 > {
+  listen: Omit<RawConfig['listen'], 'request_timeout'> & {
+    /** Milliseconds. */
+    request_timeout: number;
+  };
   /** Bytes. */
   max_upload_size: number;
   max_sync_timeout: number;

@@ -15,7 +15,7 @@ describe('configuration', () => {
   it('has defaults for everything', () => {
     const config = loadConfig({ env: {} });
     expect(config.server_name).toBe('localhost');
-    expect(config.listen).toEqual({ host: '127.0.0.1', port: 8008, x_forwarded: false });
+    expect(config.listen).toEqual({ host: '127.0.0.1', port: 8008, x_forwarded: false, request_timeout: 60_000, max_connections_per_address: 256 });
     expect(config.database).toEqual({ path: './data/homeserver.db', synchronous: 'full' });
     expect(config.enable_registration).toBe(false);
     expect(config.registration_shared_secret).toBeNull();
