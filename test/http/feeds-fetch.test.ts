@@ -278,6 +278,13 @@ describe('fetchFeed without private addresses', () => {
     ['[::ffff:127.0.0.1]', 'the address is 127.0.0.1, a loopback address'],
     ['2130706433', 'the address is 127.0.0.1, a loopback address'], // the URL parser reads it as 127.0.0.1
     ['10.0.0.5', 'the address is 10.0.0.5, a private address'],
+    // IPv4-compatible IPv6 (::/96), which ipaddr.js classes as public unicast.
+    ['[::127.0.0.1]', 'the address is ::7f00:1 (127.0.0.1), a loopback address'], // the URL parser writes it ::7f00:1
+    ['[::7f00:1]', 'the address is ::7f00:1 (127.0.0.1), a loopback address'],
+    ['[::a00:5]', 'the address is ::a00:5 (10.0.0.5), a private address'],
+    // NAT64, 6to4 and Teredo carry IPv4 addresses too: refused whatever they carry.
+    ['[64:ff9b::7f00:1]', 'the address is 64:ff9b::7f00:1, a reserved address'],
+    ['[2002:7f00:1::1]', 'the address is 2002:7f00:1::1, a reserved address'],
   ])('refuses the IP literal %s without connecting', async (host, message) => {
     expect((await failure(fetchFeed(`http://${host}:${port}/golem`, publicOnly()))).message).toBe(message);
   });

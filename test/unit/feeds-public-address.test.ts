@@ -27,8 +27,21 @@ describe('nonPublicAddressReason', () => {
     ['::ffff:a9fe:a9fe', 'link-local'],
     ['192.0.2.1', 'reserved'],
     ['2001:db8::1', 'reserved'],
+    ['::7f00:1', 'loopback'],
+    ['::a00:5', 'private'],
+    ['::a9fe:a9fe', 'link-local'],
+    ['::2', 'unspecified'],
+    ['64:ff9b::7f00:1', 'reserved'],
+    ['64:ff9b:1::a00:5', 'reserved'],
+    ['::ffff:0:7f00:1', 'reserved'],
+    ['2002:7f00:1::1', 'reserved'],
+    ['2001:0:4136:e378:8000:63bf:80ff:fffe', 'reserved'],
   ])('refuses %s (%s)', (address, kind) => {
     expect(nonPublicAddressReason(address)).toMatch(new RegExp(`^the address resolves to [^,]+, an? ${kind} address$`));
+  });
+
+  it('refuses an IPv4-compatible address even when it carries a public address', () => {
+    expect(nonPublicAddressReason('::808:808')).toBe('the address resolves to ::808:808 (8.8.8.8), an IPv4-compatible IPv6 address (deprecated)');
   });
 
   it('words the reason for a chat user', () => {

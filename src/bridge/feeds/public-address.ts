@@ -19,18 +19,30 @@ const RANGE_WORDS: Record<string, string> = {
 
 /**
  * Why we refuse to connect to `address`, or undefined for a public unicast address. Anything
- * ipaddr.js does not class as plain `unicast` (documentation, benchmarking, 6to4, ... ranges
- * included) is refused; IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry.
+ * ipaddr.js does not class as plain `unicast` (documentation, benchmarking, NAT64, 6to4, Teredo,
+ * ... ranges included) is refused. IPv6 addresses that carry an IPv4 address in their last 32
+ * bits are judged as that IPv4 address: IPv4-mapped ones (`::ffff:0:0/96`), and the deprecated
+ * IPv4-compatible ones (`::/96`), which ipaddr.js classes as unicast although `::7f00:1` is
+ * 127.0.0.1 to a host that routes them; those are refused whatever they carry.
  */
 export function nonPublicAddressReason(address: string): string | undefined {
   if (!ipaddr.isValid(address)) return `${address} is not an IP address`;
   let parsed = ipaddr.parse(address);
-  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) {
-    parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  let compatible = false;
+  if (parsed.kind() === 'ipv6') {
+    const v6 = parsed as ipaddr.IPv6;
+    compatible = v6.parts.slice(0, 6).every((part) => part === 0) && v6.range() === 'unicast';
+    if (v6.isIPv4MappedAddress() || compatible) parsed = ipaddr.IPv4.parse(lastFourBytes(v6));
   }
   const range = parsed.range();
-  if (range === 'unicast') return undefined;
-  return `the address resolves to ${parsed.toString()}, ${RANGE_WORDS[range] ?? 'a reserved address'}`;
+  if (range === 'unicast' && !compatible) return undefined;
+  const words = range === 'unicast' ? 'an IPv4-compatible IPv6 address (deprecated)' : (RANGE_WORDS[range] ?? 'a reserved address');
+  return `the address resolves to ${compatible ? `${address} (${parsed.toString()})` : parsed.toString()}, ${words}`;
+}
+
+/** The IPv4 address in the last 32 bits of an IPv6 address, dotted. */
+function lastFourBytes(address: ipaddr.IPv6): string {
+  return address.toByteArray().slice(12).join('.');
 }
 
 export type ResolveHost = (hostname: string) => Promise<LookupAddress[]>;
