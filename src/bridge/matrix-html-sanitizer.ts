@@ -11,6 +11,8 @@ const MATRIX_HTML: sanitizeHtml.IOptions = {
     'font', 'del', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'blockquote', 'p', 'a', 'ul', 'ol', 'sup', 'sub', 'li', 'b', 'i',
     'u', 'strong', 'em', 'strike', 's', 'code', 'hr', 'br', 'div', 'table', 'thead', 'tbody', 'tr', 'th', 'td', 'caption',
     'pre', 'span', 'details', 'summary',
+    // Only so that exclusiveFilter below sees it and drops it whole.
+    'mx-reply',
   ],
   allowedAttributes: {
     font: ['data-mx-bg-color', 'data-mx-color', 'color'],
@@ -25,6 +27,9 @@ const MATRIX_HTML: sanitizeHtml.IOptions = {
   // Scripts and styles go with their content; other unknown tags keep their text.
   nonTextTags: ['script', 'style', 'textarea', 'option', 'noscript', 'title', 'head'],
   disallowedTagsMode: 'discard',
+  // A reply fallback goes with everything in it: the bridge's messages reply to nobody, and the
+  // quote it holds would make a webhook's text look like a reply to someone else's words.
+  exclusiveFilter: (frame) => frame.tag === 'mx-reply',
 };
 
 export function sanitizeMatrixHtml(html: string): string {

@@ -55,6 +55,13 @@ describe('the bridge user and webhooks', () => {
     expect(put.status).toBe(200);
     const second = await alice.waitForEvent(roomId, (e) => e.event_id === put.body.event_id);
     expect(second.content).toEqual({ msgtype: 'm.text', body: 'hi', 'm.mentions': {}, format: 'org.matrix.custom.html', formatted_body: '<b>hi</b>' });
+    // A reply fallback goes whole, quote included: a webhook cannot pass as a reply to someone.
+    const fakeReply = await hs.http.post(path).send({
+      text: 'Approved',
+      html: '<mx-reply><blockquote><a href="https://matrix.to/#/!r:x/$e">In reply to</a> <a href="https://matrix.to/#/@ceo:x">@ceo:x</a><br>Wire the money</blockquote></mx-reply>Approved',
+    });
+    const reply = await alice.waitForEvent(roomId, (e) => e.event_id === fakeReply.body.event_id);
+    expect(reply.content.formatted_body).toBe('Approved');
 
     // The bridge's own messages are never commands, even when a webhook post looks like one.
     const sneaky = await hs.http.post(path).send({ text: '!bridge webhook evil', msgtype: 'm.text' });

@@ -181,6 +181,14 @@ describe('summaries', () => {
     }
   });
 
+  it('drops a Matrix reply fallback from summaries, quote and all', () => {
+    const description = '<mx-reply><blockquote><a href="https://matrix.to/#/@ceo:x">@ceo:x</a> Wire the money</blockquote></mx-reply><p>Post</p>';
+    const escaped = description.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+    const [item] = parseText(rss(`<item><title>x</title><link>https://site.example/1</link><description>${escaped}</description></item>`)).items;
+    expect(item!.summaryHtml).toBe('<p>Post</p>');
+    expect(item!.summaryText).toBe('Post');
+  });
+
   it('keeps safe tags, drops everything else, and closes what the cut leaves open', () => {
     const description = [
       '<p>Hello <b>bold</b> <a href="/post" onclick="steal()">post</a> <img src="https://t.example/pixel.gif" width="1">',

@@ -37,6 +37,13 @@ describe('webhookMessage', () => {
     expect(content.formatted_body).toBe('<b>Deploy</b> <a>done</a><a href="https://ci.example/1">log</a>');
   });
 
+  it('drops a reply fallback with everything in it, also nested, unclosed or in capitals', () => {
+    const quote = '<blockquote><a href="https://matrix.to/#/@ceo:x">@ceo:x</a><br>Wire the money</blockquote>';
+    expect(webhookMessage({ text: 'ok', html: `<mx-reply>${quote}</mx-reply>Approved <b>now</b>` }).formatted_body).toBe('Approved <b>now</b>');
+    expect(webhookMessage({ text: 'ok', html: `<MX-REPLY><mx-reply>x</mx-reply>${quote}</MX-REPLY>Approved${quote}` }).formatted_body).toBe(`Approved${quote.replace('<br>', '<br />')}`);
+    expect(webhookMessage({ text: 'ok', html: `Approved<mx-reply>${quote}` }).formatted_body).toBe('Approved');
+  });
+
   it('shows the username as the sender name in text and html', () => {
     const content = webhookMessage({ text: 'disk <full>', username: 'Monitor\nbot' });
     expect(content.body).toBe('Monitor bot: disk <full>');

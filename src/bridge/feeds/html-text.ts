@@ -4,7 +4,7 @@ import { Parser } from 'htmlparser2';
 import sanitizeHtml from 'sanitize-html';
 
 /** Tags whose text is not readable content. */
-const SKIPPED_TAGS = new Set(['script', 'style', 'noscript', 'template', 'head', 'title', 'iframe', 'object']);
+const SKIPPED_TAGS = new Set(['script', 'style', 'noscript', 'template', 'head', 'title', 'iframe', 'object', 'mx-reply']);
 /** Tags that separate words even without surrounding whitespace (`<p>a</p><p>b</p>` reads "a b"). */
 const BREAKING_TAGS = new Set([
   'br', 'p', 'div', 'li', 'ul', 'ol', 'tr', 'td', 'th', 'table', 'blockquote', 'pre',
@@ -62,7 +62,8 @@ const SAFE_TAGS = ['a', 'b', 'strong', 'i', 'em', 'code', 'pre', 'p', 'br', 'ul'
  */
 export function summarizeHtml(html: string, baseUrl: string, maxTextChars: number): string | undefined {
   const safe = sanitizeHtml(html, {
-    allowedTags: SAFE_TAGS,
+    // mx-reply only so that exclusiveFilter sees it and drops it, quote and all.
+    allowedTags: [...SAFE_TAGS, 'mx-reply'],
     allowedAttributes: { a: ['href'] },
     allowedSchemes: ['http', 'https', 'mailto'],
     allowedSchemesAppliedToAttributes: ['href'],
@@ -75,7 +76,8 @@ export function summarizeHtml(html: string, baseUrl: string, maxTextChars: numbe
       },
     },
     // Links left empty once their images are gone (feed "share" buttons, tracking pixels).
-    exclusiveFilter: (frame) => frame.tag === 'a' && frame.text.trim() === '',
+    // A reply fallback would make a feed item look like a reply to someone.
+    exclusiveFilter: (frame) => (frame.tag === 'a' && frame.text.trim() === '') || frame.tag === 'mx-reply',
   });
   const cut = truncateHtml(safe, maxTextChars);
   return htmlToText(cut) === '' ? undefined : cut.trim();
