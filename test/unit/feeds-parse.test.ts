@@ -384,3 +384,24 @@ describe('large documents', () => {
     expect(parsed.items.at(-1)?.id).toBe('j1999');
   });
 });
+
+describe('what comes before the document', () => {
+  const feed = '<?xml version="1.0" encoding="UTF-8"?><rss version="2.0"><channel><title>Blog</title><link>https://blog.example/</link><item><title>Hello</title><link>https://blog.example/hello</link></item></channel></rss>';
+
+  it.each([
+    ['a newline (a WordPress theme with a stray blank line)', `\n${feed}`],
+    ['blank lines, tabs and spaces', ` \t\r\n\n${feed}`],
+    ['a byte order mark and a zero-width space', `\uFEFF\u200B${feed}`],
+    ['a PHP warning', `<br />\n<b>Warning</b>: Cannot modify header information in <b>/var/www/wp-includes/feed.php</b> on line 8<br />\n${feed}`],
+    ['a PHP notice in plain text, before a feed without a declaration', `Notice: Undefined index: q in /var/www/feed.php on line 3\n${feed.replace(/^<\?xml[^>]*>/, '')}`],
+  ])('is skipped: %s', (_what, text) => {
+    const parsed = parseText(text);
+    expect(parsed.title).toBe('Blog');
+    expect(parsed.items.map((item) => item.title)).toEqual(['Hello']);
+  });
+
+  it('still reads the declared encoding after a stray line', () => {
+    const latin1 = Buffer.concat([Buffer.from('<br />\n<b>Warning</b>: headers already sent<br />\n'), iconv.encode(feed.replace('UTF-8', 'ISO-8859-1').replace('Hello', 'Grüße'), 'latin1')]);
+    expect(parseFeed(latin1, { url: FEED_URL }).items[0]?.title).toBe('Grüße');
+  });
+});

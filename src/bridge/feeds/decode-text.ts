@@ -46,10 +46,11 @@ function startsWith(body: Buffer, prefix: number[]): boolean {
   return prefix.every((byte, i) => body[i] === byte);
 }
 
-/** The `encoding` pseudo-attribute of a leading `<?xml ...?>` declaration (not of `<?phpxml`). */
+/** The `encoding` pseudo-attribute of the `<?xml ...?>` declaration near the start (not of `<?xml-stylesheet`). */
 function xmlDeclaredEncoding(body: Buffer): string | undefined {
   const head = body.subarray(0, 1024).toString('latin1');
-  return /^\s*<\?xml\s[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:-]+)["']/.exec(head)?.[1];
+  // Text before the declaration (a stray newline, a PHP warning) is skipped, as the parser will.
+  return /<\?xml\s[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:-]+)["']/.exec(head)?.[1];
 }
 
 function httpCharset(contentType: string | undefined): string | undefined {

@@ -8,7 +8,7 @@ import { htmlPageError } from './html-page.js';
 import { absoluteUrl, htmlToText, summarizeHtml, truncateText } from './html-text.js';
 import { assignItemIds } from './item-ids.js';
 import { readJsonFeed } from './json-feed.js';
-import { looksLikeHtml, looksLikeJson, rootElementName } from './sniff.js';
+import { fromFirstMarkup, looksLikeHtml, looksLikeJson, rootElementName } from './sniff.js';
 import { readXmlFeed } from './xml-feed.js';
 
 export type { FeedFormat };
@@ -44,7 +44,7 @@ const SUMMARY_HTML_TEXT_CHARS = 500;
 /** Detects the format from the content (not the URL or content-type), decodes the bytes, parses. Throws FeedError. */
 export function parseFeed(body: Buffer, source: { url: string; contentType?: string }): ParsedFeed {
   try {
-    const text = decodeFeedText(body, source.contentType);
+    const text = fromFirstMarkup(decodeFeedText(body, source.contentType));
     if (text.trim() === '') throw new FeedError('the document is empty');
     return finishFeed(readDraft(text, source.url), source.url);
   } catch (error) {
