@@ -8,6 +8,7 @@ import * as rooms from './0002-rooms.js';
 import * as bridge from './0003-bridge.js';
 import * as media from './0004-media.js';
 import * as webhookSecrets from './0005-webhook-secrets.js';
+import * as bridgeCommands from './0006-bridge-commands.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -15,4 +16,5 @@ export const migrations: Record<string, Migration> = {
   '0003-bridge': bridge,
   '0004-media': media,
   '0005-webhook-secrets': webhookSecrets,
+  '0006-bridge-commands': bridgeCommands,
 };

@@ -46,6 +46,15 @@ const SYNC_FILTER: FilterDefinition = {
   },
 };
 
+/** A `!bridge` command as a sync brought it. */
+interface ReceivedCommand {
+  roomId: string;
+  sender: string;
+  eventId: string;
+  command: BridgeCommand;
+  secretHeld: boolean;
+}
+
 export interface BridgeOptions {
   /** Replaces the network fetch of feeds (tests). */
   fetchFeed?: FeedFetcher | undefined;
@@ -85,6 +94,8 @@ export class Bridge implements BridgePoster {
   async start(): Promise<void> {
     await this.ensureAccount();
     this.services.notifier.ignoreOwnMessages(this.userId);
+    // Commands seen before a restart and not finished run first, in their rooms' queues.
+    await this.resumeCommands();
     this.loop = this.followRooms();
     this.feeds.start();
   }
@@ -147,9 +158,18 @@ export class Bridge implements BridgePoster {
         });
         if (this.abort.signal.aborted) break;
         const next = String(body.next_batch);
-        // Saved before acting: after a crash a command is lost rather than run twice.
-        if (next !== since) await storage.bridge.setValue(SYNC_TOKEN_KEY, next);
-        this.handleSync(body, since === undefined);
+        const commands = this.commandsIn(body, since === undefined);
+        // The new position and the commands it passes are saved together, before acting: after a
+        // crash the sync goes on from here and the commands run (resumeCommands), none lost.
+        if (next !== since || commands.length > 0) {
+          const now = this.services.clock.now();
+          await storage.transaction(async (stores) => {
+            await stores.bridge.insertCommands(commands.map((command) => ({ event_id: command.eventId, room_id: command.roomId, received_ts: now })));
+            await stores.bridge.setValue(SYNC_TOKEN_KEY, next);
+          });
+        }
+        this.followMemberships(body);
+        for (const command of commands) this.inRoom(command.roomId, () => this.runRecorded(command));
         since = next;
       } catch (err) {
         if (this.abort.signal.aborted) break;
@@ -159,22 +179,63 @@ export class Bridge implements BridgePoster {
     }
   }
 
-  private handleSync(body: JsonObject, initial: boolean): void {
-    const rooms = (body.rooms ?? {}) as { join?: JsonObject; invite?: JsonObject; leave?: JsonObject };
+  private followMemberships(body: JsonObject): void {
+    const rooms = (body.rooms ?? {}) as { invite?: JsonObject; leave?: JsonObject };
     for (const roomId of Object.keys(rooms.invite ?? {})) this.inRoom(roomId, () => this.acceptInvite(roomId));
     for (const roomId of Object.keys(rooms.leave ?? {})) this.inRoom(roomId, () => this.leftRoom(roomId));
+  }
+
+  /** The commands a sync brings, in order. */
+  private commandsIn(body: JsonObject, initial: boolean): ReceivedCommand[] {
     // The first sync ever is history: commands in it were meant for nobody here yet.
-    if (initial) return;
+    if (initial) return [];
+    const rooms = (body.rooms ?? {}) as { join?: JsonObject };
+    const commands: ReceivedCommand[] = [];
     for (const [roomId, room] of Object.entries(rooms.join ?? {})) {
       for (const event of this.eventsSinceJoining(room as JsonObject)) {
         if (event.type !== 'm.room.message' || event.sender === this.userId) continue;
-        const content = event.content as JsonObject;
-        // Notices are what bots say; answering them is how bots end up talking to each other forever.
-        if (content.msgtype !== 'm.text' || typeof content.body !== 'string') continue;
-        const command = parseCommand(content.body);
-        const secretHeld = holdsSecret(content.body);
-        if (command) this.inRoom(roomId, () => this.run(roomId, String(event.sender), String(event.event_id), command, secretHeld));
+        const received = this.commandOf(roomId, String(event.sender), String(event.event_id), event.content as JsonObject);
+        if (received) commands.push(received);
       }
+    }
+    return commands;
+  }
+
+  private commandOf(roomId: string, sender: string, eventId: string, content: JsonObject): ReceivedCommand | undefined {
+    // Notices are what bots say; answering them is how bots end up talking to each other forever.
+    if (content.msgtype !== 'm.text' || typeof content.body !== 'string') return undefined;
+    const command = parseCommand(content.body);
+    return command ? { roomId, sender, eventId, command, secretHeld: holdsSecret(content.body) } : undefined;
+  }
+
+  /** Runs a recorded command; once done (or failed), it is no longer pending. */
+  private async runRecorded(received: ReceivedCommand): Promise<void> {
+    try {
+      await this.run(received.roomId, received.sender, received.eventId, received.command, received.secretHeld);
+    } finally {
+      await this.services.storage.bridge.deleteCommand(received.eventId);
+    }
+  }
+
+  /**
+   * Commands recorded and not finished when the server stopped. One the bridge has already
+   * answered (it stopped between answering and the record's deletion) is not run again; one
+   * whose message is gone (a secret the bridge redacted before stopping) is asked for again.
+   */
+  private async resumeCommands(): Promise<void> {
+    const { storage, roomReader } = this.services;
+    for (const row of await storage.bridge.pendingCommands()) {
+      this.inRoom(row.room_id, async () => {
+        const done = () => storage.bridge.deleteCommand(row.event_id);
+        const event = await roomReader.getEvent(row.event_id);
+        if (!event || event.roomId !== row.room_id || (await roomReader.findReply(row.room_id, this.userId, row.event_id))) return done();
+        const received = this.commandOf(row.room_id, event.sender, event.eventId, event.content);
+        if (received) return this.runRecorded(received);
+        if (event.redactedBy !== undefined) {
+          await this.notice(row.room_id, 'I was restarted before I could finish that command; please say it again.', row.event_id);
+        }
+        return done();
+      });
     }
   }
 

@@ -118,6 +118,11 @@ export class RoomReader {
     return row ? eventFromRow(row) : undefined;
   }
 
+  /** Whether `sender` has replied (m.in_reply_to) to `eventId` in the room; the reply's id. */
+  async findReply(roomId: string, sender: string, eventId: string): Promise<string | undefined> {
+    return this.storage.rooms.findReply(roomId, sender, eventId);
+  }
+
   /**
    * Events the user may see, walking back from `before` (exclusive of nothing: `stream <= before`)
    * down to `stopAt` (exclusive), newest first, at most `limit`. `more` tells whether older events

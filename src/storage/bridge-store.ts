@@ -1,9 +1,10 @@
 /** The bridge user's records: its sync position, webhooks, feeds, subscriptions and seen items. */
 import type { Kysely, Selectable } from 'kysely';
 import { QueryTemplate } from './database.js';
-import type { BridgeFeedsTable, BridgeRoomFeedsTable, BridgeWebhooksTable, Database } from './schema.js';
+import type { BridgeCommandsTable, BridgeFeedsTable, BridgeRoomFeedsTable, BridgeWebhooksTable, Database } from './schema.js';
 
 export type WebhookRow = Selectable<BridgeWebhooksTable>;
+export type CommandRow = Selectable<BridgeCommandsTable>;
 export type FeedRow = Selectable<BridgeFeedsTable>;
 export type RoomFeedRow = Selectable<BridgeRoomFeedsTable>;
 export type FeedPatch = Partial<Omit<FeedRow, 'url'>>;
@@ -32,6 +33,22 @@ export class BridgeStore {
       .values({ key, value })
       .onConflict((oc) => oc.column('key').doUpdateSet({ value }))
       .execute();
+  }
+
+  // ---- commands seen and not yet done ----
+
+  async insertCommands(rows: CommandRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.db.insertInto('bridge_commands').values(rows).onConflict((oc) => oc.doNothing()).execute();
+  }
+
+  /** Oldest first. */
+  async pendingCommands(): Promise<CommandRow[]> {
+    return this.db.selectFrom('bridge_commands').selectAll().orderBy('received_ts').orderBy('event_id').execute();
+  }
+
+  async deleteCommand(eventId: string): Promise<void> {
+    await this.db.deleteFrom('bridge_commands').where('event_id', '=', eventId).execute();
   }
 
   // ---- webhooks ----

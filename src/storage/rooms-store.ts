@@ -121,6 +121,21 @@ export class RoomStore {
     return rows;
   }
 
+  /** The first event `sender` sent in the room after `eventId` that replies to it (m.in_reply_to). */
+  async findReply(roomId: string, sender: string, eventId: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('events')
+      .select('event_id')
+      .where('room_id', '=', roomId)
+      .where('sender', '=', sender)
+      .where('stream_ordering', '>', (eb) => eb.selectFrom('events').select('stream_ordering').where('event_id', '=', eventId))
+      .where(sql<string>`json_extract(content, '$."m.relates_to"."m.in_reply_to".event_id')`, '=', eventId)
+      .orderBy('stream_ordering')
+      .limit(1)
+      .executeTakeFirst();
+    return row?.event_id;
+  }
+
   async findEventByTxn(sender: string, deviceId: string, scope: string, txnId: string): Promise<EventRow | undefined> {
     return eventByTxnQuery.first(this.db, sender, deviceId, scope, txnId);
   }

@@ -130,6 +130,12 @@ export interface BridgeStateTable {
   value: string;
 }
 
+export interface BridgeCommandsTable {
+  event_id: string;
+  room_id: string;
+  received_ts: number;
+}
+
 export interface BridgeWebhooksTable {
   id_hash: string;
   room_id: string;
@@ -192,6 +198,7 @@ export interface Database {
   receipts: ReceiptsTable;
   filters: FiltersTable;
   bridge_state: BridgeStateTable;
+  bridge_commands: BridgeCommandsTable;
   bridge_webhooks: BridgeWebhooksTable;
   bridge_feeds: BridgeFeedsTable;
   bridge_room_feeds: BridgeRoomFeedsTable;

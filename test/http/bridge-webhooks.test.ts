@@ -222,6 +222,43 @@ describe('the bridge user and webhooks', () => {
     expect(log).not.toContain(id);
   });
 
+  it('runs a command it had seen but not finished when it stopped, once, and no answered one again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bhs-bridge-'));
+    dirs.push(dir);
+    const config = withBridge({}, { database: { path: join(dir, 'hs.db') } });
+    hs = await startTestHomeserver(config);
+    const aliceUser = await createUser(hs, 'alice');
+    let alice = client(hs, aliceUser);
+    const roomId = await roomWithBridge(hs, alice);
+    const answered = await command(hs, alice, roomId, '!bridge help');
+    const answeredCommand = answered.content['m.relates_to']['m.in_reply_to'].event_id as string;
+    await hs.close();
+
+    // What a crash leaves: commands sent, the bridge's position past them and the commands
+    // recorded, nothing done (one of them was answered before the crash, its record not deleted).
+    hs = await startTestHomeserver(withBridge({ enabled: false }, { database: { path: join(dir, 'hs.db') } }));
+    alice = client(hs, aliceUser);
+    const pending = await alice.send(roomId, { msgtype: 'm.text', body: '!bridge webhook list' });
+    const gone = await alice.send(roomId, { msgtype: 'm.text', body: '!bridge feed list' });
+    await alice.ok('PUT', `/rooms/${encodeURIComponent(roomId)}/redact/${encodeURIComponent(gone)}/r1`, {});
+    const { storage, stream } = hs.services;
+    await storage.bridge.setValue('sync_token', `s${stream.current}_0`);
+    await storage.bridge.insertCommands([answeredCommand, pending, gone].map((event_id, i) => ({ event_id, room_id: roomId, received_ts: i })));
+    await hs.close();
+
+    hs = await startTestHomeserver(config);
+    alice = client(hs, aliceUser);
+    const replyTo = (eventId: string) => alice.waitForEvent(roomId, (event) => event.content?.['m.relates_to']?.['m.in_reply_to']?.event_id === eventId);
+    expect((await replyTo(pending)).content.body).toBe('This room has no webhooks.');
+    expect((await replyTo(gone)).content.body).toBe('I was restarted before I could finish that command; please say it again.');
+    // A command after them is answered after them; the one answered before is not answered again.
+    await command(hs, alice, roomId, '!bridge webhook list');
+    const replies = alice.seenIn(roomId).filter((event) => event.sender === bridgeIdOf(hs!));
+    expect(replies.filter((event) => event.content?.['m.relates_to']?.['m.in_reply_to']?.event_id === answeredCommand)).toHaveLength(1);
+    expect(replies.filter((event) => event.content?.['m.relates_to']?.['m.in_reply_to']?.event_id === pending)).toHaveLength(1);
+    expect(await hs.services.storage.bridge.pendingCommands()).toEqual([]);
+  });
+
   it('caps the webhooks of one room', async () => {
     hs = await startTestHomeserver(withBridge());
     const [alice] = await clientsFor(hs, 'alice');
