@@ -38,7 +38,7 @@ const dist = new URL('../dist/src/', import.meta.url);
 const { finishConfig } = await import(new URL('config/index.js', dist).href);
 const { openDatabase, Storage, migrateToLatest } = await import(new URL('storage/index.js', dist).href);
 const { createServices } = await import(new URL('services.js', dist).href);
-const { systemClock } = await import(new URL('clock.js', dist).href);
+const { systemClock } = await import(new URL('core/clock.js', dist).href);
 
 const started = performance.now();
 const config = finishConfig({

@@ -5,7 +5,7 @@
 import cors from '@fastify/cors';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { systemClock, type Clock } from './clock.js';
+import { systemClock, type Clock } from './core/clock.js';
 import type { Config } from './config/index.js';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.js';
 import { clientErrorHandler, limitConnectionsPerAddress, requestDeadlineOptions } from './http/connections.js';

@@ -5,10 +5,10 @@
 import { Command, Option } from 'commander';
 import { randomBytes } from 'node:crypto';
 import { loadConfig, ConfigError, type Config } from './config/index.js';
-import { MatrixError } from './http/errors.js';
+import { MatrixError } from './core/errors.js';
 import { startServer } from './server.js';
 import { createServices, type Services } from './services.js';
-import { systemClock } from './clock.js';
+import { systemClock } from './core/clock.js';
 import { migrateToLatest, MigrationError, openDatabase, Storage } from './storage/index.js';
 import { VERSION } from './version.js';
 import { pino } from 'pino';

@@ -3,7 +3,7 @@
  * CLI and the HTTP app each build exactly what they use.
  */
 import { AccountDataService } from './account-data/account-data-service.js';
-import type { Clock } from './clock.js';
+import type { Clock } from './core/clock.js';
 import type { Config } from './config/index.js';
 import { Limiters } from './ratelimit/limiters.js';
 import { blobStoreFor, MediaService } from './media/media-service.js';

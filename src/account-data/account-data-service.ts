@@ -2,7 +2,7 @@
  * Account data: per-user JSON blobs, global or per room (`m.direct` is the one bots care about).
  * Each write takes a stream position, so the next sync echoes it (matrix-js-sdk waits for that).
  */
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 import type { RoomCache } from '../rooms/room-cache.js';
 import type { JsonObject } from '../rooms/events.js';
 import { GLOBAL_ACCOUNT_DATA, type Storage } from '../storage/index.js';

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/index.js';
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 import { RateLimiter } from '../ratelimit/rate-limiter.js';
 import { effectivePowerLevels, userPowerLevel } from '../rooms/auth-rules.js';
 import type { JsonObject } from '../rooms/events.js';
@@ -19,15 +19,15 @@ import type { Requester } from '../users/session-service.js';
 import { userIdFor } from '../users/user-ids.js';
 import { holdsSecret, parseCommand, type BridgeCommand, type SecretRequest } from './commands.js';
 import { DirectMessages } from './direct-messages.js';
-import { feedFailureReason, FeedService, SubscriptionRefused, type FeedFetcher } from './feed-service.js';
+import { feedFailureReason, FeedService, SubscriptionRefused, type FeedFetcher } from './feeds/service.js';
 import { clip } from './matrix-html.js';
-import { FeedError } from './feeds/feed-error.js';
-import { fetchFeed } from './feeds/fetch-feed.js';
+import { FeedError } from './feeds/error.js';
+import { fetchFeed } from './feeds/fetch.js';
 import { FeedParserThread } from './feeds/parser-thread.js';
 import { HELP_LINES, joinGreeting } from './help.js';
 import type { BridgePoster } from './poster.js';
-import { generateSecret } from './webhook-secrets.js';
-import { WebhookService } from './webhook-service.js';
+import { generateSecret } from './webhooks/secrets.js';
+import { WebhookService } from './webhooks/service.js';
 
 /** Power the bridge needs in a room to act there (Moderator). */
 export const BRIDGE_REQUIRED_POWER = 50;
@@ -127,7 +127,7 @@ export class Bridge implements BridgePoster {
   // ---- following rooms ----
 
   private async ensureAccount(): Promise<void> {
-    const { accounts, storage, limiters } = this.services;
+    const { accounts, limiters } = this.services;
     const existing = await accounts.getUser(this.userId);
     if (!existing) {
       await accounts.createUser({ localpart: this.config.localpart, userType: BOT_USER_TYPE, displayname: this.config.displayname, service: true });
@@ -137,9 +137,7 @@ export class Bridge implements BridgePoster {
       this.log.warn({ user: this.userId }, 'the bridge user had a password; it is removed, and every session opened with it is ended');
     }
     // Webhooks and feeds have their own limits; the per-user message limit would only drop posts.
-    const exempt = { user_id: this.userId, messages_per_second: 0, burst_count: 0 };
-    await storage.ratelimits.set(exempt);
-    limiters.overrideChanged(this.userId, exempt);
+    await limiters.setMessageOverride(this.userId, { messages_per_second: 0, burst_count: 0 });
   }
 
   private async followRooms(): Promise<void> {

@@ -3,7 +3,7 @@
  * the usage line to answer with) out. Anything that does not start with `!bridge` is not ours.
  */
 import { clip } from './matrix-html.js';
-import { MAX_SECRET_LENGTH, MIN_SECRET_LENGTH } from './webhook-secrets.js';
+import { MAX_SECRET_LENGTH, MIN_SECRET_LENGTH } from './webhooks/secrets.js';
 
 /** What `webhook <name> secret …` asks for: a new secret made by us, one the sender made, or none. */
 export type SecretRequest = { action: 'generate' } | { action: 'set'; value: string } | { action: 'clear' };

@@ -2,7 +2,7 @@
  * The bridge's direct-message rooms, recorded in its own `m.direct` account data as clients do, and
  * reused while the other user is still in them.
  */
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { Services } from '../services.js';
 import type { Requester } from '../users/session-service.js';

@@ -1,6 +1,6 @@
 /**
  * Text for Matrix messages: escaping for HTML, and cutting text to a size. Sanitizing HTML is in
- * matrix-html-sanitizer.ts, which only the webhook renderers load (sanitize-html and its parser
+ * webhooks/html-sanitizer.ts, which only the webhook renderers load (sanitize-html and its parser
  * are a third of the server's code, loaded on the first webhook instead of at start).
  */
 export function escapeHtml(text: string): string {

@@ -3,7 +3,7 @@
  * JS SDKs) or as `?access_token=` (matrix-nio and old scripts); both are accepted.
  */
 import type { FastifyRequest } from 'fastify';
-import { MatrixError } from './errors.js';
+import { MatrixError } from '../core/errors.js';
 import type { Requester, SessionService } from '../users/session-service.js';
 
 declare module 'fastify' {

@@ -5,7 +5,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod, type HTTPVersion } from 'find-my-way';
-import { MatrixError } from './errors.js';
+import { MatrixError } from '../core/errors.js';
 import { MAX_JSON_DEPTH } from '../core/json.js';
 import { NOT_JSON, TOO_DEEP } from './json-bodies.js';
 

@@ -7,7 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 
 export interface StoredBlob {
   size: number;

@@ -5,9 +5,9 @@
 import { randomInt } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../core/clock.js';
 import type { Config } from '../config/index.js';
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 import type { MediaRow, Storage } from '../storage/index.js';
 import { FileBlobStore, MemoryBlobStore, tooLarge, type BlobStore } from './blob-store.js';
 

@@ -1,8 +1,14 @@
 /** The server's rate limiters, built from the Synapse-named `rc_*` settings. */
-import type { Clock } from '../clock.js';
+import type { Clock } from '../core/clock.js';
 import type { Config, RateLimitConfig } from '../config/index.js';
 import type { RatelimitOverrideRow, Storage } from '../storage/index.js';
 import { RateLimiter } from './rate-limiter.js';
+
+/** Synapse's `override_ratelimit` fields. */
+export interface MessageOverride {
+  messages_per_second: number;
+  burst_count: number;
+}
 
 export class Limiters {
   /** Every login attempt, per client address. */
@@ -54,8 +60,16 @@ export class Limiters {
     this.message.enforce(userId, { override: limit, count: Math.max(1, Math.min(count, burst)) });
   }
 
-  /** Called by whoever changed a user's override in storage, so the cache above stays true. */
-  overrideChanged(userId: string, override: RatelimitOverrideRow | null): void {
-    this.overrides.set(userId, override);
+  /** The admin API's per-user override of rc_message, if any. */
+  async messageOverride(userId: string): Promise<MessageOverride | undefined> {
+    const row = await this.storage.ratelimits.get(userId);
+    return row ? { messages_per_second: row.messages_per_second, burst_count: row.burst_count } : undefined;
+  }
+
+  /** Sets (or, with null, removes) a user's override; 0 messages per second exempts the user. */
+  async setMessageOverride(userId: string, override: MessageOverride | null): Promise<void> {
+    if (override) await this.storage.ratelimits.set({ user_id: userId, ...override });
+    else await this.storage.ratelimits.delete(userId);
+    this.overrides.set(userId, override ? { user_id: userId, ...override } : null);
   }
 }

@@ -3,9 +3,9 @@
  * drains at `per_second`, and an action is refused when it would take the bucket past `burst_count`.
  * Buckets live in memory: a restart forgives everyone, which is what Synapse does too.
  */
-import type { Clock } from '../clock.js';
+import type { Clock } from '../core/clock.js';
 import type { RateLimitConfig } from '../config/index.js';
-import { rateLimitedError } from '../http/errors.js';
+import { rateLimitedError } from '../core/errors.js';
 
 export interface RateDecision {
   allowed: boolean;

@@ -8,8 +8,8 @@
  * Positions are taken in the same place; after the commit the stream moves, caches are updated
  * and the users concerned are woken.
  */
-import type { Clock } from '../clock.js';
-import { MatrixError } from '../http/errors.js';
+import type { Clock } from '../core/clock.js';
+import { MatrixError } from '../core/errors.js';
 import type { RoomRow, Storage, Stores } from '../storage/index.js';
 import type { Notifier } from '../sync/notifier.js';
 import type { StreamCounter } from '../sync/stream.js';

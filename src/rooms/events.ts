@@ -3,7 +3,7 @@
  * the client form adds `unsigned` fields that depend on who looks and when.
  */
 import { randomFillSync } from 'node:crypto';
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 import type { EventRow } from '../storage/index.js';
 import { parseStoredJson } from '../core/json.js';
 

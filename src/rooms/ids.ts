@@ -1,6 +1,6 @@
 /** Room ids and aliases: generated, parsed and checked. */
 import { randomInt } from 'node:crypto';
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 
 const ROOM_ID_LETTERS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ';
 

@@ -1,5 +1,5 @@
 /** Display names and avatars. A change is written into the user's member event in every joined room. */
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 import type { Limiters } from '../ratelimit/limiters.js';
 import type { Storage } from '../storage/index.js';
 import type { RoomService } from './room-service.js';

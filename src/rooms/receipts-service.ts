@@ -3,8 +3,8 @@
  * (`m.read.private`) only to their owner; `m.fully_read` is the user's room account data.
  */
 import type { AccountDataService } from '../account-data/account-data-service.js';
-import type { Clock } from '../clock.js';
-import { MatrixError } from '../http/errors.js';
+import type { Clock } from '../core/clock.js';
+import { MatrixError } from '../core/errors.js';
 import type { Storage } from '../storage/index.js';
 import type { Notifier } from '../sync/notifier.js';
 import type { UnreadCounts } from '../sync/unread.js';

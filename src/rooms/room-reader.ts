@@ -2,8 +2,8 @@
  * Reading rooms: events in client form, with redactions explained and only what the reader may
  * see. Shared by the room endpoints and sync.
  */
-import type { Clock } from '../clock.js';
-import { MatrixError } from '../http/errors.js';
+import type { Clock } from '../core/clock.js';
+import { MatrixError } from '../core/errors.js';
 import type { Storage } from '../storage/index.js';
 import { formatSyncToken, parseSyncToken, type StreamCounter } from '../sync/stream.js';
 import { eventFromRow, stateKeyOf, toClientEvent, type ClientEvent, type JsonObject, type StoredEvent, type Viewer } from './events.js';

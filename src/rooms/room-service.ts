@@ -4,9 +4,9 @@
  * rules do not know (who exists, transaction ids, idempotent state, aliases).
  */
 import { isDeepStrictEqual } from 'node:util';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../core/clock.js';
 import type { Config } from '../config/index.js';
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 import type { Limiters } from '../ratelimit/limiters.js';
 import type { Storage } from '../storage/index.js';
 import type { Requester } from '../users/session-service.js';

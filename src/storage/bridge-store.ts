@@ -17,6 +17,15 @@ const webhookByHashQuery = new QueryTemplate((db: Kysely<Database>, idHash: stri
   db.selectFrom('bridge_webhooks').selectAll().where('id_hash', '=', idHash),
 );
 
+/**
+ * What the bridge may use of storage: its own store, alone or in a transaction. The bridge acts on
+ * rooms only through the room service, like any client; Storage fits this shape.
+ */
+export interface BridgeStorage {
+  readonly bridge: BridgeStore;
+  transaction<T>(work: (stores: { bridge: BridgeStore }) => Promise<T>): Promise<T>;
+}
+
 export class BridgeStore {
   constructor(private readonly db: Kysely<Database>) {}
 

@@ -7,7 +7,7 @@ import { dirname, resolve } from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
 import { Kysely, Migrator, SqliteDialect, type CompiledQuery, type Compilable, type MigrationResult } from 'kysely';
 import { migrations } from '../../migrations/index.js';
-import { BoundedCache } from './bounded-cache.js';
+import { BoundedCache } from '../core/bounded-cache.js';
 import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;

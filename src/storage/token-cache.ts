@@ -8,7 +8,7 @@
  * between committing and a client hearing of it.
  */
 import type { Selectable } from 'kysely';
-import { BoundedCache } from './bounded-cache.js';
+import { BoundedCache } from '../core/bounded-cache.js';
 import type { AccessTokensTable } from './schema.js';
 
 type AccessTokenRow = Selectable<AccessTokensTable>;

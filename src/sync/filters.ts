@@ -4,7 +4,7 @@
  */
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Ajv, type ValidateFunction } from 'ajv';
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 import { JsonTooDeepError, parseJsonSafely, parseStoredJson } from '../core/json.js';
 import type { ClientEvent, JsonObject } from '../rooms/events.js';
 import { compiledOnFirstUse, StringEnum } from '../schemas.js';

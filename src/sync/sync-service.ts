@@ -5,13 +5,13 @@
  * position as `next_batch`; the notifier serial is read before looking, so a change that commits
  * while the sync looks wakes it at once (see notifier.ts).
  */
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 import { toStrippedState, type ClientEvent, type JsonObject, type StoredEvent, type Viewer } from '../rooms/events.js';
 import type { RoomCache, UserRoom } from '../rooms/room-cache.js';
 import type { RoomReader } from '../rooms/room-reader.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
 import { membershipAt, type MembershipChange, type VisibilityContext } from '../rooms/visibility.js';
-import { BoundedCache } from '../storage/bounded-cache.js';
+import { BoundedCache } from '../core/bounded-cache.js';
 import { GLOBAL_ACCOUNT_DATA, type AccountDataRow, type Storage } from '../storage/index.js';
 import type { Requester } from '../users/session-service.js';
 import { compileFilter, DEFAULT_TIMELINE_LIMIT, parseInlineFilter, parseStoredFilter, type CompiledFilter, type FilterDefinition } from './filters.js';
@@ -48,6 +48,8 @@ const EMPTY: BuiltSync = Object.freeze({ body: Object.freeze({}), empty: true })
 const UNKNOWN_FILTER: FilterDefinition = {};
 /** At most about 1,000 x 2 KB of filter text held. */
 const MAX_COMPILED_FILTERS = 1_000;
+/** Stored filters are small; a larger one is a mistake or an attack. */
+const MAX_FILTER_BYTES = 65_536;
 const MAX_CACHED_FILTER_TEXT = 2_048;
 
 export class SyncService {
@@ -99,6 +101,20 @@ export class SyncService {
     // Nothing new: the same token back, so a client's position does not move past unseen events.
     if (built.empty && since && echo !== undefined) built.body.next_batch = echo;
     return built.body;
+  }
+
+  /** `POST /user/{userId}/filter`: stores a filter (validated by the route's schema); its id. */
+  async createFilter(userId: string, definition: FilterDefinition): Promise<string> {
+    const text = JSON.stringify(definition);
+    if (Buffer.byteLength(text) > MAX_FILTER_BYTES) throw new MatrixError('M_TOO_LARGE', 'Filter is too large');
+    return String(await this.storage.userData.insertFilter(userId, text));
+  }
+
+  /** `GET /user/{userId}/filter/{filterId}`: the filter as stored. */
+  async storedFilter(userId: string, filterId: string): Promise<FilterDefinition> {
+    const stored = /^\d{1,15}$/.test(filterId) ? await this.storage.userData.getFilter(userId, Number(filterId)) : undefined;
+    if (stored === undefined) throw new MatrixError('M_NOT_FOUND', 'No such filter');
+    return parseStoredFilter(stored);
   }
 
   private async compiledFilter(userId: string, filter: string | undefined): Promise<CompiledFilter> {

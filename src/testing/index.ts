@@ -15,4 +15,4 @@ export {
   type WaitForOptions,
 } from './test-homeserver.js';
 export type { ClientEvent } from '../rooms/events.js';
-export type { Clock } from '../clock.js';
+export type { Clock } from '../core/clock.js';

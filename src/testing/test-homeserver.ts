@@ -11,7 +11,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buildApp, type App } from '../app.js';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../core/clock.js';
 import { finishConfig, type Config } from '../config/index.js';
 import { deepMerge } from '../config/load.js';
 import { eventFromRow, type ClientEvent } from '../rooms/events.js';

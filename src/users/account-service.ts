@@ -2,8 +2,8 @@
  * Accounts: creating users and bots, rotating bot secrets, passwords, admin flags, deactivation.
  * Used by the CLI, the admin API and registration alike, so every path applies the same rules.
  */
-import type { Clock } from '../clock.js';
-import { MatrixError } from '../http/errors.js';
+import type { Clock } from '../core/clock.js';
+import { MatrixError } from '../core/errors.js';
 import type { Storage, UserListQuery, UserPatch, UserRow } from '../storage/index.js';
 import type { PasswordHasher } from './passwords.js';
 import { generateBotSecret } from './secrets.js';
@@ -12,6 +12,8 @@ import { assertValidLocalpart, localpartOf, resolveLocalUserId, userIdFor } from
 /** Synapse's user type for bot accounts. */
 export const BOT_USER_TYPE = 'bot';
 const USER_TYPES = new Set([BOT_USER_TYPE, 'support']);
+
+export type { UserRow };
 
 export interface NewUser {
   localpart: string;

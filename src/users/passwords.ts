@@ -1,6 +1,6 @@
 /** Password hashing with argon2id; the cost comes from `password_hashing` in the config. */
 import argon2 from 'argon2';
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 
 export interface PasswordHashingOptions {
   memory_cost_kib: number;

@@ -7,9 +7,9 @@
  *   Synapse's `register_new_matrix_user` and operators' scripts work unchanged.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../core/clock.js';
 import type { Config } from '../config/index.js';
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 import type { Limiters } from '../ratelimit/limiters.js';
 import type { AccountService } from './account-service.js';
 import { assertPasswordLength, MAX_PASSWORD_LENGTH } from './passwords.js';

@@ -6,9 +6,9 @@
  * (a client may retry after a lost response) until T' or A' is first used, and then T and the
  * access tokens issued with it are revoked.
  */
-import type { Clock } from '../clock.js';
+import type { Clock } from '../core/clock.js';
 import type { Config } from '../config/index.js';
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 import type { Limiters } from '../ratelimit/limiters.js';
 import type { Storage, Stores } from '../storage/index.js';
 import type { PasswordHasher } from './passwords.js';

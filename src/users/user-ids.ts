@@ -1,5 +1,5 @@
 /** User ids: `@localpart:server_name`. Localparts follow Synapse's registration rule. */
-import { MatrixError } from '../http/errors.js';
+import { MatrixError } from '../core/errors.js';
 
 /** Synapse accepts these for new accounts: lower-case letters, digits and `._=-/+`. */
 const LOCALPART_PATTERN = /^[a-z0-9._=\-/+]+$/;

@@ -6,7 +6,7 @@ import { createUser, FakeClock, startTestHomeserver, type TestHomeserver } from 
 import { client, clientsFor, type Json, type TestClient } from '../support/client.js';
 import { bridgeIdOf, command, promoteBridge, roomWithBridge, withBridge } from '../support/bridge.js';
 import { startFeedServer, type FeedServer } from '../support/feed-server.js';
-import { FAILURE_NOTICE_AFTER } from '../../src/bridge/feed-service.js';
+import { FAILURE_NOTICE_AFTER } from '../../src/bridge/feeds/service.js';
 
 const FEEDS = resolve(import.meta.dirname, '../../../shared/feeds');
 const fixture = (name: string) => readFileSync(join(FEEDS, name), 'utf8');

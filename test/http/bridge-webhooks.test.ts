@@ -6,8 +6,8 @@ import { startTestHomeserver, type TestHomeserver, createUser } from '../support
 import { client, clientsFor, type Json, type TestClient } from '../support/client.js';
 import { expectMatrixError } from '../support/spec-validator.js';
 import { bridgeIdOf, command, createWebhook, promoteBridge, roomWithBridge, withBridge } from '../support/bridge.js';
-import { TRUNCATION_MARKER } from '../../src/bridge/webhook-message.js';
-import { MAX_WEBHOOKS_PER_ROOM } from '../../src/bridge/webhook-service.js';
+import { TRUNCATION_MARKER } from '../../src/bridge/webhooks/message.js';
+import { MAX_WEBHOOKS_PER_ROOM } from '../../src/bridge/webhooks/service.js';
 import { capturingLogger } from '../support/logs.js';
 
 let hs: TestHomeserver | undefined;

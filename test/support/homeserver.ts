@@ -4,7 +4,7 @@
  */
 import supertest from 'supertest';
 import { buildApp, type App, type AppDependencies } from '../../src/app.js';
-import type { Clock } from '../../src/clock.js';
+import type { Clock } from '../../src/core/clock.js';
 import { finishConfig, type Config } from '../../src/config/index.js';
 import type { Services } from '../../src/services.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BoundedCache } from '../../src/storage/bounded-cache.js';
+import { BoundedCache } from '../../src/core/bounded-cache.js';
 
 describe('BoundedCache', () => {
   it('lets the oldest entry go at the limit, but not for a key it already holds', () => {

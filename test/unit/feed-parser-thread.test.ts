@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { FeedError } from '../../src/bridge/feeds/feed-error.js';
+import { FeedError } from '../../src/bridge/feeds/error.js';
 import { FeedParserThread } from '../../src/bridge/feeds/parser-thread.js';
 
 const feed = (items: number) =>

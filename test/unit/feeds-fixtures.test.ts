@@ -1,8 +1,8 @@
 // Every document in the shared corpus, with what parseFeed must make of it. A file added to the
 // corpus without a row here fails the first test, so nobody forgets to decide what it should do.
 import { describe, expect, it } from 'vitest';
-import { FeedError } from '../../src/bridge/feeds/feed-error.js';
-import { parseFeed, type ParsedFeed } from '../../src/bridge/feeds/parse-feed.js';
+import { FeedError } from '../../src/bridge/feeds/error.js';
+import { parseFeed, type ParsedFeed } from '../../src/bridge/feeds/parse.js';
 import { feedFixture, feedFixtureNames } from '../support/feeds.js';
 
 type Expectation =

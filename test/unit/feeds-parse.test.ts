@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import iconv from 'iconv-lite';
-import { FeedError } from '../../src/bridge/feeds/feed-error.js';
-import { MAX_ITEMS_READ } from '../../src/bridge/feeds/feed-draft.js';
-import { parseFeed, type ParsedFeed } from '../../src/bridge/feeds/parse-feed.js';
+import { FeedError } from '../../src/bridge/feeds/error.js';
+import { MAX_ITEMS_READ } from '../../src/bridge/feeds/draft.js';
+import { parseFeed, type ParsedFeed } from '../../src/bridge/feeds/parse.js';
 import { feedFixture } from '../support/feeds.js';
 
 const FEED_URL = 'https://feeds.example.org/feed';

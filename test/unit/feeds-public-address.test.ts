@@ -1,6 +1,6 @@
 import type { LookupAddress } from 'node:dns';
 import { describe, expect, it } from 'vitest';
-import { FeedError } from '../../src/bridge/feeds/feed-error.js';
+import { FeedError } from '../../src/bridge/feeds/error.js';
 import { guardedLookup, nonPublicAddressReason } from '../../src/bridge/feeds/public-address.js';
 
 describe('nonPublicAddressReason', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { RateLimiter } from '../../src/ratelimit/rate-limiter.js';
-import { MatrixError } from '../../src/http/errors.js';
+import { MatrixError } from '../../src/core/errors.js';
 import { FakeClock } from '../support/homeserver.js';
 
 describe('RateLimiter (leaky bucket, as Synapse)', () => {

@@ -1,10 +1,10 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { renderGithub, type GithubFamily } from '../../src/bridge/renderers/github.js';
-import { renderGitlab } from '../../src/bridge/renderers/gitlab.js';
-import { renderWebhook, type Sender, type WebhookRequest } from '../../src/bridge/renderers/index.js';
-import { renderedMessage, type RenderedWebhook } from '../../src/bridge/renderers/rich-text.js';
-import { isSkipped, type SkippedWebhook } from '../../src/bridge/renderers/types.js';
+import { renderGithub, type GithubFamily } from '../../src/bridge/webhooks/renderers/github.js';
+import { renderGitlab } from '../../src/bridge/webhooks/renderers/gitlab.js';
+import { renderWebhook, type Sender, type WebhookRequest } from '../../src/bridge/webhooks/renderers/index.js';
+import { renderedMessage, type RenderedWebhook } from '../../src/bridge/webhooks/renderers/rich-text.js';
+import { isSkipped, type SkippedWebhook } from '../../src/bridge/webhooks/renderers/types.js';
 
 const FIXTURES = new URL('../../../shared/webhooks/', import.meta.url);
 

@@ -2,17 +2,17 @@
 // against the odd payloads real senders (and careless scripts) post.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { renderAlertmanager } from '../../src/bridge/renderers/alertmanager.js';
-import { renderDiscord } from '../../src/bridge/renderers/discord.js';
-import { replaceEmojiShortcodes } from '../../src/bridge/renderers/emoji.js';
-import { renderUnknown } from '../../src/bridge/renderers/fallback.js';
-import { renderGrafana } from '../../src/bridge/renderers/grafana.js';
-import { renderWebhook, type Sender } from '../../src/bridge/renderers/index.js';
-import { renderSentry } from '../../src/bridge/renderers/sentry.js';
-import { renderedMessage } from '../../src/bridge/renderers/rich-text.js';
-import { renderSlack, slackLinksInText, slackMrkdwn } from '../../src/bridge/renderers/slack.js';
-import { renderTeams } from '../../src/bridge/renderers/teams.js';
-import { renderUptimeKuma } from '../../src/bridge/renderers/uptime-kuma.js';
+import { renderAlertmanager } from '../../src/bridge/webhooks/renderers/alertmanager.js';
+import { renderDiscord } from '../../src/bridge/webhooks/renderers/discord.js';
+import { replaceEmojiShortcodes } from '../../src/bridge/webhooks/renderers/emoji.js';
+import { renderUnknown } from '../../src/bridge/webhooks/renderers/fallback.js';
+import { renderGrafana } from '../../src/bridge/webhooks/renderers/grafana.js';
+import { renderWebhook, type Sender } from '../../src/bridge/webhooks/renderers/index.js';
+import { renderSentry } from '../../src/bridge/webhooks/renderers/sentry.js';
+import { renderedMessage } from '../../src/bridge/webhooks/renderers/rich-text.js';
+import { renderSlack, slackLinksInText, slackMrkdwn } from '../../src/bridge/webhooks/renderers/slack.js';
+import { renderTeams } from '../../src/bridge/webhooks/renderers/teams.js';
+import { renderUptimeKuma } from '../../src/bridge/webhooks/renderers/uptime-kuma.js';
 
 const FIXTURES = new URL('../../../shared/webhooks/', import.meta.url);
 const JSON_HEADERS = { 'content-type': 'application/json' };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { MatrixError } from '../../src/http/errors.js';
-import { MAX_MESSAGE_CONTENT_BYTES, readWebhookPayload, TRUNCATION_MARKER, webhookMessage } from '../../src/bridge/webhook-message.js';
+import { MatrixError } from '../../src/core/errors.js';
+import { MAX_MESSAGE_CONTENT_BYTES, readWebhookPayload, TRUNCATION_MARKER, webhookMessage } from '../../src/bridge/webhooks/message.js';
 
 const bytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value));
 

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { checkSignature, generateSecret, openSecret, sealSecret } from '../../src/bridge/webhook-secrets.js';
+import { checkSignature, generateSecret, openSecret, sealSecret } from '../../src/bridge/webhooks/secrets.js';
 
 const hmac = (secret: string, body: string | Buffer, algorithm = 'sha256') => createHmac(algorithm, secret).update(body).digest('hex');
 

@@ -2,7 +2,7 @@
 // and, when the page advertises its feed the standard way (`<link rel="alternate" type=...>`),
 // where the feed is.
 import { Parser } from 'htmlparser2';
-import { FeedError } from './feed-error.js';
+import { FeedError } from './error.js';
 import { absoluteUrl, collapseWhitespace } from './html-text.js';
 
 const FEED_TYPES = new Set(['application/rss+xml', 'application/atom+xml', 'application/feed+json', 'application/rdf+xml']);

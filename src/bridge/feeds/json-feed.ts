@@ -1,7 +1,7 @@
 // JSON Feed 1.0 / 1.1 (https://jsonfeed.org/version/1.1), mapped by hand: it is plain JSON with a
 // handful of fields, and the XML library does not read it.
-import { FeedError } from './feed-error.js';
-import { newestItems, nonBlank, validDate, type FeedDraft, type ItemDraft } from './feed-draft.js';
+import { FeedError } from './error.js';
+import { newestItems, nonBlank, validDate, type FeedDraft, type ItemDraft } from './draft.js';
 
 const VERSION_PREFIX = 'https://jsonfeed.org/version/';
 

@@ -3,8 +3,8 @@
  * with the parsed feed or the FeedError's message. Nothing else runs here.
  */
 import { parentPort } from 'node:worker_threads';
-import { FeedError } from './feed-error.js';
-import { parseFeed, type ParsedFeed } from './parse-feed.js';
+import { FeedError } from './error.js';
+import { parseFeed, type ParsedFeed } from './parse.js';
 
 export interface ParseRequest {
   id: number;

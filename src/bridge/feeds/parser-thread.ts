@@ -12,8 +12,8 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { FeedError } from './feed-error.js';
-import type { ParsedFeed } from './parse-feed.js';
+import { FeedError } from './error.js';
+import type { ParsedFeed } from './parse.js';
 import type { ParseReply, ParseRequest } from './parse-worker.js';
 
 export interface FeedSource {

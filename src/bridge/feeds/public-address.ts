@@ -4,7 +4,7 @@
 import dns from 'node:dns';
 import type { LookupAddress, LookupOptions } from 'node:dns';
 import ipaddr from 'ipaddr.js';
-import { FeedError } from './feed-error.js';
+import { FeedError } from './error.js';
 
 const RANGE_WORDS: Record<string, string> = {
   loopback: 'a loopback address',

@@ -7,11 +7,11 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Services } from '../../services.js';
-import type { UserRow } from '../../storage/index.js';
+import type { UserRow } from '../../users/account-service.js';
 import { localpartOf } from '../../users/user-ids.js';
 import { VERSION } from '../../version.js';
 import { authenticate, requesterOf } from '../auth.js';
-import { MatrixError } from '../errors.js';
+import { MatrixError } from '../../core/errors.js';
 import { StringEnum } from '../../schemas.js';
 import { optionalBody } from '../validation.js';
 
@@ -161,8 +161,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
     /** GET /_synapse/admin/v1/users/<user_id>/override_ratelimit */
     app.get('/_synapse/admin/v1/users/:userId/override_ratelimit', { onRequest: requireAdmin, schema: { params: UserIdParams } }, async (request) => {
       const user = await existingUser(request.params.userId);
-      const override = await services.storage.ratelimits.get(user.user_id);
-      return override ? { messages_per_second: override.messages_per_second, burst_count: override.burst_count } : {};
+      return (await services.limiters.messageOverride(user.user_id)) ?? {};
     });
 
     /** POST /_synapse/admin/v1/users/<user_id>/override_ratelimit: 0 messages per second exempts the user. */
@@ -171,22 +170,16 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
       { onRequest: requireAdmin, schema: { params: UserIdParams, body: optionalBody(RatelimitBodySchema) } },
       async (request) => {
         const user = await existingUser(request.params.userId);
-        const override = {
-          user_id: user.user_id,
-          messages_per_second: request.body?.messages_per_second ?? 0,
-          burst_count: request.body?.burst_count ?? 0,
-        };
-        await services.storage.ratelimits.set(override);
-        services.limiters.overrideChanged(user.user_id, override);
-        return { messages_per_second: override.messages_per_second, burst_count: override.burst_count };
+        const override = { messages_per_second: request.body?.messages_per_second ?? 0, burst_count: request.body?.burst_count ?? 0 };
+        await services.limiters.setMessageOverride(user.user_id, override);
+        return override;
       },
     );
 
     /** DELETE /_synapse/admin/v1/users/<user_id>/override_ratelimit */
     app.delete('/_synapse/admin/v1/users/:userId/override_ratelimit', { onRequest: requireAdmin, schema: { params: UserIdParams } }, async (request) => {
       const user = await existingUser(request.params.userId);
-      await services.storage.ratelimits.delete(user.user_id);
-      services.limiters.overrideChanged(user.user_id, null);
+      await services.limiters.setMessageOverride(user.user_id, null);
       return {};
     });
 

@@ -8,7 +8,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { defaultPushRules } from '../../push/default-rules.js';
 import type { Services } from '../../services.js';
 import { authenticate, requesterOf } from '../auth.js';
-import { MatrixError } from '../errors.js';
+import { MatrixError } from '../../core/errors.js';
 
 export function clientProbeRoutes(services: Services): FastifyPluginAsyncTypebox {
   return async (app) => {
@@ -24,7 +24,7 @@ export function clientProbeRoutes(services: Services): FastifyPluginAsyncTypebox
 
     /** Presence is not tracked: everyone is offline, and setting it is accepted and ignored. */
     app.get('/presence/:userId/status', { schema: { params: Type.Object({ userId: Type.String() }) } }, async (request) => {
-      const user = await services.storage.users.get(request.params.userId);
+      const user = await services.accounts.getUser(request.params.userId);
       if (!user) throw new MatrixError('M_NOT_FOUND', 'Unknown user');
       return { presence: 'offline' };
     });

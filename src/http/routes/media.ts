@@ -12,7 +12,7 @@ import type { Services } from '../../services.js';
 import { baseType, contentDisposition, THUMBNAIL_TYPES } from '../../media/content-disposition.js';
 import type { OpenMedia } from '../../media/media-service.js';
 import { authenticate, requesterOf } from '../auth.js';
-import { MatrixError } from '../errors.js';
+import { MatrixError } from '../../core/errors.js';
 
 /** Legacy media prefixes; nio speaks only r0. */
 export const MEDIA_PREFIXES = ['/_matrix/media/v3', '/_matrix/media/r0'] as const;

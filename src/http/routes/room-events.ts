@@ -6,7 +6,7 @@ import type { Services } from '../../services.js';
 import { compileEventFilter, parseInlineEventFilter } from '../../sync/filters.js';
 import { StringEnum } from '../../schemas.js';
 import { authenticate, requesterOf } from '../auth.js';
-import { MatrixError } from '../errors.js';
+import { MatrixError } from '../../core/errors.js';
 import { optionalBody } from '../validation.js';
 
 const JsonObject = Type.Object({}, { additionalProperties: true });

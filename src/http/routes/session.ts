@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
 import type { ServerInfo } from '../../server-info.js';
 import { authenticate, requesterOf } from '../auth.js';
-import { MatrixError } from '../errors.js';
+import { MatrixError } from '../../core/errors.js';
 
 const PASSWORD_LOGIN = 'm.login.password';
 

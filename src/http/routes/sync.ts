@@ -5,11 +5,7 @@ import type { Services } from '../../services.js';
 import { StringEnum } from '../../schemas.js';
 import { FilterSchema } from '../../sync/filters.js';
 import { authenticate, requesterOf } from '../auth.js';
-import { MatrixError } from '../errors.js';
-import { parseStoredJson } from '../../core/json.js';
-
-/** Stored filters are small; a larger one is a mistake or an attack. */
-const MAX_FILTER_BYTES = 65_536;
+import { MatrixError } from '../../core/errors.js';
 
 const UserParams = Type.Object({ userId: Type.String() });
 
@@ -56,19 +52,13 @@ export function syncRoutes(services: Services): FastifyPluginAsyncTypebox {
     /** POST /user/{userId}/filter */
     app.post('/user/:userId/filter', { schema: { params: UserParams, body: FilterSchema } }, async (request) => {
       assertOwnUser(requesterOf(request).userId, request.params.userId, 'create filters');
-      const definition = JSON.stringify(request.body);
-      if (Buffer.byteLength(definition) > MAX_FILTER_BYTES) throw new MatrixError('M_TOO_LARGE', 'Filter is too large');
-      const filterId = await services.storage.userData.insertFilter(request.params.userId, definition);
-      return { filter_id: String(filterId) };
+      return { filter_id: await services.sync.createFilter(request.params.userId, request.body) };
     });
 
     /** GET /user/{userId}/filter/{filterId} */
     app.get('/user/:userId/filter/:filterId', { schema: { params: Type.Object({ userId: Type.String(), filterId: Type.String() }) } }, async (request) => {
       assertOwnUser(requesterOf(request).userId, request.params.userId, 'get filters');
-      const id = request.params.filterId;
-      const stored = /^\d{1,15}$/.test(id) ? await services.storage.userData.getFilter(request.params.userId, Number(id)) : undefined;
-      if (stored === undefined) throw new MatrixError('M_NOT_FOUND', 'No such filter');
-      return parseStoredJson<unknown>(stored, {});
+      return services.sync.storedFilter(request.params.userId, request.params.filterId);
     });
   };
 }

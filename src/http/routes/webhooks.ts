@@ -7,7 +7,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Bridge } from '../../bridge/bridge.js';
-import { MatrixError } from '../errors.js';
+import { MatrixError } from '../../core/errors.js';
 import { JsonTooDeepError, parseJsonSafely } from '../../core/json.js';
 
 const WebhookParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 256 }) });

@@ -4,8 +4,8 @@
 // well-formedness first with the same library's validator to give truncated downloads a clear error.
 import { parseFeed as parseXmlFeedDocument } from '@rowanmanning/feed-parser';
 import { XMLValidator } from 'fast-xml-parser';
-import { FeedError } from './feed-error.js';
-import { newestItems, nonBlank, validDate, type FeedDraft, type FeedFormat, type ItemDraft } from './feed-draft.js';
+import { FeedError } from './error.js';
+import { newestItems, nonBlank, validDate, type FeedDraft, type FeedFormat, type ItemDraft } from './draft.js';
 import { prologOf, rootElementName } from './sniff.js';
 
 export function readXmlFeed(document: string): FeedDraft {

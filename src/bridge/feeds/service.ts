@@ -5,16 +5,16 @@
  * `pollDue()`, so tests never wait for an interval.
  */
 import type { FastifyBaseLogger } from 'fastify';
-import type { Clock } from '../clock.js';
-import type { Config } from '../config/index.js';
-import type { FeedRow, RoomFeedRow, Storage } from '../storage/index.js';
-import { feedItemMessage, moreItemsMessage } from './feed-message.js';
-import { clip } from './matrix-html.js';
-import { FeedError } from './feeds/feed-error.js';
-import type { FetchFeedOptions, FetchFeedResult } from './feeds/fetch-feed.js';
-import type { FeedItem, ParsedFeed } from './feeds/parse-feed.js';
-import type { FeedParse } from './feeds/parser-thread.js';
-import type { BridgePoster } from './poster.js';
+import type { Clock } from '../../core/clock.js';
+import type { Config } from '../../config/index.js';
+import type { BridgeStorage, FeedRow, RoomFeedRow } from '../../storage/bridge-store.js';
+import { feedItemMessage, moreItemsMessage } from './message.js';
+import { clip } from '../matrix-html.js';
+import { FeedError } from './error.js';
+import type { FetchFeedOptions, FetchFeedResult } from './fetch.js';
+import type { FeedItem, ParsedFeed } from './parse.js';
+import type { FeedParse } from './parser-thread.js';
+import type { BridgePoster } from '../poster.js';
 
 export type FeedFetcher = (url: string, options: FetchFeedOptions) => Promise<FetchFeedResult>;
 type FeedsConfig = Config['bridge']['feeds'];
@@ -70,7 +70,7 @@ export class FeedService {
   private closing = false;
 
   constructor(
-    private readonly storage: Storage,
+    private readonly storage: BridgeStorage,
     private readonly config: FeedsConfig,
     private readonly clock: Clock,
     private readonly poster: BridgePoster,

@@ -2,8 +2,8 @@
  * From a webhook request to a room message: detect the sender, render with its renderer, and fit
  * the result into one event. `{"text": ...}` bodies keep their own, stricter path.
  */
-import type { JsonObject } from '../../rooms/events.js';
-import { readWebhookPayload, webhookMessage } from '../webhook-message.js';
+import type { JsonObject } from '../../../rooms/events.js';
+import { readWebhookPayload, webhookMessage } from '../message.js';
 import { renderAlertmanager } from './alertmanager.js';
 import { detectSender } from './detect.js';
 import { renderDiscord } from './discord.js';

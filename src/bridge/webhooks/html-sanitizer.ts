@@ -3,7 +3,7 @@
  * size without leaving a broken message. Loaded with the webhook renderers, on first use.
  */
 import sanitizeHtml from 'sanitize-html';
-import { cutText, jsonBytes } from './matrix-html.js';
+import { cutText, jsonBytes } from '../matrix-html.js';
 
 /** The spec's suggested set (Client-Server API, "m.room.message msgtypes"), minus images. */
 const MATRIX_HTML: sanitizeHtml.IOptions = {

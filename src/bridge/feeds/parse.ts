@@ -2,14 +2,14 @@
 // format's reader, then give every item the same treatment (plain-text title, safe short summary,
 // absolute link, stable id). Every failure is a FeedError whose message a chat user can act on.
 import { decodeFeedText } from './decode-text.js';
-import { FeedError } from './feed-error.js';
-import type { FeedDraft, FeedFormat, ItemDraft } from './feed-draft.js';
+import { FeedError } from './error.js';
+import type { FeedDraft, FeedFormat, ItemDraft } from './draft.js';
 import { htmlPageError } from './html-page.js';
 import { absoluteUrl, htmlToText, summarizeHtml, truncateText } from './html-text.js';
 import { assignItemIds } from './item-ids.js';
 import { readJsonFeed } from './json-feed.js';
 import { fromFirstMarkup, looksLikeHtml, looksLikeJson, rootElementName } from './sniff.js';
-import { readXmlFeed } from './xml-feed.js';
+import { readXmlFeed } from './rss-atom.js';
 
 export type { FeedFormat };
 

@@ -4,15 +4,15 @@
  * also have a signing secret, which every request must then prove it knows.
  */
 import { randomBytes } from 'node:crypto';
-import type { Clock } from '../clock.js';
-import { MatrixError, rateLimitedError } from '../http/errors.js';
-import type { RateLimiter } from '../ratelimit/rate-limiter.js';
-import { BoundedCache } from '../storage/bounded-cache.js';
-import type { Storage, WebhookRow } from '../storage/index.js';
-import { hashToken } from '../users/secrets.js';
-import type { BridgePoster } from './poster.js';
+import type { Clock } from '../../core/clock.js';
+import { MatrixError, rateLimitedError } from '../../core/errors.js';
+import type { RateLimiter } from '../../ratelimit/rate-limiter.js';
+import { BoundedCache } from '../../core/bounded-cache.js';
+import type { BridgeStorage, WebhookRow } from '../../storage/bridge-store.js';
+import { hashToken } from '../../users/secrets.js';
+import type { BridgePoster } from '../poster.js';
 import type { Sender } from './renderers/index.js';
-import { checkSignature, openSecret, sealSecret } from './webhook-secrets.js';
+import { checkSignature, openSecret, sealSecret } from './secrets.js';
 
 /**
  * The renderers, with sanitize-html and the emoji table, are loaded on the first delivery rather
@@ -72,7 +72,7 @@ export class WebhookService {
   private readonly rows = new BoundedCache<string, WebhookRow>(MAX_CACHED_WEBHOOKS);
 
   constructor(
-    private readonly storage: Storage,
+    private readonly storage: BridgeStorage,
     private readonly clock: Clock,
     private readonly limiter: RateLimiter,
     private readonly poster: BridgePoster,

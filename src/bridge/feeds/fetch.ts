@@ -7,8 +7,8 @@ import https from 'node:https';
 import net from 'node:net';
 import type { Readable, Transform } from 'node:stream';
 import zlib from 'node:zlib';
-import { FeedError } from './feed-error.js';
-import type { ParsedFeed } from './parse-feed.js';
+import { FeedError } from './error.js';
+import type { ParsedFeed } from './parse.js';
 import type { FeedParse } from './parser-thread.js';
 import { guardedLookup, nonPublicAddressReason, systemResolveHost, type LookupFunction, type ResolveHost } from './public-address.js';
 

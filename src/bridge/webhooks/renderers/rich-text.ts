@@ -3,7 +3,7 @@
  * side, so a renderer writes a sentence once and gets both a readable `body` and a safe
  * `formatted_body`. Plain strings are escaped on the HTML side; only these helpers write tags.
  */
-import { escapeHtml } from '../matrix-html.js';
+import { escapeHtml } from '../../matrix-html.js';
 
 export interface Rich {
   readonly text: string;

@@ -1,4 +1,4 @@
-// What each format's reader hands to parse-feed: the feed's fields as found, before the shared
+// What each format's reader hands to parse.ts: the feed's fields as found, before the shared
 // clean-up (plain-text titles, safe summaries, absolute links, ids).
 
 /** rss covers 0.91/0.92/2.0; rdf covers RSS 0.90 and 1.0. */

@@ -2,10 +2,10 @@
  * Turns the JSON posted to a webhook into a room message. Pure: the same payload always makes the
  * same content, and every refusal is a MatrixError that the webhook endpoint answers with.
  */
-import { MatrixError } from '../http/errors.js';
-import type { JsonObject } from '../rooms/events.js';
-import { cutText, escapeHtml, jsonBytes } from './matrix-html.js';
-import { cutHtml, sanitizeMatrixHtml } from './matrix-html-sanitizer.js';
+import { MatrixError } from '../../core/errors.js';
+import type { JsonObject } from '../../rooms/events.js';
+import { cutText, escapeHtml, jsonBytes } from '../matrix-html.js';
+import { cutHtml, sanitizeMatrixHtml } from './html-sanitizer.js';
 
 /**
  * Room events are capped at 64 KiB; the message content stays well under it, leaving room for the

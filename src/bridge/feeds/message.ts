@@ -1,7 +1,7 @@
 /** How a feed item, and news about a feed, read in a room. Pure functions of their inputs. */
-import type { JsonObject } from '../rooms/events.js';
-import type { FeedItem } from './feeds/parse-feed.js';
-import { cutText, escapeHtml, jsonBytes } from './matrix-html.js';
+import type { JsonObject } from '../../rooms/events.js';
+import type { FeedItem } from './parse.js';
+import { cutText, escapeHtml, jsonBytes } from '../matrix-html.js';
 
 const MAX_TITLE_BYTES = 600;
 const MAX_SUMMARY_BYTES = 1_200;
