@@ -81,8 +81,7 @@ try {
 
   // One writer request may write many events (each checked by the auth rules).
   const perRequest = 500;
-  const { EventWriter } = await import(new URL('rooms/event-writer.js', dist).href);
-  const writer = new EventWriter(storage, services.roomCache, services.stream, services.notifier, systemClock);
+  const writer = services.writer;
   const perRoom = Math.floor(eventCount / roomIds.length);
   const extra = eventCount - perRoom * roomIds.length;
   const plan = roomIds.map((roomId, i) => ({ roomId, count: perRoom + (i < extra ? 1 : 0), done: 0 }));

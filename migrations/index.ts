@@ -9,6 +9,7 @@ import * as bridge from './0003-bridge.js';
 import * as media from './0004-media.js';
 import * as webhookSecrets from './0005-webhook-secrets.js';
 import * as bridgeCommands from './0006-bridge-commands.js';
+import * as pdus from './0007-pdus.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -17,4 +18,5 @@ export const migrations: Record<string, Migration> = {
   '0004-media': media,
   '0005-webhook-secrets': webhookSecrets,
   '0006-bridge-commands': bridgeCommands,
+  '0007-pdus': pdus,
 };

@@ -7,7 +7,9 @@ import type { Clock } from './core/clock.js';
 import type { Config } from './config/index.js';
 import { Limiters } from './ratelimit/limiters.js';
 import { blobStoreFor, MediaService } from './media/media-service.js';
-import { EventWriter } from './rooms/event-writer.js';
+import type { Signer } from './core/signed-json.js';
+import { loadOrCreateSigningKey, signingKeyPathFor } from './federation/signing-key.js';
+import { EventWriter, StateGroupIds } from './rooms/event-writer.js';
 import { ProfileService } from './rooms/profile-service.js';
 import { ReceiptService } from './rooms/receipts-service.js';
 import { RoomCache } from './rooms/room-cache.js';
@@ -30,6 +32,9 @@ export interface Services {
   clock: Clock;
   storage: Storage;
   limiters: Limiters;
+  /** Signs this server's events and requests. */
+  signer: Signer;
+  writer: EventWriter;
   accounts: AccountService;
   sessions: SessionService;
   registration: RegistrationService;
@@ -58,7 +63,8 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const stream = new StreamCounter(Math.max(await storage.rooms.maxStreamOrdering(), await storage.userData.maxStreamOrdering()));
   const notifier = new Notifier();
   const roomCache = new RoomCache(storage, { roomStateEvents: config.caches.room_state_events, userRoomLists: config.caches.user_room_lists });
-  const writer = new EventWriter(storage, roomCache, stream, notifier, clock);
+  const signer = loadOrCreateSigningKey(signingKeyPathFor(config), config.server_name);
+  const writer = new EventWriter(storage, roomCache, stream, notifier, clock, signer, new StateGroupIds(await storage.rooms.maxStateGroup()));
   const roomReader = new RoomReader(storage, roomCache, stream, clock);
   const history = new RoomHistory(roomReader, stream);
   const rooms = new RoomService(storage, config, clock, roomCache, writer, roomReader, limiters);
@@ -70,7 +76,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData);
   const media = new MediaService(storage, blobStoreFor(config), config, clock);
   return {
-    config, clock, storage, limiters, accounts, sessions, registration,
-    stream, notifier, roomCache, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, media,
+    config, clock, storage, limiters, accounts, sessions, registration, signer,
+    stream, notifier, roomCache, writer, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, media,
   };
 }

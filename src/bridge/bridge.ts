@@ -345,7 +345,7 @@ export class Bridge implements BridgePoster {
   private async powers(roomId: string, sender: string): Promise<{ bridge: number; sender: number; stateDefault: number }> {
     const room = await this.services.roomCache.room(roomId);
     if (!room) return { bridge: 0, sender: 0, stateDefault: 0 };
-    const levels = effectivePowerLevels(room.lookup);
+    const levels = effectivePowerLevels(room.lookup, room.version);
     return { bridge: userPowerLevel(levels, this.userId), sender: userPowerLevel(levels, sender), stateDefault: levels.state_default };
   }
 

@@ -87,6 +87,15 @@ export const ConfigSchema = Type.Object(
     max_upload_size: Type.Union([Type.Integer({ minimum: 0 }), Type.String({ pattern: '^[0-9]+[KMG]?$' })], { default: '50M' }),
     // Where uploaded files live; null: `media_store` beside the database file, or memory for `:memory:`.
     media_store_path: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
+    // This server's ed25519 signing key, in Synapse's format; generated at first start. null: beside
+    // the database, as `<server_name>.signing.key` (an in-memory database gets a key in memory).
+    signing_key_path: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
+    // Keys this server signed with before, still published for checking old events (Synapse's key).
+    old_signing_keys: Type.Record(
+      Type.String({ pattern: '^ed25519:[A-Za-z0-9_]+$' }),
+      Type.Object({ key: Type.String({ minLength: 1 }), expired_ts: Type.Integer({ minimum: 0 }) }, { additionalProperties: false }),
+      { default: {} },
+    ),
     // Longest a /sync may wait for news; longer client timeouts are cut to this.
     max_sync_timeout: Type.Union([DurationSchema], { default: '3m' }),
     bridge: Type.Object(

@@ -1,23 +1,28 @@
 /**
- * Room authorization rules as pure functions: given a proposed event and a
- * lookup into the room's current state, say whether the event is allowed.
+ * Room authorization rules as pure functions: given an event, the room state to judge it by and
+ * the room version, say whether the event is allowed. Used for local events (against the room's
+ * current state), for remote ones (against their auth events, the state before them and the
+ * current state) and by state resolution.
  *
- * Follows "Authorization rules" of room version 10
- * (https://spec.matrix.org/latest/rooms/v10/#authorization-rules); comments
- * like "rule 4.5.3" cite that list. We are one server with no federation, so
- * the rules about signatures, `auth_events` selection, room id domains and
- * `m.federate` (rules 2 and 3, parts of 1) have nothing to check here, and
- * third-party invites are refused outright.
+ * Follows "Authorisation rules" of room versions 3 to 12 (rooms/v3..v12). Comments cite the rule
+ * numbers of room version 12 ("rule 5.3.5"); older versions number some rules one lower (no rule 2
+ * for the room id) or differ where marked. The checks of an event's `auth_events` list (v12 rule 3,
+ * v3-v11 rule 2) are in `checkAuthEventsSelection`, since they need the auth events themselves.
  */
+import { decodeBase64, ed25519PublicKey, hasValidSignature } from '../core/signed-json.js';
+import type { KeyObject } from 'node:crypto';
+import { knownRoomVersion, roomVersion, type RoomVersion } from './room-versions.js';
 
 export interface StateEvent {
+  /** Known for stored events; needed to tell "the only previous event is the create event". */
+  event_id?: string;
   type: string;
   state_key: string;
   sender: string;
   content: Record<string, unknown>;
 }
 
-/** Looks up the room's current state (before the proposed event). */
+/** Looks up the state to judge an event by (the state before it). */
 export type StateLookup = (type: string, stateKey: string) => StateEvent | undefined;
 
 export interface ProposedEvent {
@@ -25,28 +30,36 @@ export interface ProposedEvent {
   state_key?: string;
   sender: string;
   content: Record<string, unknown>;
+  /** Set on PDUs; v12 create events have none. */
+  room_id?: string;
+  /** Set on PDUs: a create event must have none, and a creator's first join follows the create event alone. */
+  prev_events?: readonly string[];
+}
+
+export interface AuthOptions {
+  /**
+   * Whether the event is validly signed by a server (`join_authorised_via_users_server`, v8+).
+   * The default says yes for this server's own name only, for events this server signs itself.
+   */
+  isSignedBy?: (serverName: string) => boolean;
 }
 
 export type AuthResult = { allowed: true } | { allowed: false; reason: string };
 
 export interface PowerLevels {
-  users: Record<string, number>;
+  users: Readonly<Record<string, number>>;
   users_default: number;
-  events: Record<string, number>;
+  events: Readonly<Record<string, number>>;
   events_default: number;
   state_default: number;
   ban: number;
   kick: number;
   redact: number;
   invite: number;
-  notifications: Record<string, number>;
+  notifications: Readonly<Record<string, number>>;
+  /** v12: the room's creators, whose power is infinite; empty before. */
+  creators: ReadonlySet<string>;
 }
-
-/**
- * Room versions whose auth rules are the ones below. Version 12 is left out on
- * purpose: there creators have unlimited power, which these rules do not model.
- */
-export const KNOWN_ROOM_VERSIONS: readonly string[] = ['1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11'];
 
 const ALLOW: AuthResult = { allowed: true };
 
@@ -54,82 +67,115 @@ function deny(reason: string): AuthResult {
   return { allowed: false, reason };
 }
 
-/** The rules of room versions 1-11 as far as one server needs them (we create v10 rooms). */
-export function checkEventAuth(event: ProposedEvent, state: StateLookup): AuthResult {
-  const create = state('m.room.create', '');
+/** The server name of a user id (or room id, alias, event id with a domain). */
+export function domainOf(id: string): string {
+  const colon = id.indexOf(':');
+  return colon === -1 ? '' : id.slice(colon + 1);
+}
 
+/** Checks an event against the state before it, by the rules of `version`. */
+export function checkEventAuth(event: ProposedEvent, state: StateLookup, version: RoomVersion, options: AuthOptions = {}): AuthResult {
   // Rule 1.
-  if (event.type === 'm.room.create') return checkCreate(event, create);
+  if (event.type === 'm.room.create') return checkCreate(event, state, version);
 
-  // Rule 2.4: nothing can happen in a room that was never created.
+  const create = state('m.room.create', '');
+  // Rule 2 (v12) and the create event among the auth events (v3-v11 rule 2.4): a room with no
+  // create event is no room.
   if (!create) return deny('The room has no m.room.create event');
 
-  // Rule 4.
-  if (event.type === 'm.room.member') return checkMembership(event, state, create);
+  // Rule 4 (v3-v11: 3).
+  if (create.content['m.federate'] === false && domainOf(event.sender) !== domainOf(create.sender)) {
+    return deny(`The room does not federate, and ${event.sender} is not on ${domainOf(create.sender)}`);
+  }
+
+  // v3-v5 rule 4: m.room.aliases belongs to the server in its state key.
+  if (version.aliasesAuthRule && event.type === 'm.room.aliases') {
+    if (event.state_key === undefined) return deny('m.room.aliases has no state_key');
+    if (domainOf(event.sender) !== event.state_key) return deny('m.room.aliases may only be set by the server in its state_key');
+    return ALLOW;
+  }
 
   // Rule 5.
-  if (membershipOf(state, event.sender) !== 'join') {
-    return deny(`${event.sender} is not joined to the room`);
-  }
+  if (event.type === 'm.room.member') return checkMembership(event, state, create, version, options);
 
-  const levels = effectivePowerLevels(state);
+  // Rule 6.
+  if (membershipOf(state, event.sender) !== 'join') return deny(`${event.sender} is not joined to the room`);
+
+  const levels = effectivePowerLevels(state, version);
   const senderLevel = userPowerLevel(levels, event.sender);
 
-  // Rule 6: third-party invite tokens are governed by the invite level alone.
+  // Rule 7: third-party invite tokens are governed by the invite level alone.
   if (event.type === 'm.room.third_party_invite') {
-    return senderLevel >= levels.invite
-      ? ALLOW
-      : deny(`m.room.third_party_invite needs power level ${levels.invite}, ${event.sender} has ${senderLevel}`);
+    return senderLevel >= levels.invite ? ALLOW : deny(`m.room.third_party_invite needs power level ${levels.invite}, ${event.sender} has ${senderLevel}`);
   }
 
-  // Rule 7.
-  const isState = event.state_key !== undefined;
-  const required = requiredPowerForEvent(levels, event.type, isState);
-  if (senderLevel < required) {
-    return deny(`Sending ${event.type} needs power level ${required}, ${event.sender} has ${senderLevel}`);
-  }
+  // Rule 8.
+  const required = requiredPowerForEvent(levels, event.type, event.state_key !== undefined);
+  if (senderLevel < required) return deny(`Sending ${event.type} needs power level ${required}, ${event.sender} has ${senderLevel}`);
 
-  // Rule 8: a state key naming a user belongs to that user alone.
+  // Rule 9: a state key naming a user belongs to that user alone.
   if (event.state_key !== undefined && event.state_key.startsWith('@') && event.state_key !== event.sender) {
     return deny(`Only ${event.state_key} may set state with their user id as the state key`);
   }
 
-  // Rule 9.
+  // Rule 10.
   if (event.type === 'm.room.power_levels') {
-    return checkPowerLevelsChange(event.content, state('m.room.power_levels', '')?.content, event.sender, senderLevel);
+    return checkPowerLevelsChange(event, state('m.room.power_levels', '')?.content, create, version, senderLevel);
   }
 
-  // Rule 10. Redactions land here too; whether the redacter may touch the
-  // target event is the caller's check (canRedact), as the spec defers it.
+  // Rule 11. Redactions land here too: whether the redaction may take effect is checked when it
+  // is applied (canRedact), as the spec's "Handling redactions" says.
   return ALLOW;
 }
 
-/** Rule 1. "No prev_events" becomes "the room has no create event yet". */
-function checkCreate(event: ProposedEvent, existing: StateEvent | undefined): AuthResult {
-  if (existing) return deny('The room already has an m.room.create event');
-
-  const version = event.content['room_version'];
-  // An absent room_version means version 1 (m.room.create schema).
-  const roomVersion = version === undefined ? '1' : version;
-  if (typeof roomVersion !== 'string' || !KNOWN_ROOM_VERSIONS.includes(roomVersion)) {
-    return deny(`Unknown room version ${JSON.stringify(version)}`);
+/** Rule 1. */
+function checkCreate(event: ProposedEvent, state: StateLookup, version: RoomVersion): AuthResult {
+  // 1.1: a create event has no prev_events; for a local one, the room must not exist yet.
+  if ((event.prev_events?.length ?? 0) > 0) return deny('m.room.create must have no prev_events');
+  if (state('m.room.create', '')) return deny('The room already has an m.room.create event');
+  if (version.roomIdFromCreateEvent) {
+    // 1.2 (v12): the room id is derived from the create event, which carries none.
+    if (event.room_id !== undefined) return deny('m.room.create must have no room_id in this room version');
+  } else if (event.room_id !== undefined && domainOf(event.room_id) !== domainOf(event.sender)) {
+    // 1.2 (v3-v11).
+    return deny("The room id's domain does not match the sender's");
   }
-
-  // Rule 1.4 holds up to version 10; version 11 dropped `creator` for `sender`.
-  if (roomVersion !== '11' && typeof event.content['creator'] !== 'string') {
+  // 1.3: an absent room_version means version 1 (m.room.create schema).
+  const declared = event.content['room_version'] ?? '1';
+  if (typeof declared !== 'string' || !isRecognisedRoomVersion(declared)) return deny(`Unknown room version ${JSON.stringify(declared)}`);
+  if (version.privilegedCreators) {
+    // 1.4 (v12).
+    const additional = event.content['additional_creators'];
+    if (additional !== undefined && (!Array.isArray(additional) || !additional.every((id) => typeof id === 'string' && isUserId(id)))) {
+      return deny('additional_creators must be a list of user ids');
+    }
+  } else if (!version.v11 && typeof event.content['creator'] !== 'string') {
+    // v3-v10 rule 1.4 (dropped in v11, where the sender is the creator).
     return deny('m.room.create content has no creator');
   }
   return ALLOW;
 }
 
-/** Rule 4. */
-function checkMembership(event: ProposedEvent, state: StateLookup, create: StateEvent): AuthResult {
+/** Versions a create event may name: every version the spec defines, supported here or not. */
+function isRecognisedRoomVersion(id: string): boolean {
+  return /^(?:[1-9]|1[0-2])$/.test(id) || roomVersion(id) !== undefined;
+}
+
+/** Rule 5. */
+function checkMembership(event: ProposedEvent, state: StateLookup, create: StateEvent, version: RoomVersion, options: AuthOptions): AuthResult {
   const target = event.state_key;
   const membership = event.content['membership'];
-
-  // Rule 4.1.
+  // 5.1.
   if (target === undefined) return deny('m.room.member event has no state_key');
   if (typeof membership !== 'string') return deny('m.room.member content has no string membership');
+
+  // 5.2 (v8+): whoever vouched for a restricted join must have signed it.
+  const authorisedVia = event.content['join_authorised_via_users_server'];
+  if (version.restrictedJoins && authorisedVia !== undefined) {
+    if (typeof authorisedVia !== 'string' || !isUserId(authorisedVia)) return deny('join_authorised_via_users_server is not a user id');
+    const signed = options.isSignedBy ? options.isSignedBy(domainOf(authorisedVia)) : false;
+    if (!signed) return deny(`The join is not signed by ${domainOf(authorisedVia)}, which authorised it`);
+  }
 
   const sender = event.sender;
   const senderMembership = membershipOf(state, sender);
@@ -137,275 +183,329 @@ function checkMembership(event: ProposedEvent, state: StateLookup, create: State
 
   switch (membership) {
     case 'join':
-      return checkJoin(event, target, state, create, senderMembership);
-    case 'invite': {
-      // Rule 4.4.1: we cannot verify third-party invite signatures.
-      if (event.content['third_party_invite'] !== undefined) {
-        return deny('Third-party invites are not supported');
-      }
-      if (senderMembership !== 'join') return deny(`${sender} is not joined to the room`); // 4.4.2
-      if (targetMembership === 'join') return deny(`${target} is already joined to the room`); // 4.4.3
-      if (targetMembership === 'ban') return deny(`${target} is banned from the room`); // 4.4.3
-      const levels = effectivePowerLevels(state);
-      const senderLevel = userPowerLevel(levels, sender);
-      if (senderLevel >= levels.invite) return ALLOW; // 4.4.4
-      return deny(`Inviting needs power level ${levels.invite}, ${sender} has ${senderLevel}`); // 4.4.5
-    }
+      return checkJoin(event, target, state, create, version, senderMembership);
+    case 'invite':
+      return checkInvite(event, target, state, version, senderMembership, targetMembership);
     case 'leave': {
-      // Rule 4.5.1: leaving, or rejecting an invite or knock, is one's own business.
+      // 5.5.1: leaving, or rejecting an invite (or a knock, v7+), is one's own business.
       if (sender === target) {
-        return ['invite', 'join', 'knock'].includes(senderMembership)
-          ? ALLOW
-          : deny(`${sender} cannot leave a room they are not in (membership ${senderMembership})`);
+        const mayLeave = senderMembership === 'invite' || senderMembership === 'join' || (version.knocking && senderMembership === 'knock');
+        return mayLeave ? ALLOW : deny(`${sender} cannot leave a room they are not in (membership ${senderMembership})`);
       }
-      if (senderMembership !== 'join') return deny(`${sender} is not joined to the room`); // 4.5.2
-      const levels = effectivePowerLevels(state);
+      if (senderMembership !== 'join') return deny(`${sender} is not joined to the room`); // 5.5.2
+      const levels = effectivePowerLevels(state, version);
       const senderLevel = userPowerLevel(levels, sender);
       const targetLevel = userPowerLevel(levels, target);
-      // Rule 4.5.3: unbanning is a kick of a banned user, so it needs the ban level as well.
-      if (targetMembership === 'ban' && senderLevel < levels.ban) {
-        return deny(`Unbanning needs power level ${levels.ban}, ${sender} has ${senderLevel}`);
-      }
-      if (senderLevel >= levels.kick && targetLevel < senderLevel) return ALLOW; // 4.5.4
-      return deny(
-        `Kicking needs power level ${levels.kick} and above the target's ${targetLevel}; ${sender} has ${senderLevel}`,
-      ); // 4.5.5
+      // 5.5.3: unbanning is a kick of a banned user, so it needs the ban level as well.
+      if (targetMembership === 'ban' && senderLevel < levels.ban) return deny(`Unbanning needs power level ${levels.ban}, ${sender} has ${senderLevel}`);
+      if (senderLevel >= levels.kick && targetLevel < senderLevel) return ALLOW; // 5.5.4
+      return deny(`Kicking needs power level ${levels.kick} and above the target's ${targetLevel}; ${sender} has ${senderLevel}`); // 5.5.5
     }
     case 'ban': {
-      if (senderMembership !== 'join') return deny(`${sender} is not joined to the room`); // 4.6.1
-      const levels = effectivePowerLevels(state);
+      if (senderMembership !== 'join') return deny(`${sender} is not joined to the room`); // 5.6.1
+      const levels = effectivePowerLevels(state, version);
       const senderLevel = userPowerLevel(levels, sender);
       const targetLevel = userPowerLevel(levels, target);
-      if (senderLevel >= levels.ban && targetLevel < senderLevel) return ALLOW; // 4.6.2
-      return deny(
-        `Banning needs power level ${levels.ban} and above the target's ${targetLevel}; ${sender} has ${senderLevel}`,
-      ); // 4.6.3
+      if (senderLevel >= levels.ban && targetLevel < senderLevel) return ALLOW; // 5.6.2
+      return deny(`Banning needs power level ${levels.ban} and above the target's ${targetLevel}; ${sender} has ${senderLevel}`); // 5.6.3
     }
     case 'knock': {
+      if (!version.knocking) return deny(`Knocking is not part of room version ${version.id}`);
       const joinRule = joinRuleOf(state);
-      if (joinRule !== 'knock' && joinRule !== 'knock_restricted') {
-        return deny(`The room's join rule ${joinRule} does not allow knocking`); // 4.7.1
+      // 5.7.1: knock_restricted only from v10.
+      if (joinRule !== 'knock' && !(version.knockRestricted && joinRule === 'knock_restricted')) {
+        return deny(`The room's join rule ${joinRule} does not allow knocking`);
       }
-      if (sender !== target) return deny('Users can only knock on their own behalf'); // 4.7.2
-      if (!['ban', 'invite', 'join'].includes(senderMembership)) return ALLOW; // 4.7.3
-      return deny(`${sender} cannot knock with membership ${senderMembership}`); // 4.7.4
+      if (sender !== target) return deny('Users can only knock on their own behalf'); // 5.7.2
+      if (senderMembership !== 'ban' && senderMembership !== 'invite' && senderMembership !== 'join') return ALLOW; // 5.7.3
+      return deny(`${sender} cannot knock with membership ${senderMembership}`); // 5.7.4
     }
     default:
-      return deny(`Unknown membership ${JSON.stringify(membership)}`); // 4.8
+      return deny(`Unknown membership ${JSON.stringify(membership)}`); // 5.8
   }
 }
 
-/** Rule 4.3. */
-function checkJoin(
-  event: ProposedEvent,
-  target: string,
-  state: StateLookup,
-  create: StateEvent,
-  senderMembership: string,
-): AuthResult {
-  // Rule 4.3.1 speaks of "the only previous event is the create event". We
-  // only see current state, so we read it as: the creator has never had a
-  // member event and neither power levels nor join rules exist yet (a room
-  // service sends those after the creator's join). We also insist the
-  // creator sends it themself, which the spec leaves to rule 4.3.2 otherwise.
-  const creator = roomCreator(create);
-  if (
-    target === creator &&
-    event.sender === creator &&
-    !state('m.room.member', creator) &&
-    !state('m.room.power_levels', '') &&
-    !state('m.room.join_rules', '')
-  ) {
-    return ALLOW;
-  }
+/** Rule 5.3. */
+function checkJoin(event: ProposedEvent, target: string, state: StateLookup, create: StateEvent, version: RoomVersion, senderMembership: string): AuthResult {
+  // 5.3.1: the creator's own join right after the create event.
+  const creator = roomCreator(create, version);
+  if (target === creator && isFirstJoin(event, state, create)) return ALLOW;
 
-  if (event.sender !== target) return deny('Users can only join on their own behalf'); // 4.3.2
-  if (senderMembership === 'ban') return deny(`${target} is banned from the room`); // 4.3.3
+  if (event.sender !== target) return deny('Users can only join on their own behalf'); // 5.3.2
+  if (senderMembership === 'ban') return deny(`${target} is banned from the room`); // 5.3.3
 
   const joinRule = joinRuleOf(state);
-  switch (joinRule) {
-    case 'public':
-      return ALLOW; // 4.3.6
-    // Rule 4.3.5 would also admit users vouched for through
-    // join_authorised_via_users_server; we keep no restricted allow rules, so
-    // restricted rooms admit only the invited, exactly like rule 4.3.4.
-    case 'invite':
-    case 'knock':
-    case 'restricted':
-    case 'knock_restricted':
-      if (senderMembership === 'invite' || senderMembership === 'join') return ALLOW; // 4.3.4, 4.3.5.1
-      return deny(`The room's join rule is ${joinRule} and ${target} is not invited`);
-    default:
-      return deny(`The room's join rule ${joinRule} does not allow joining`); // 4.3.7
+  const invited = senderMembership === 'invite' || senderMembership === 'join';
+  // 5.3.4.
+  if (joinRule === 'invite' || (version.knocking && joinRule === 'knock')) {
+    return invited ? ALLOW : deny(`The room's join rule is ${joinRule} and ${target} is not invited`);
   }
-}
-
-
-/** Rule 9, once the sender has passed rule 7 for m.room.power_levels. */
-function checkPowerLevelsChange(
-  next: Record<string, unknown>,
-  current: Record<string, unknown> | undefined,
-  sender: string,
-  senderLevel: number,
-): AuthResult {
-  // Rules 9.1 to 9.3: room version 10 takes only integers, no numeric strings.
-  for (const key of LEVEL_KEYS) {
-    if (next[key] !== undefined && !isPowerLevelValue(next[key])) {
-      return deny(`Power level ${key} must be an integer`);
+  // 5.3.5 (v8+; knock_restricted from v10).
+  if ((version.restrictedJoins && joinRule === 'restricted') || (version.knockRestricted && joinRule === 'knock_restricted')) {
+    if (invited) return ALLOW; // 5.3.5.1
+    const via = event.content['join_authorised_via_users_server'];
+    if (typeof via !== 'string') return deny(`The room is ${joinRule} and ${target} is not invited, nor vouched for`);
+    const levels = effectivePowerLevels(state, version);
+    if (membershipOf(state, via) !== 'join' || userPowerLevel(levels, via) < levels.invite) {
+      return deny(`${via} may not vouch for ${target}: they must be joined and able to invite`); // 5.3.5.2
     }
+    return ALLOW; // 5.3.5.3
   }
-  for (const key of ['events', 'notifications'] as const) {
-    if (next[key] !== undefined && !isLevelMap(next[key])) {
-      return deny(`Power level ${key} must be an object of integers`);
-    }
-  }
-  const nextUsers = next['users'];
-  if (nextUsers !== undefined) {
-    if (!isLevelMap(nextUsers)) return deny('Power level users must be an object of integers');
-    const notAUser = Object.keys(nextUsers).find((key) => !looksLikeUserId(key));
-    if (notAUser !== undefined) return deny(`Power level users key ${JSON.stringify(notAUser)} is not a user id`);
-  }
-
-  // Rule 9.4: the first power levels event sets the room up freely.
-  if (!current) return ALLOW;
-
-  // Rule 9.5.
-  for (const key of LEVEL_KEYS) {
-    const problem = outOfReach(key, ownValue(current, key), ownValue(next, key), senderLevel, false);
-    if (problem) return deny(problem);
-  }
-
-  // Rules 9.6 and 9.7.
-  for (const key of ['events', 'notifications'] as const) {
-    const before = asRecord(current[key]);
-    const after = asRecord(next[key]);
-    for (const entry of new Set([...Object.keys(before), ...Object.keys(after)])) {
-      const name = `${key}.${entry}`;
-      const problem = outOfReach(name, ownValue(before, entry), ownValue(after, entry), senderLevel, false);
-      if (problem) return deny(problem);
-    }
-  }
-
-  // Rules 9.8 and 9.9: other users at the sender's own level are peers and
-  // stay untouched; the sender's own entry may go down but never up.
-  const usersBefore = asRecord(current['users']);
-  const usersAfter = asRecord(next['users']);
-  for (const userId of new Set([...Object.keys(usersBefore), ...Object.keys(usersAfter)])) {
-    const name = `users.${userId}`;
-    const isPeer = userId !== sender;
-    const problem = outOfReach(name, ownValue(usersBefore, userId), ownValue(usersAfter, userId), senderLevel, isPeer);
-    if (problem) return deny(problem);
-  }
-
-  return ALLOW; // 9.10
+  if (joinRule === 'public') return ALLOW; // 5.3.6
+  return deny(`The room's join rule ${joinRule} does not allow joining`); // 5.3.7
 }
 
 /**
- * Why the sender may not move one power level value from `before` to `after`
- * (either may be absent: added or removed), or undefined if they may. An old
- * value above the sender's level is out of reach, and so is one equal to it
- * when `equalIsOutOfReach` (rule 9.8's "greater than or equal").
+ * "The only previous event is the m.room.create event". With the event's prev_events known (a PDU),
+ * exactly that; for a local draft without them, read from the state: the create event is all
+ * there is (no member, power levels or join rules yet).
  */
-function outOfReach(
-  name: string,
-  before: unknown,
-  after: unknown,
-  senderLevel: number,
-  equalIsOutOfReach: boolean,
-): string | undefined {
+function isFirstJoin(event: ProposedEvent, state: StateLookup, create: StateEvent): boolean {
+  if (event.prev_events !== undefined && create.event_id !== undefined) {
+    return event.prev_events.length === 1 && event.prev_events[0] === create.event_id;
+  }
+  return event.sender === event.state_key && !state('m.room.member', event.sender) && !state('m.room.power_levels', '') && !state('m.room.join_rules', '');
+}
+
+/** Rule 5.4. */
+function checkInvite(event: ProposedEvent, target: string, state: StateLookup, version: RoomVersion, senderMembership: string, targetMembership: string): AuthResult {
+  const thirdPartyInvite = event.content['third_party_invite'];
+  if (thirdPartyInvite !== undefined) return checkThirdPartyInvite(event, target, state, targetMembership, thirdPartyInvite);
+  if (senderMembership !== 'join') return deny(`${event.sender} is not joined to the room`); // 5.4.2
+  if (targetMembership === 'join') return deny(`${target} is already joined to the room`); // 5.4.3
+  if (targetMembership === 'ban') return deny(`${target} is banned from the room`); // 5.4.3
+  const levels = effectivePowerLevels(state, version);
+  const senderLevel = userPowerLevel(levels, event.sender);
+  if (senderLevel >= levels.invite) return ALLOW; // 5.4.4
+  return deny(`Inviting needs power level ${levels.invite}, ${event.sender} has ${senderLevel}`); // 5.4.5
+}
+
+/** Rule 5.4.1: an invite redeeming a third-party invite token. */
+function checkThirdPartyInvite(event: ProposedEvent, target: string, state: StateLookup, targetMembership: string, invite: unknown): AuthResult {
+  if (targetMembership === 'ban') return deny(`${target} is banned from the room`); // 5.4.1.1
+  const signed = isPlainObject(invite) ? invite['signed'] : undefined;
+  if (!isPlainObject(signed)) return deny('third_party_invite has no signed object'); // 5.4.1.2
+  const { mxid, token } = signed;
+  if (typeof mxid !== 'string' || typeof token !== 'string') return deny('third_party_invite.signed needs mxid and token'); // 5.4.1.3
+  if (mxid !== target) return deny('third_party_invite.signed.mxid is not the invited user'); // 5.4.1.4
+  const tokenEvent = state('m.room.third_party_invite', token);
+  if (!tokenEvent) return deny('No m.room.third_party_invite matches the token'); // 5.4.1.5
+  if (tokenEvent.sender !== event.sender) return deny('The invite was not sent by who made the third-party invite'); // 5.4.1.6
+  // 5.4.1.7: any signature in `signed` by any of the invite's public keys.
+  const keys: KeyObject[] = [];
+  const single = tokenEvent.content['public_key'];
+  if (typeof single === 'string') keys.push(...compact([ed25519PublicKey(single)]));
+  const listed = tokenEvent.content['public_keys'];
+  if (Array.isArray(listed)) {
+    for (const entry of listed) if (isPlainObject(entry) && typeof entry['public_key'] === 'string') keys.push(...compact([ed25519PublicKey(entry['public_key'])]));
+  }
+  const signatures = signed['signatures'];
+  if (isPlainObject(signatures)) {
+    for (const [entity, byKey] of Object.entries(signatures)) {
+      if (!isPlainObject(byKey)) continue;
+      for (const keyId of Object.keys(byKey)) {
+        for (const key of keys) {
+          if (decodeBase64(String(byKey[keyId])) && hasValidSignature(signed, entity, new Map([[keyId, key]]))) return ALLOW;
+        }
+      }
+    }
+  }
+  return deny('No signature in third_party_invite.signed matches the invite\'s public keys'); // 5.4.1.8
+}
+
+function compact<T>(values: Array<T | undefined>): T[] {
+  return values.filter((value): value is T => value !== undefined);
+}
+
+/** Rule 10, once the sender has passed rule 8 for m.room.power_levels. */
+function checkPowerLevelsChange(event: ProposedEvent, current: Record<string, unknown> | undefined, create: StateEvent, version: RoomVersion, senderLevel: number): AuthResult {
+  const next = event.content;
+  if (version.integerPowerLevels) {
+    // 10.1 and 10.2 (v10+): only integers.
+    for (const key of LEVEL_KEYS) {
+      if (next[key] !== undefined && !Number.isSafeInteger(next[key])) return deny(`Power level ${key} must be an integer`);
+    }
+    for (const key of ['events', 'notifications'] as const) {
+      if (next[key] !== undefined && !(isPlainObject(next[key]) && Object.values(next[key]).every(Number.isSafeInteger))) {
+        return deny(`Power level ${key} must be an object of integers`);
+      }
+    }
+  }
+  // 10.3: users must be user ids with integer levels (numeric strings too before v10).
+  const nextUsers = next['users'];
+  if (nextUsers !== undefined) {
+    if (!isPlainObject(nextUsers)) return deny('Power level users must be an object');
+    for (const [userId, level] of Object.entries(nextUsers)) {
+      if (!isUserId(userId)) return deny(`Power level users key ${JSON.stringify(userId)} is not a user id`);
+      if (readLevel(level, version) === undefined) return deny(`Power level of ${userId} must be an integer`);
+    }
+    // 10.4 (v12): creators are above power levels and cannot appear in them.
+    if (version.privilegedCreators) {
+      const creator = [...roomCreators(create, version)].find((id) => Object.hasOwn(nextUsers, id));
+      if (creator !== undefined) return deny(`${creator} is a room creator and cannot be given a power level`);
+    }
+  }
+
+  // 10.5: the first power levels event sets the room up freely.
+  if (!current) return ALLOW;
+
+  // 10.6.
+  for (const key of LEVEL_KEYS) {
+    const problem = outOfReach(key, readLevel(ownValue(current, key), version), readLevel(ownValue(next, key), version), senderLevel, false);
+    if (problem) return deny(problem);
+  }
+  // 10.7 and 10.8 (`notifications` from v6 on).
+  for (const key of version.notificationsPowerLevels ? (['events', 'notifications'] as const) : (['events'] as const)) {
+    const before = asRecord(current[key]);
+    const after = asRecord(next[key]);
+    for (const entry of new Set([...Object.keys(before), ...Object.keys(after)])) {
+      const problem = outOfReach(`${key}.${entry}`, readLevel(ownValue(before, entry), version), readLevel(ownValue(after, entry), version), senderLevel, false);
+      if (problem) return deny(problem);
+    }
+  }
+  // 10.9 and 10.10: other users at the sender's own level are peers and stay untouched; the
+  // sender's own entry may go down but never up.
+  const usersBefore = asRecord(current['users']);
+  const usersAfter = asRecord(next['users']);
+  for (const userId of new Set([...Object.keys(usersBefore), ...Object.keys(usersAfter)])) {
+    const problem = outOfReach(
+      `users.${userId}`,
+      readLevel(ownValue(usersBefore, userId), version),
+      readLevel(ownValue(usersAfter, userId), version),
+      senderLevel,
+      userId !== event.sender,
+    );
+    if (problem) return deny(problem);
+  }
+  return ALLOW; // 10.11
+}
+
+/**
+ * Why the sender may not move one power level value from `before` to `after` (either may be absent:
+ * added or removed), or undefined if they may. An old value above the sender's level is out of
+ * reach, and so is one equal to it when `equalIsOutOfReach` (rule 10.9's "greater than or equal").
+ */
+function outOfReach(name: string, before: number | undefined, after: number | undefined, senderLevel: number, equalIsOutOfReach: boolean): string | undefined {
   if (before === after) return undefined;
-  if (typeof before === 'number' && (before > senderLevel || (equalIsOutOfReach && before === senderLevel))) {
+  if (before !== undefined && (before > senderLevel || (equalIsOutOfReach && before === senderLevel))) {
     return `Cannot change ${name}: it is ${before} and the sender's level is ${senderLevel}`;
   }
-  if (typeof after === 'number' && after > senderLevel) {
-    return `Cannot set ${name} to ${after}, above the sender's level ${senderLevel}`;
-  }
+  if (after !== undefined && after > senderLevel) return `Cannot set ${name} to ${after}, above the sender's level ${senderLevel}`;
   return undefined;
 }
 
 const LEVEL_KEYS = ['users_default', 'events_default', 'state_default', 'ban', 'redact', 'kick', 'invite'] as const;
 
 /**
- * The effective power levels: the m.room.power_levels content with spec
- * defaults, or the creator at 100 and everyone else at 0 when the room has
- * none yet. Invalid values (rule 9 keeps them out of v10 rooms) fall back to
- * the defaults.
+ * A power level value as the room version reads it: integers; before v10 also strings holding an
+ * integer ("+100", " 050 "); before v6 also floats, truncated. Undefined for anything else.
  */
-export function effectivePowerLevels(state: StateLookup): PowerLevels {
-  const powerLevels = state('m.room.power_levels', '');
-  if (!powerLevels) {
-    const create = state('m.room.create', '');
-    return {
-      ...defaultLevels(),
-      // The m.room.power_levels schema: "If the room contains no
-      // m.room.power_levels event, the room's creator has a power level of
-      // 100, and all other users have a power level of 0."
-      users: create ? { [roomCreator(create)]: 100 } : {},
-    };
+export function readLevel(value: unknown, version: RoomVersion): number | undefined {
+  if (typeof value === 'number') {
+    if (Number.isSafeInteger(value)) return value;
+    if (version.floatyPowerLevels && Number.isFinite(value)) return Math.trunc(value);
+    return undefined;
   }
-
-  const content = powerLevels.content;
-  const known = levelsByContent.get(content);
-  if (known) return known;
-  const levels = readPowerLevels(content);
-  levelsByContent.set(content, levels);
-  return levels;
+  if (typeof value === 'string' && version.stringyPowerLevels) {
+    const match = /^\s*([+-]?)0*(\d+)\s*$/.exec(value);
+    if (!match) return undefined;
+    const parsed = Number(match[2]) * (match[1] === '-' ? -1 : 1);
+    return Number.isSafeInteger(parsed) ? parsed : undefined;
+  }
+  return undefined;
 }
 
 /**
- * Power levels read from a power-levels event's content, by that content object: every event a
- * room writes is checked against them, and the content only changes as a new object (a new
- * power-levels event, or a redaction). Frozen, since every check shares them.
+ * The effective power levels: the m.room.power_levels content with the spec's defaults, or, when
+ * the room has none yet, the creator at 100 and everyone else at 0. In v12 the creators stand
+ * above all of it (`creators`). Values the room version cannot read fall back to the defaults.
  */
-const levelsByContent = new WeakMap<object, PowerLevels>();
+export function effectivePowerLevels(state: StateLookup, version: RoomVersion): PowerLevels {
+  const create = state('m.room.create', '');
+  const powerLevels = state('m.room.power_levels', '');
+  if (!powerLevels) {
+    // The m.room.power_levels schema: "If the room contains no m.room.power_levels event, the
+    // room's creator has a power level of 100, and all other users have a power level of 0."
+    if (version.privilegedCreators) return { ...defaultLevels(), creators: create ? roomCreators(create, version) : NO_CREATORS };
+    return { ...defaultLevels(), users: create ? { [roomCreator(create, version)]: 100 } : {}, creators: NO_CREATORS };
+  }
+  const parsed = parsedLevels(powerLevels.content, version);
+  if (!version.privilegedCreators || !create) return parsed;
+  // Keyed by the create event's content: lookups may hand out a new event object each time, but
+  // a room's create content is one object for as long as the room is held.
+  let withCreators = creatorLevels.get(parsed)?.get(create.content);
+  if (!withCreators) {
+    withCreators = Object.freeze({ ...parsed, creators: roomCreators(create, version) });
+    const byCreate = creatorLevels.get(parsed) ?? new WeakMap<object, PowerLevels>();
+    byCreate.set(create.content, withCreators);
+    creatorLevels.set(parsed, byCreate);
+  }
+  return withCreators;
+}
 
-function readPowerLevels(content: StateEvent['content']): PowerLevels {
+const NO_CREATORS: ReadonlySet<string> = new Set();
+
+/**
+ * Power levels read from a power-levels event's content, by that content object and the way the
+ * room version reads values: every event a room writes is checked against them, and the content
+ * only changes as a new object (a new power-levels event, or a redaction). Frozen, since every
+ * check shares them.
+ */
+const levelsByContent = {
+  strict: new WeakMap<object, PowerLevels>(),
+  stringy: new WeakMap<object, PowerLevels>(),
+  floaty: new WeakMap<object, PowerLevels>(),
+};
+const creatorLevels = new WeakMap<PowerLevels, WeakMap<object, PowerLevels>>();
+
+function parsedLevels(content: Record<string, unknown>, version: RoomVersion): PowerLevels {
+  const cache = version.floatyPowerLevels ? levelsByContent.floaty : version.stringyPowerLevels ? levelsByContent.stringy : levelsByContent.strict;
+  let levels = cache.get(content);
+  if (!levels) {
+    levels = readPowerLevels(content, version);
+    cache.set(content, levels);
+  }
+  return levels;
+}
+
+function readPowerLevels(content: Record<string, unknown>, version: RoomVersion): PowerLevels {
   const defaults = defaultLevels();
-  const levelOr = (key: (typeof LEVEL_KEYS)[number]): number => {
-    const value = content[key];
-    return isPowerLevelValue(value) ? value : defaults[key];
+  const levelOr = (key: (typeof LEVEL_KEYS)[number]): number => readLevel(content[key], version) ?? defaults[key];
+  const levelMap = (value: unknown, keep: (key: string) => boolean = () => true): Record<string, number> => {
+    const entries: [string, number][] = [];
+    for (const [key, raw] of Object.entries(asRecord(value))) {
+      const level = readLevel(raw, version);
+      if (level !== undefined && keep(key)) entries.push([key, level]);
+    }
+    return Object.freeze(Object.fromEntries(entries));
   };
   return Object.freeze({
-    users: Object.freeze(Object.fromEntries(integerEntries(content['users']).filter(([userId]) => looksLikeUserId(userId)))),
+    users: levelMap(content['users'], isUserId),
     users_default: levelOr('users_default'),
-    events: Object.freeze(Object.fromEntries(integerEntries(content['events']))),
+    events: levelMap(content['events']),
     events_default: levelOr('events_default'),
     state_default: levelOr('state_default'),
     ban: levelOr('ban'),
     kick: levelOr('kick'),
     redact: levelOr('redact'),
     invite: levelOr('invite'),
-    notifications: Object.freeze(Object.fromEntries([
-      ...integerEntries(defaults.notifications),
-      ...integerEntries(content['notifications']),
-    ])),
+    notifications: Object.freeze({ ...defaults.notifications, ...levelMap(content['notifications']) }),
+    creators: NO_CREATORS,
   });
 }
 
 /**
- * Defaults from the m.room.power_levels schema (spec v1.19). They are the
- * same with or without a power levels event: "If there is no state_default
- * in the m.room.power_levels event, or there is no m.room.power_levels event,
- * the state_default is 50"; events_default 0; kick, ban and redact 50
- * "if they are not specified ..., or if the room contains no
- * m.room.power_levels event"; invite 0 "in either case"; notifications.room 50.
+ * Defaults from the m.room.power_levels schema: the same with or without a power levels event
+ * ("If there is no state_default ..., or there is no m.room.power_levels event, the state_default
+ * is 50"; events_default 0; kick, ban and redact 50; invite 0; notifications.room 50).
  */
-function defaultLevels(): PowerLevels {
-  return {
-    users: {},
-    users_default: 0,
-    events: {},
-    events_default: 0,
-    state_default: 50,
-    ban: 50,
-    kick: 50,
-    redact: 50,
-    invite: 0,
-    notifications: { room: 50 },
-  };
+function defaultLevels(): Omit<PowerLevels, 'creators'> {
+  return { users: {}, users_default: 0, events: {}, events_default: 0, state_default: 50, ban: 50, kick: 50, redact: 50, invite: 0, notifications: { room: 50 } };
 }
 
+/** A user's power level; infinite for a v12 room's creators. */
 export function userPowerLevel(levels: PowerLevels, userId: string): number {
+  if (levels.creators.has(userId)) return Number.POSITIVE_INFINITY;
   return Object.hasOwn(levels.users, userId) ? (levels.users[userId] ?? levels.users_default) : levels.users_default;
 }
 
@@ -416,9 +516,9 @@ export function requiredPowerForEvent(levels: PowerLevels, type: string, isState
 }
 
 /**
- * Whether `userId` may redact an event sent by `originalSender`. Everyone
- * needs the level to send m.room.redaction; redacting someone else's event
- * additionally needs the `redact` level (m.room.power_levels schema).
+ * Whether `userId` may redact an event sent by `originalSender`, asked by a local client: the
+ * level to send m.room.redaction, and for someone else's event the `redact` level too (the
+ * m.room.power_levels schema).
  */
 export function canRedact(levels: PowerLevels, userId: string, originalSender: string): boolean {
   const level = userPowerLevel(levels, userId);
@@ -427,51 +527,93 @@ export function canRedact(levels: PowerLevels, userId: string, originalSender: s
 }
 
 /**
- * Membership of a user in the state ('join' | 'invite' | 'leave' | 'ban' |
- * 'knock'), or 'leave' when no member event.
+ * Whether a redaction (already allowed by the auth rules) takes effect on its target, as
+ * "Handling redactions" (v3+) says: its sender has the redact level, or is on the same server as
+ * the target's sender.
  */
+export function redactionApplies(levels: PowerLevels, redactionSender: string, originalSender: string): boolean {
+  return userPowerLevel(levels, redactionSender) >= levels.redact || domainOf(redactionSender) === domainOf(originalSender);
+}
+
+/** Membership of a user in the state ('join' | 'invite' | 'leave' | 'ban' | 'knock'); 'leave' when none. */
 export function membershipOf(state: StateLookup, userId: string): string {
   const membership = state('m.room.member', userId)?.content['membership'];
   return typeof membership === 'string' ? membership : 'leave';
 }
 
-/**
- * The room's creator: `content.creator` up to room version 10, the create
- * event's sender from version 11 (which dropped `creator`).
- */
-function roomCreator(create: StateEvent): string {
+/** The room's creator: `content.creator` up to room version 10, the create event's sender from 11. */
+export function roomCreator(create: StateEvent, version: RoomVersion): string {
   const creator = create.content['creator'];
-  if (create.content['room_version'] === '11' || typeof creator !== 'string') return create.sender;
+  if (version.v11 || typeof creator !== 'string') return create.sender;
   return creator;
 }
 
+/** v12's room creators: the create event's sender and its `additional_creators`. */
+export function roomCreators(create: StateEvent, version: RoomVersion): ReadonlySet<string> {
+  const creators = new Set([roomCreator(create, version)]);
+  const additional = create.content['additional_creators'];
+  if (version.privilegedCreators && Array.isArray(additional)) for (const id of additional) if (typeof id === 'string') creators.add(id);
+  return creators;
+}
+
 /**
- * The room's join rule. The spec leaves a room without m.room.join_rules
- * rejecting every join (rule 4.3.7); like Synapse we read it as `invite`
- * instead, so invited users can still join such a room.
+ * The room's join rule. The spec leaves a room without m.room.join_rules rejecting every join
+ * (rule 5.3.7); like Synapse we read it as `invite` instead, so invited users can still join.
  */
-function joinRuleOf(state: StateLookup): string {
+export function joinRuleOf(state: StateLookup): string {
   const joinRule = state('m.room.join_rules', '')?.content['join_rule'];
   return typeof joinRule === 'string' ? joinRule : 'invite';
 }
 
-/** Integers within canonical JSON's range, [-(2**53)+1, (2**53)-1]. */
-function isPowerLevelValue(value: unknown): value is number {
-  return Number.isSafeInteger(value);
+/** The (type, state_key) pairs an event's auth_events should hold ("Auth events selection"). */
+export function authEventKeys(event: ProposedEvent, version: RoomVersion): Array<[string, string]> {
+  if (event.type === 'm.room.create') return [];
+  const keys: Array<[string, string]> = [];
+  if (version.createInAuthEvents) keys.push(['m.room.create', '']);
+  keys.push(['m.room.power_levels', ''], ['m.room.member', event.sender]);
+  if (event.type === 'm.room.member' && event.state_key !== undefined) {
+    keys.push(['m.room.member', event.state_key]);
+    const membership = event.content['membership'];
+    if (membership === 'join' || membership === 'invite' || membership === 'knock') keys.push(['m.room.join_rules', '']);
+    const invite = event.content['third_party_invite'];
+    const token = isPlainObject(invite) && isPlainObject(invite['signed']) ? invite['signed']['token'] : undefined;
+    if (membership === 'invite' && typeof token === 'string') keys.push(['m.room.third_party_invite', token]);
+    const via = event.content['join_authorised_via_users_server'];
+    if (membership === 'join' && version.restrictedJoins && typeof via === 'string') keys.push(['m.room.member', via]);
+  }
+  return keys;
 }
 
-function isLevelMap(value: unknown): value is Record<string, number> {
-  return isPlainObject(value) && Object.values(value).every(isPowerLevelValue);
+/**
+ * The checks on an event's own auth_events (v12 rule 3, v3-v11 rule 2): no duplicate keys, only
+ * keys the selection algorithm names, none rejected, all of this room, and (v3-v11) the create
+ * event among them.
+ */
+export function checkAuthEventsSelection(
+  event: ProposedEvent,
+  authEvents: ReadonlyArray<StateEvent & { room_id?: string; rejected?: boolean }>,
+  version: RoomVersion,
+  roomId: string,
+): AuthResult {
+  const allowed = new Set(authEventKeys(event, version).map(([type, key]) => `${type}\u0000${key}`));
+  const seen = new Set<string>();
+  for (const authEvent of authEvents) {
+    const key = `${authEvent.type}\u0000${authEvent.state_key}`;
+    if (seen.has(key)) return deny(`auth_events holds two ${authEvent.type} events for "${authEvent.state_key}"`);
+    seen.add(key);
+    if (!allowed.has(key)) return deny(`auth_events holds ${authEvent.type} "${authEvent.state_key}", which does not authorise this event`);
+    if (authEvent.rejected) return deny(`auth_events holds a rejected event`);
+    // v12's create event has no room_id: its id is the room id.
+    const authRoom = authEvent.type === 'm.room.create' && version.roomIdFromCreateEvent ? roomId : authEvent.room_id;
+    if (authRoom !== undefined && authRoom !== roomId) return deny('auth_events holds an event of another room');
+  }
+  if (version.createInAuthEvents && !seen.has('m.room.create\u0000')) return deny('auth_events holds no m.room.create event');
+  return ALLOW;
 }
 
-function integerEntries(value: unknown): [string, number][] {
-  if (!isPlainObject(value)) return [];
-  return Object.entries(value).filter((entry): entry is [string, number] => isPowerLevelValue(entry[1]));
-}
-
-/** Shape only ("@localpart:server"); this server's own id rules live with users. */
-function looksLikeUserId(value: string): boolean {
-  return /^@[^:]+:.+$/.test(value) && value.length <= 255;
+/** "@localpart:server" with a non-empty localpart and server, at most 255 bytes. */
+export function isUserId(value: string): boolean {
+  return /^@[^:]+:.+$/.test(value) && Buffer.byteLength(value) <= 255;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -485,4 +627,9 @@ function asRecord(value: unknown): Record<string, unknown> {
 /** A key's own value, so JSON keys like "constructor" never hit Object.prototype. */
 function ownValue(record: Record<string, unknown>, key: string): unknown {
   return Object.hasOwn(record, key) ? record[key] : undefined;
+}
+
+/** The version object for a room's stored version string (for callers holding only the id). */
+export function versionFor(id: string): RoomVersion {
+  return knownRoomVersion(id);
 }

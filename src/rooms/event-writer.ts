@@ -8,15 +8,19 @@
  * Positions are taken in the same place; after the commit the stream moves, caches are updated
  * and the users concerned are woken.
  */
+import { canonicalJson, NotCanonicalJsonError } from '../core/canonical-json.js';
 import type { Clock } from '../core/clock.js';
 import { MatrixError } from '../core/errors.js';
-import type { RoomRow, Storage, Stores } from '../storage/index.js';
+import type { Signer } from '../core/signed-json.js';
+import type { NewRoomRow, Storage, Stores } from '../storage/index.js';
 import type { Notifier } from '../sync/notifier.js';
 import type { StreamCounter } from '../sync/stream.js';
-import { checkEventAuth } from './auth-rules.js';
-import { assertEventSize, newEventId, rowFromEvent, type JsonObject, type StoredEvent } from './events.js';
+import { authEventKeys, checkEventAuth, type ProposedEvent } from './auth-rules.js';
+import { assertEventSize, MAX_EVENT_BYTES, rowFromEvent, type JsonObject, type StoredEvent } from './events.js';
+import { finishPdu, type Pdu, type UnsignedPdu } from './pdu.js';
 import type { RoomCache } from './room-cache.js';
-import { RoomSnapshot } from './room-snapshot.js';
+import { RoomSnapshot, type RoomHead } from './room-snapshot.js';
+import type { RoomVersion } from './room-versions.js';
 
 export interface EventDraft {
   type: string;
@@ -27,12 +31,14 @@ export interface EventDraft {
   redaction?: { eventId: string; redactedContent: JsonObject } | undefined;
   /** Set for requests with a transaction id; `scope` names the endpoint and its path (room, type). */
   txn?: { deviceId: string; scope: string; txnId: string } | undefined;
+  /** An event already finished (a room's create event, whose id a v12 room id is made of). */
+  prebuilt?: { pdu: Pdu; eventId: string } | undefined;
 }
 
 export interface WriteRequest {
   roomId: string;
   /** Set when the request creates the room; its events start from empty state. */
-  newRoom?: RoomRow | undefined;
+  newRoom?: NewRoomRow | undefined;
   /**
    * Runs at write time against the room's latest state and returns the events to write; throws a
    * MatrixError to refuse. Every draft is also checked by the room auth rules.
@@ -51,6 +57,30 @@ interface Prepared {
   room: RoomSnapshot;
   events: StoredEvent[];
   drafts: EventDraft[];
+  /** State groups the events make, written before them. */
+  stateGroups: NewStateGroup[];
+}
+
+interface NewStateGroup {
+  id: number;
+  roomId: string;
+  prevGroup: number | undefined;
+  deltaDepth: number;
+  entries: Array<[string, string, string | null]>;
+}
+
+/**
+ * A state group is a delta of the one before; after this many deltas in a row the next is a full
+ * snapshot, so reading any group's state takes at most this many steps.
+ */
+export const MAX_STATE_GROUP_DELTAS = 100;
+
+/** State group ids, handed out like stream positions: in memory, by the one writer, from the newest on disk. */
+export class StateGroupIds {
+  constructor(private last: number) {}
+  next(): number {
+    return ++this.last;
+  }
 }
 
 export class EventWriter {
@@ -64,7 +94,31 @@ export class EventWriter {
     private readonly stream: StreamCounter,
     private readonly notifier: Notifier,
     private readonly clock: Clock,
+    private readonly signer: Signer,
+    private readonly stateGroupIds: StateGroupIds,
   ) {}
+
+  /**
+   * A room's create event, finished before the room exists: a v12 room's id is made from it, and
+   * every other version's room id goes into it. Submit it as the first draft's `prebuilt`.
+   */
+  buildCreateEvent(version: RoomVersion, roomId: string | undefined, sender: string, content: JsonObject, ts = this.clock.now()): { pdu: Pdu; eventId: string } {
+    const draft: UnsignedPdu = { sender, type: 'm.room.create', state_key: '', content, origin_server_ts: ts, depth: 1, prev_events: [], auth_events: [] };
+    if (!version.roomIdFromCreateEvent) {
+      if (roomId === undefined) throw new Error('a room id is needed for this room version');
+      draft.room_id = roomId;
+    }
+    return this.finish(draft, version);
+  }
+
+  private finish(draft: UnsignedPdu, version: RoomVersion): { pdu: Pdu; eventId: string } {
+    try {
+      return finishPdu(draft, version, this.signer);
+    } catch (err) {
+      if (err instanceof NotCanonicalJsonError) throw new MatrixError('M_BAD_JSON', `The event is not canonical JSON: ${err.message}`);
+      throw err;
+    }
+  }
 
   /** Writes the request's events; resolves once they are committed. */
   async submit(request: WriteRequest): Promise<StoredEvent[]> {
@@ -117,6 +171,7 @@ export class EventWriter {
           for (const event of item.events) maxStream = Math.max(maxStream, event.stream);
           await this.write(stores, item);
         }
+        await this.writeHeads(stores, prepared);
       });
     } catch (err) {
       for (const roomId of touchedRooms) this.cache.forgetRoom(roomId);
@@ -170,6 +225,7 @@ export class EventWriter {
     const room = request.newRoom
       ? new RoomSnapshot(request.roomId, request.newRoom.room_version, request.newRoom.creator)
       : this.cache.peek(request.roomId);
+    const stateGroups: NewStateGroup[] = [];
     if (!room) {
       pending.reject(new MatrixError('M_FORBIDDEN', `Unknown room ${request.roomId}`, { status: 403 }));
       return undefined;
@@ -190,6 +246,7 @@ export class EventWriter {
       try {
         const event = this.build(working, draft, now);
         working.apply(event);
+        this.advanceHead(working, event, stateGroups);
         if (draft.redaction) working.applyRedaction(draft.redaction.eventId, draft.redaction.redactedContent, event.eventId);
         events.push(event);
       } catch (err) {
@@ -203,28 +260,66 @@ export class EventWriter {
         const redaction = drafts[index]?.redaction;
         if (redaction) room.applyRedaction(redaction.eventId, redaction.redactedContent, event.eventId);
       }
+      room.head = working.head;
     }
     for (const event of events) room.remember(event);
     if (!request.newRoom && events.length > 0) touchedRooms.add(room.roomId);
-    return { pending, room, events, drafts };
+    return { pending, room, events, drafts, stateGroups };
   }
 
+  /**
+   * Builds one local event as a PDU on top of the room's head: its prev_events are the forward
+   * extremities, its auth_events chosen from the current state as the spec selects them, then it
+   * passes the auth rules, is hashed and signed, and gets its id (the reference hash).
+   */
   private build(room: RoomSnapshot, draft: EventDraft, now: number): StoredEvent {
-    const auth = checkEventAuth(
-      { type: draft.type, ...(draft.stateKey !== undefined ? { state_key: draft.stateKey } : {}), sender: draft.sender, content: draft.content },
-      room.lookup,
-    );
+    const version = room.version;
+    const isCreate = draft.type === 'm.room.create';
+    const prevEvents = draft.prebuilt ? draft.prebuilt.pdu.prev_events : isCreate ? [] : [...room.head.extremities];
+    // v11 moved `redacts` into the content, where it is hashed and signed with the rest.
+    const content = draft.redaction && version.v11 ? { ...draft.content, redacts: draft.redaction.eventId } : draft.content;
+    const proposed: ProposedEvent = {
+      type: draft.type,
+      ...(draft.stateKey !== undefined ? { state_key: draft.stateKey } : {}),
+      sender: draft.sender,
+      content,
+      prev_events: prevEvents,
+    };
+    const auth = checkEventAuth(proposed, room.lookup, version, { isSignedBy: (server) => server === this.signer.serverName });
     if (!auth.allowed) throw new MatrixError('M_FORBIDDEN', auth.reason);
     const replaced = draft.stateKey === undefined ? undefined : room.get(draft.type, draft.stateKey);
+
+    let finished = draft.prebuilt;
+    if (!finished) {
+      const authEvents: string[] = [];
+      for (const [type, stateKey] of authEventKeys(proposed, version)) {
+        const authEvent = room.get(type, stateKey);
+        if (authEvent) authEvents.push(authEvent.eventId);
+      }
+      const unsignedPdu: UnsignedPdu = {
+        room_id: room.roomId,
+        sender: draft.sender,
+        type: draft.type,
+        content,
+        origin_server_ts: now,
+        depth: isCreate ? 1 : room.head.depth + 1,
+        prev_events: prevEvents,
+        auth_events: authEvents,
+      };
+      if (draft.stateKey !== undefined) unsignedPdu.state_key = draft.stateKey;
+      if (draft.redaction && !version.v11) unsignedPdu.redacts = draft.redaction.eventId;
+      finished = this.finish(unsignedPdu, version);
+    }
+    const { pdu, eventId } = finished;
     const event: StoredEvent = {
       stream: 0,
-      eventId: newEventId(now),
+      eventId,
       roomId: room.roomId,
       type: draft.type,
       stateKey: draft.stateKey,
       sender: draft.sender,
-      originServerTs: now,
-      content: draft.content,
+      originServerTs: pdu.origin_server_ts,
+      content,
       replacesState: replaced?.eventId,
       prevContent: replaced?.content,
       prevSender: replaced?.sender,
@@ -234,16 +329,46 @@ export class EventWriter {
       txnDeviceId: draft.txn?.deviceId,
       txnScope: draft.txn?.scope,
       txnId: draft.txn?.txnId,
+      depth: pdu.depth,
+      prevEvents: pdu.prev_events,
+      authEvents: pdu.auth_events,
+      pduExtra: extraKeysOf(pdu),
+      stateGroup: undefined,
+      outlier: false,
+      rejected: undefined,
+      softFailed: false,
     };
-    assertEventSize(event, now);
+    assertPduSize(pdu, event, assertEventSize(event, now));
     // Taken last, so a refused draft leaves no gap.
     event.stream = this.stream.next();
     return event;
   }
 
+  /**
+   * Moves the room's head past a new event: it becomes the only forward extremity, and a state
+   * event makes a new state group (a delta of the current one, or a snapshot every
+   * MAX_STATE_GROUP_DELTAS). Called after the event is applied to the snapshot.
+   */
+  private advanceHead(room: RoomSnapshot, event: StoredEvent, stateGroups: NewStateGroup[]): void {
+    const head: RoomHead = { ...room.head, extremities: [event.eventId], depth: Math.max(room.head.depth, event.depth) };
+    if (event.stateKey !== undefined) {
+      const id = this.stateGroupIds.next();
+      const snapshot = head.stateGroup === undefined || head.stateGroupDepth >= MAX_STATE_GROUP_DELTAS;
+      const entries: Array<[string, string, string | null]> = snapshot
+        ? [...room.stateEvents()].map((state) => [state.type, state.stateKey ?? '', state.eventId])
+        : [[event.type, event.stateKey, event.eventId]];
+      stateGroups.push({ id, roomId: room.roomId, prevGroup: snapshot ? undefined : head.stateGroup, deltaDepth: snapshot ? 0 : head.stateGroupDepth + 1, entries });
+      head.stateGroup = id;
+      head.stateGroupDepth = snapshot ? 0 : head.stateGroupDepth + 1;
+    }
+    event.stateGroup = head.stateGroup;
+    room.head = head;
+  }
+
   private async write(stores: Stores, item: Prepared): Promise<void> {
     const { request } = item.pending;
     if (request.newRoom) await stores.rooms.insertRoom(request.newRoom);
+    for (const group of item.stateGroups) await stores.rooms.insertStateGroup(group);
     for (const [index, event] of item.events.entries()) {
       await stores.rooms.insertEvent(rowFromEvent(event));
       if (event.stateKey !== undefined) {
@@ -263,5 +388,33 @@ export class EventWriter {
       if (redaction) await stores.rooms.markRedacted(redaction.eventId, JSON.stringify(redaction.redactedContent), event.eventId);
     }
   }
+
+  /** Writes the head of every room the batch moved, once per room, after all its events. */
+  private async writeHeads(stores: Stores, prepared: Prepared[]): Promise<void> {
+    const heads = new Map<string, RoomHead>();
+    for (const item of prepared) if (item.events.length > 0) heads.set(item.room.roomId, item.room.head);
+    for (const [roomId, head] of heads) await stores.rooms.setRoomHead(roomId, head);
+  }
 }
 
+
+/** The PDU's keys that have no field of StoredEvent: its hashes, signatures and anything unknown. */
+export function extraKeysOf(pdu: Pdu): JsonObject {
+  const {
+    room_id: _roomId, sender: _sender, type: _type, state_key: _stateKey, content: _content, origin_server_ts: _ts,
+    depth: _depth, prev_events: _prev, auth_events: _auth, redacts: _redacts, unsigned: _unsigned, ...extra
+  } = pdu;
+  return extra;
+}
+
+/**
+ * The spec caps a whole PDU, signatures included, at 64 KiB. The client form is checked already;
+ * the PDU adds ids and signatures, which only matter for content close to the limit.
+ */
+function assertPduSize(pdu: Pdu, event: StoredEvent, contentBytes: number): void {
+  const ids = (event.prevEvents?.length ?? 0) + (event.authEvents?.length ?? 0);
+  // Ids are at most 255 bytes; the rest (keys, hashes, a signature, the sender...) well under 2 KiB.
+  if (contentBytes + 6 * 255 * ids + 2048 <= MAX_EVENT_BYTES) return;
+  const bytes = Buffer.byteLength(canonicalJson(pdu, { lenient: true }), 'utf8');
+  if (bytes > MAX_EVENT_BYTES) throw new MatrixError('M_TOO_LARGE', `Event is too large (${bytes} bytes as a PDU; the limit is ${MAX_EVENT_BYTES})`);
+}

@@ -2,7 +2,6 @@
  * Events as stored and as clients see them. A stored event is immutable except for redaction;
  * the client form adds `unsigned` fields that depend on who looks and when.
  */
-import { randomFillSync } from 'node:crypto';
 import { MatrixError } from '../core/errors.js';
 import type { EventRow } from '../storage/index.js';
 import { parseStoredJson } from '../core/json.js';
@@ -32,6 +31,20 @@ export interface StoredEvent {
   txnDeviceId: string | undefined;
   txnScope: string | undefined;
   txnId: string | undefined;
+  /** The PDU's place in the room's DAG. Events older than PDUs here have depth 0 and no lists. */
+  depth: number;
+  prevEvents: readonly string[] | undefined;
+  authEvents: readonly string[] | undefined;
+  /** The PDU's keys that have no field of their own: hashes, signatures, anything else it carried. */
+  pduExtra: JsonObject | undefined;
+  /** The state group after the event. */
+  stateGroup: number | undefined;
+  /** Known for auth chains and state only, outside the room's timeline. */
+  outlier: boolean;
+  /** Why the event failed auth, when it did: stored to be referred to, never shown or built on. */
+  rejected: string | undefined;
+  /** Allowed by its own state but not by the room's current state: kept from clients. */
+  softFailed: boolean;
 }
 
 export interface ClientEvent {
@@ -50,57 +63,6 @@ export interface ClientEvent {
 export interface Viewer {
   userId: string;
   deviceId: string;
-}
-
-/**
- * The url-safe base64 characters in ASCII order, so that numbers written with them sort as text
- * (SQLite compares ids byte by byte).
- */
-const SORTABLE_DIGITS = '-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz';
-/** 8 digits of 6 bits: milliseconds since 1970 sort correctly until the year 10889. */
-const TIME_DIGITS = 8;
-/** 27 random bytes are 36 base64 characters; 35 of them (210 random bits) complete the 43. */
-const RANDOM_BYTES = 27;
-const RANDOM_DIGITS = 43 - TIME_DIGITS;
-
-/**
- * Random bytes for event ids, drawn from the CSPRNG 6.75 KiB at a time: one `randomBytes` call
- * per event cost more (about 4 µs) than the rest of building the event.
- */
-const entropy = Buffer.alloc(RANDOM_BYTES * 256);
-let entropyUsed = entropy.length;
-let timePrefixMs = Number.NaN;
-let timePrefix = '';
-const LATEST_TIME = 2 ** (6 * TIME_DIGITS) - 1;
-
-/**
- * A new event id: `$` and 43 url-safe base64 characters, shaped like the reference hash of
- * room versions 4 and later. The first 8 characters are the creation time written in sortable
- * digits, the other 35 are random. Ids of new events therefore land at the end of the event-id
- * index instead of on a random page of it, so a commit of ten messages writes one or two index
- * pages instead of ten (measured: a fifth less CPU per message insert at 50,000 events, more as
- * the table grows). The id gives away when the event was sent, to the millisecond, also to
- * someone who sees only the id (in a reply, a receipt or a redaction) and not the event.
- */
-export function newEventId(now: number = Date.now()): string {
-  if (now !== timePrefixMs) {
-    timePrefixMs = now;
-    let prefix = '';
-    // A clock before 1970, past the year 10889 or not a number still gives a well-formed id.
-    let rest = Number.isFinite(now) ? Math.min(LATEST_TIME, Math.max(0, Math.floor(now))) : 0;
-    for (let digit = 0; digit < TIME_DIGITS; digit++) {
-      prefix = SORTABLE_DIGITS[rest % 64]! + prefix;
-      rest = Math.floor(rest / 64);
-    }
-    timePrefix = prefix;
-  }
-  if (entropyUsed === entropy.length) {
-    randomFillSync(entropy);
-    entropyUsed = 0;
-  }
-  const start = entropyUsed;
-  entropyUsed += RANDOM_BYTES;
-  return `$${timePrefix}${entropy.toString('base64url', start, entropyUsed).slice(0, RANDOM_DIGITS)}`;
 }
 
 export function stateKeyOf(type: string, stateKey: string): string {
@@ -126,6 +88,14 @@ export function eventFromRow(row: EventRow): StoredEvent {
     txnDeviceId: row.txn_device_id ?? undefined,
     txnScope: row.txn_scope ?? undefined,
     txnId: row.txn_id ?? undefined,
+    depth: Number(row.depth),
+    prevEvents: row.prev_events === null ? undefined : (JSON.parse(row.prev_events) as string[]),
+    authEvents: row.auth_events === null ? undefined : (JSON.parse(row.auth_events) as string[]),
+    pduExtra: row.pdu_extra === null ? undefined : parseStoredJson<JsonObject>(row.pdu_extra, {}),
+    stateGroup: row.state_group === null ? undefined : Number(row.state_group),
+    outlier: row.outlier === 1,
+    rejected: row.rejected ?? undefined,
+    softFailed: row.soft_failed === 1,
   };
 }
 
@@ -148,6 +118,14 @@ export function rowFromEvent(event: StoredEvent): EventRow {
     txn_device_id: event.txnDeviceId ?? null,
     txn_scope: event.txnScope ?? null,
     txn_id: event.txnId ?? null,
+    depth: event.depth,
+    prev_events: event.prevEvents === undefined ? null : JSON.stringify(event.prevEvents),
+    auth_events: event.authEvents === undefined ? null : JSON.stringify(event.authEvents),
+    pdu_extra: event.pduExtra === undefined ? null : JSON.stringify(event.pduExtra),
+    state_group: event.stateGroup ?? null,
+    outlier: event.outlier ? 1 : 0,
+    rejected: event.rejected ?? null,
+    soft_failed: event.softFailed ? 1 : 0,
   };
 }
 
@@ -157,17 +135,19 @@ export function rowFromEvent(event: StoredEvent): EventRow {
  * JSON (kept for the row, see rowFromEvent) plus at most 6 bytes per character of the other
  * strings (JSON's longest escape) and room for the keys and the timestamp.
  */
-export function assertEventSize(event: StoredEvent, now: number): void {
+export function assertEventSize(event: StoredEvent, now: number): number {
   const contentJson = JSON.stringify(event.content);
   contentJsonOf.set(event.content, contentJson);
   const others = event.eventId.length + event.type.length + event.sender.length + event.roomId.length +
     (event.stateKey?.length ?? 0) + 2 * (event.redacts?.length ?? 0);
-  if (Buffer.byteLength(contentJson, 'utf8') + 6 * others + 256 <= MAX_EVENT_BYTES) return;
+  const contentBytes = Buffer.byteLength(contentJson, 'utf8');
+  if (contentBytes + 6 * others + 256 <= MAX_EVENT_BYTES) return contentBytes;
   const client = toClientEvent(event, { now });
   const bytes = Buffer.byteLength(JSON.stringify({ ...client, unsigned: undefined }), 'utf8');
   if (bytes > MAX_EVENT_BYTES) {
     throw new MatrixError('M_TOO_LARGE', `Event is too large (${bytes} bytes; the limit is ${MAX_EVENT_BYTES})`);
   }
+  return contentBytes;
 }
 
 /** Content serialized by assertEventSize, reused (once) when the event's row is written. */

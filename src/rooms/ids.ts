@@ -11,8 +11,12 @@ export function newRoomId(serverName: string): string {
   return `!${local}:${serverName}`;
 }
 
+/**
+ * `!opaque:server` (room versions up to 11) or, from version 12, `!` and the create event's
+ * reference hash (43 url-safe base64 characters, no server).
+ */
 export function isRoomId(value: string): boolean {
-  return /^![^:]+:.+$/.test(value) && Buffer.byteLength(value) <= 255;
+  return (/^![^:]+:.+$/.test(value) || /^![A-Za-z0-9_-]{43}$/.test(value)) && Buffer.byteLength(value) <= 255;
 }
 
 export function isRoomAlias(value: string): boolean {

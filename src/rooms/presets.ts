@@ -4,6 +4,7 @@
  * then invites. Pure: the room service turns the result into events.
  */
 import type { JsonObject } from './events.js';
+import { knownRoomVersion } from './room-versions.js';
 
 export type Preset = 'private_chat' | 'public_chat' | 'trusted_private_chat';
 
@@ -28,10 +29,13 @@ export interface CreateRoomPlan {
   isDirect: boolean;
 }
 
-/** Synapse's default power levels for a new room; presets and the override adjust them. */
-function defaultPowerLevels(creator: string): JsonObject {
+/**
+ * Synapse's default power levels for a new room; presets and the override adjust them. From room
+ * version 12 the creator is above power levels and may not be listed in them.
+ */
+function defaultPowerLevels(creator: string | undefined): JsonObject {
   return {
-    users: { [creator]: 100 },
+    users: creator === undefined ? {} : { [creator]: 100 },
     users_default: 0,
     events: {
       'm.room.name': 50,
@@ -68,18 +72,23 @@ export interface PlannedEvent {
 }
 
 export function planCreateRoom(plan: CreateRoomPlan): PlannedEvent[] {
+  const version = knownRoomVersion(plan.roomVersion);
   const preset = PRESET_STATE[plan.preset];
   const events: PlannedEvent[] = [];
-  events.push({
-    type: 'm.room.create',
-    stateKey: '',
-    content: { ...plan.creationContent, creator: plan.creator, room_version: plan.roomVersion },
-  });
+  // v11 dropped `creator` (the sender is the creator); v12 makes trusted invitees co-creators.
+  const createContent: JsonObject = { ...plan.creationContent, room_version: plan.roomVersion };
+  if (version.v11) delete createContent.creator;
+  else createContent.creator = plan.creator;
+  if (version.privilegedCreators && preset.inviteesAreAdmins && plan.invites.length > 0) {
+    const additional = Array.isArray(createContent.additional_creators) ? (createContent.additional_creators as unknown[]) : [];
+    createContent.additional_creators = [...new Set([...additional, ...plan.invites.map((invite) => invite.userId)])];
+  }
+  events.push({ type: 'm.room.create', stateKey: '', content: createContent });
   events.push({ type: 'm.room.member', stateKey: plan.creator, content: { ...plan.creatorProfile, membership: 'join' } });
 
-  const powerLevels = defaultPowerLevels(plan.creator);
+  const powerLevels = defaultPowerLevels(version.privilegedCreators ? undefined : plan.creator);
   if (preset.invite0) powerLevels.invite = 0;
-  if (preset.inviteesAreAdmins) {
+  if (preset.inviteesAreAdmins && !version.privilegedCreators) {
     const users = powerLevels.users as Record<string, number>;
     for (const invite of plan.invites) users[invite.userId] = 100;
   }

@@ -17,7 +17,7 @@ interface RedactionRules {
 }
 
 function rulesFor(roomVersion: string): RedactionRules {
-  // Versions 1..10 are plain integers; anything else is newer or unknown and gets v11 rules.
+  // Versions 1..10 are plain integers; 11, 12 and anything newer or unknown get v11 rules.
   const n = /^(?:[1-9]|10)$/.test(roomVersion) ? Number(roomVersion) : 11;
   return {
     keepAliases: n <= 5,
@@ -56,7 +56,7 @@ function isPlainObject(value: unknown): value is Content {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** The content an event keeps once redacted, per the spec's redaction algorithm for the given room version ("1".."11"; unknown versions → v11 rules). */
+/** The content an event keeps once redacted, per the spec's redaction algorithm for the given room version ("1".."12"; unknown versions → v11 rules). */
 export function redactedContent(type: string, content: Record<string, unknown>, roomVersion: string): Record<string, unknown> {
   const rules = rulesFor(roomVersion);
   // structuredClone so the redacted copy never shares nested objects with the original event.
@@ -73,4 +73,24 @@ export function redactedContent(type: string, content: Record<string, unknown>, 
     kept['third_party_invite'] = Object.hasOwn(invite, 'signed') ? { signed: structuredClone(invite['signed']) } : {};
   }
   return kept;
+}
+
+/** Top-level keys an event keeps when redacted; v11 dropped `origin`, `membership` and `prev_state`. */
+const KEPT_TOP_LEVEL = ['event_id', 'type', 'room_id', 'sender', 'state_key', 'content', 'hashes', 'signatures', 'depth', 'prev_events', 'auth_events', 'origin_server_ts'];
+const KEPT_TOP_LEVEL_BEFORE_V11 = [...KEPT_TOP_LEVEL, 'prev_state', 'origin', 'membership'];
+
+/**
+ * The whole event redacted (the form signatures and reference hashes are computed over): only
+ * the essential top-level keys, and the content the room version keeps. Nested values are
+ * shared with the original, except the content, which is a new object.
+ */
+export function redactPdu(pdu: Record<string, unknown>, roomVersion: string): Record<string, unknown> {
+  const rules = rulesFor(roomVersion);
+  const redacted: Record<string, unknown> = {};
+  for (const key of rules.v11 ? KEPT_TOP_LEVEL : KEPT_TOP_LEVEL_BEFORE_V11) {
+    if (Object.hasOwn(pdu, key)) redacted[key] = pdu[key];
+  }
+  const content = isPlainObject(pdu.content) ? pdu.content : {};
+  redacted.content = redactedContent(typeof pdu.type === 'string' ? pdu.type : '', content, roomVersion);
+  return redacted;
 }

@@ -74,13 +74,20 @@ export class RoomCache {
       const generation = this.roomGenerations.get(roomId) ?? 0;
       const row = await this.storage.rooms.getRoom(roomId);
       if (!row) return undefined;
-      const [stateRows, latestEvent, latestReceipt] = await Promise.all([
+      const [stateRows, latestEvent, latestReceipt, stateGroupDepth] = await Promise.all([
         this.storage.rooms.currentStateEvents(roomId),
         this.storage.rooms.latestStreamOfRoom(roomId),
         this.storage.userData.latestReceiptOfRoom(roomId),
+        row.state_group === null ? 0 : this.storage.rooms.stateGroupDepth(Number(row.state_group)),
       ]);
       if ((this.roomGenerations.get(roomId) ?? 0) !== generation) continue;
-      const snapshot = new RoomSnapshot(roomId, row.room_version, row.creator, stateRows.map(eventFromRow));
+      const head = {
+        extremities: JSON.parse(row.extremities) as string[],
+        depth: Number(row.depth),
+        stateGroup: row.state_group === null ? undefined : Number(row.state_group),
+        stateGroupDepth,
+      };
+      const snapshot = new RoomSnapshot(roomId, row.room_version, row.creator, stateRows.map(eventFromRow), head, row.legacy === 1);
       snapshot.latestStream = Math.max(latestEvent, latestReceipt);
       // Events written from now on are remembered; older ones are read from disk.
       snapshot.recentFloor = snapshot.latestStream;

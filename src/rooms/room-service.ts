@@ -16,7 +16,8 @@ import type { JsonObject } from './events.js';
 import { assertRoomAlias, assertUserId, isRoomAlias, isRoomId, newRoomId, serverOf } from './ids.js';
 import { planCreateRoom, type Preset, type StateDraft } from './presets.js';
 import { redactedContent } from './redaction.js';
-import { DEFAULT_ROOM_VERSION, SUPPORTED_ROOM_VERSIONS } from './room-versions.js';
+import { roomIdFromCreateEventId } from './pdu.js';
+import { DEFAULT_ROOM_VERSION, knownRoomVersion, SUPPORTED_ROOM_VERSIONS } from './room-versions.js';
 import type { RoomCache } from './room-cache.js';
 import { notInRoom, type RoomReader } from './room-reader.js';
 import type { RoomSnapshot } from './room-snapshot.js';
@@ -47,6 +48,8 @@ export interface CreateRoomRequest {
 export class RoomService {
   /** Sends in flight, by user, device and transaction id: a retry racing its original joins it. */
   private readonly inflightTxns = new Map<string, Promise<string>>();
+  /** Rooms being created now, whose ids are taken before their rows exist. */
+  private readonly creating = new Set<string>();
   /** The tail of each room's queue of alias changes (see withAliasLock). */
   private readonly aliasLocks = new Map<string, Promise<void>>();
 
@@ -83,15 +86,11 @@ export class RoomService {
       stateKey: s.state_key ?? '',
       content: s.content,
     }));
-    const roomId = newRoomId(this.config.server_name);
     let alias: string | undefined;
     if (request.room_alias_name !== undefined) {
       alias = `#${request.room_alias_name}:${this.config.server_name}`;
       if (/[:\s]/.test(request.room_alias_name) || request.room_alias_name.length === 0 || !isRoomAlias(alias)) {
         throw new MatrixError('M_INVALID_PARAM', 'Invalid characters in room alias');
-      }
-      if (!(await this.storage.rooms.insertAlias(alias, roomId, creator))) {
-        throw new MatrixError('M_ROOM_IN_USE', 'Room alias already taken');
       }
     }
     const planned = planCreateRoom({
@@ -108,6 +107,31 @@ export class RoomService {
       invites: invites.map((userId, i) => ({ userId, profile: inviteProfiles[i]! })),
       isDirect: request.is_direct === true,
     });
+    // The create event first: a v12 room's id is made from it; older versions' ids go into it.
+    const version = knownRoomVersion(roomVersion);
+    const givenId = version.roomIdFromCreateEvent ? undefined : newRoomId(this.config.server_name);
+    let create = this.writer.buildCreateEvent(version, givenId, creator, planned[0]!.content);
+    let roomId = givenId ?? roomIdFromCreateEventId(create.eventId);
+    // A v12 room id is a hash of the create event: the same creator making the same room in the
+    // same millisecond would make the same room. A later timestamp tells them apart.
+    // The id is claimed before the first await, so two creations racing cannot both take it.
+    for (;;) {
+      if (!this.creating.has(roomId)) {
+        this.creating.add(roomId);
+        if (!(await this.storage.rooms.getRoom(roomId))) break;
+        this.creating.delete(roomId);
+      }
+      create = this.writer.buildCreateEvent(version, givenId, creator, planned[0]!.content, create.pdu.origin_server_ts + 1);
+      roomId = givenId ?? roomIdFromCreateEventId(create.eventId);
+    }
+    try {
+      if (alias !== undefined && !(await this.storage.rooms.insertAlias(alias, roomId, creator))) {
+        throw new MatrixError('M_ROOM_IN_USE', 'Room alias already taken');
+      }
+    } catch (err) {
+      this.creating.delete(roomId);
+      throw err;
+    }
     try {
       await this.writer.submit({
         roomId,
@@ -117,12 +141,15 @@ export class RoomService {
           creator,
           is_public: request.visibility === 'public' ? 1 : 0,
           created_ts: this.clock.now(),
+          state_group: null,
         },
-        prepare: () => planned.map((e) => ({ type: e.type, stateKey: e.stateKey, sender: creator, content: e.content })),
+        prepare: () => planned.map((e, index) => ({ type: e.type, stateKey: e.stateKey, sender: creator, content: e.content, prebuilt: index === 0 ? create : undefined })),
       });
     } catch (err) {
       if (alias !== undefined) await this.storage.rooms.deleteAlias(alias);
       throw err;
+    } finally {
+      this.creating.delete(roomId);
     }
     return roomId;
   }
@@ -315,7 +342,7 @@ export class RoomService {
       const [event] = await this.writer.submit({
         roomId,
         prepare: (current) => {
-          const levels = effectivePowerLevels(current.lookup);
+          const levels = effectivePowerLevels(current.lookup, current.version);
           if (!canRedact(levels, requester.userId, target.sender)) {
             throw new MatrixError('M_FORBIDDEN', 'You don\u2019t have permission to redact events');
           }
@@ -360,7 +387,7 @@ export class RoomService {
     if (!row) throw new MatrixError('M_NOT_FOUND', `Room alias ${alias} not found`);
     if (row.creator !== requester.userId && !isServerAdmin) {
       const room = await this.cache.room(row.room_id);
-      const levels = room ? effectivePowerLevels(room.lookup) : undefined;
+      const levels = room ? effectivePowerLevels(room.lookup, room.version) : undefined;
       const allowed =
         room !== undefined &&
         levels !== undefined &&
@@ -500,6 +527,7 @@ function assertAllowed(room: RoomSnapshot, draft: EventDraft): void {
   const result = checkEventAuth(
     { type: draft.type, ...(draft.stateKey !== undefined ? { state_key: draft.stateKey } : {}), sender: draft.sender, content: draft.content },
     room.lookup,
+    room.version,
   );
   if (!result.allowed) throw new MatrixError('M_FORBIDDEN', result.reason);
 }

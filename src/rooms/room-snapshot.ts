@@ -5,6 +5,18 @@
  */
 import type { StateEvent, StateLookup } from './auth-rules.js';
 import { stateKeyOf, type StoredEvent } from './events.js';
+import { knownRoomVersion, type RoomVersion } from './room-versions.js';
+
+/** Where the room's DAG ends: what a new local event builds on. */
+export interface RoomHead {
+  /** The forward extremities: events with no child yet (a new event's prev_events). */
+  extremities: string[];
+  /** The deepest extremity's depth. */
+  depth: number;
+  /** The state group of the current state, and how many deltas it is past a snapshot. */
+  stateGroup: number | undefined;
+  stateGroupDepth: number;
+}
 
 /** Enough for a bot's incremental syncs; older timelines come from the database. */
 const RECENT_EVENTS_KEPT = 64;
@@ -28,13 +40,21 @@ export class RoomSnapshot {
   private readonly recent: StoredEvent[] = [];
   /** Position below which `recent` may be missing events; a snapshot loaded from disk starts full. */
   recentFloor = 0;
+  /** The rules of the room's version. */
+  readonly version: RoomVersion;
+  head: RoomHead;
 
   constructor(
     readonly roomId: string,
     readonly roomVersion: string,
     readonly creator: string,
     stateEvents: Iterable<StoredEvent> = [],
+    head: RoomHead = { extremities: [], depth: 0, stateGroup: undefined, stateGroupDepth: 0 },
+    /** Made before events were PDUs: kept local. */
+    readonly legacy = false,
   ) {
+    this.version = knownRoomVersion(roomVersion);
+    this.head = head;
     for (const event of stateEvents) this.apply(event);
   }
 
@@ -46,7 +66,7 @@ export class RoomSnapshot {
   readonly lookup: StateLookup = (type, stateKey) => {
     const event = this.get(type, stateKey);
     if (!event) return undefined;
-    const view: StateEvent = { type: event.type, state_key: event.stateKey ?? '', sender: event.sender, content: event.content };
+    const view: StateEvent = { event_id: event.eventId, type: event.type, state_key: event.stateKey ?? '', sender: event.sender, content: event.content };
     return view;
   };
 
@@ -147,7 +167,7 @@ export class RoomSnapshot {
 
   /** An independent copy, for checking several events before any of them counts. */
   clone(): RoomSnapshot {
-    const copy = new RoomSnapshot(this.roomId, this.roomVersion, this.creator, this.state.values());
+    const copy = new RoomSnapshot(this.roomId, this.roomVersion, this.creator, this.state.values(), { ...this.head, extremities: [...this.head.extremities] }, this.legacy);
     copy.latestStream = this.latestStream;
     copy.latestReceiptStream = this.latestReceiptStream;
     return copy;

@@ -1,17 +1,19 @@
 /** Rooms, their events, current state, memberships and aliases. */
-import { sql, type Kysely, type Selectable } from 'kysely';
+import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
 import type { Database, EventsTable, MembershipsTable, RoomsTable } from './schema.js';
 import { newestPosition } from './stream-positions.js';
 import { QueryTemplate } from './database.js';
 
 export type EventRow = Selectable<EventsTable>;
 export type RoomRow = Selectable<RoomsTable>;
+export type NewRoomRow = Insertable<RoomsTable>;
 export type MembershipRow = Selectable<MembershipsTable>;
 
 // The queries every send and every sync run, compiled once (see QueryTemplate).
 const EVENT_COLUMNS = [
   'stream_ordering', 'event_id', 'room_id', 'type', 'state_key', 'sender', 'origin_server_ts', 'content', 'replaces_state',
   'prev_content', 'prev_sender', 'redacts', 'redacted_by', 'history_visibility', 'txn_device_id', 'txn_scope', 'txn_id',
+  'depth', 'prev_events', 'auth_events', 'pdu_extra', 'state_group', 'outlier', 'rejected', 'soft_failed',
 ] as const satisfies ReadonlyArray<keyof EventRow>;
 
 const insertEventQuery = new QueryTemplate((db: Kysely<Database>, ...values: unknown[]) =>
@@ -45,6 +47,9 @@ const stateEventsAfterQuery = new QueryTemplate((db: Kysely<Database>, roomId: s
     .where('stream_ordering', '>', position)
     .orderBy('stream_ordering', 'asc'),
 );
+const setRoomHeadQuery = new QueryTemplate((db: Kysely<Database>, extremities: string, depth: number, stateGroup: number | null, roomId: string) =>
+  db.updateTable('rooms').set({ extremities, depth, state_group: stateGroup }).where('room_id', '=', roomId),
+);
 const eventByIdQuery = new QueryTemplate((db: Kysely<Database>, eventId: string) =>
   db.selectFrom('events').selectAll().where('event_id', '=', eventId),
 );
@@ -52,8 +57,51 @@ const eventByIdQuery = new QueryTemplate((db: Kysely<Database>, eventId: string)
 export class RoomStore {
   constructor(private readonly db: Kysely<Database>) {}
 
-  async insertRoom(room: RoomRow): Promise<void> {
+  async insertRoom(room: NewRoomRow): Promise<void> {
     await this.db.insertInto('rooms').values(room).execute();
+  }
+
+  /** Where the room's DAG ends now: its forward extremities, their depth, its current state group. */
+  async setRoomHead(roomId: string, head: { extremities: readonly string[]; depth: number; stateGroup: number | undefined }): Promise<void> {
+    await setRoomHeadQuery.all(this.db, JSON.stringify(head.extremities), head.depth, head.stateGroup ?? null, roomId);
+  }
+
+  /**
+   * Writes a state group: a delta of `prevGroup` (the keys changed, null for a key that is gone)
+   * or, without one, a full snapshot.
+   */
+  async insertStateGroup(group: { id: number; roomId: string; prevGroup: number | undefined; deltaDepth: number; entries: ReadonlyArray<[string, string, string | null]> }): Promise<void> {
+    await this.db.insertInto('state_groups').values({ id: group.id, room_id: group.roomId, prev_group: group.prevGroup ?? null, delta_depth: group.deltaDepth }).execute();
+    // In slices: SQLite caps the number of bound parameters in one statement.
+    for (let i = 0; i < group.entries.length; i += 500) {
+      const rows = group.entries.slice(i, i + 500).map(([type, stateKey, eventId]) => ({ group_id: group.id, type, state_key: stateKey, event_id: eventId }));
+      await this.db.insertInto('state_group_entries').values(rows).execute();
+    }
+  }
+
+  /** How many deltas a state group is past its snapshot. */
+  async stateGroupDepth(groupId: number): Promise<number> {
+    const row = await this.db.selectFrom('state_groups').select('delta_depth').where('id', '=', groupId).executeTakeFirst();
+    return Number(row?.delta_depth ?? 0);
+  }
+
+  /** The newest state group id (state group ids, like stream positions, are handed out in memory). */
+  async maxStateGroup(): Promise<number> {
+    const row = await this.db.selectFrom('state_groups').select((eb) => eb.fn.max('id').as('id')).executeTakeFirst();
+    return Number(row?.id ?? 0);
+  }
+
+  /** A state group's chain back to its snapshot, newest first: each group and its entries. */
+  async stateGroupChain(groupId: number): Promise<Array<{ id: number; prevGroup: number | null; entries: Array<[string, string, string | null]> }>> {
+    const chain: Array<{ id: number; prevGroup: number | null; entries: Array<[string, string, string | null]> }> = [];
+    for (let id: number | null = groupId; id !== null; ) {
+      const group = await this.db.selectFrom('state_groups').select(['id', 'prev_group']).where('id', '=', id).executeTakeFirst();
+      if (!group) break;
+      const rows = await this.db.selectFrom('state_group_entries').select(['type', 'state_key', 'event_id']).where('group_id', '=', id).execute();
+      chain.push({ id: Number(group.id), prevGroup: group.prev_group === null ? null : Number(group.prev_group), entries: rows.map((row) => [row.type, row.state_key, row.event_id]) });
+      id = group.prev_group === null ? null : Number(group.prev_group);
+    }
+    return chain;
   }
 
   async getRoom(roomId: string): Promise<RoomRow | undefined> {

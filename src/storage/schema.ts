@@ -55,6 +55,14 @@ export interface RoomsTable {
   creator: string;
   is_public: number;
   created_ts: number;
+  /** 1 for rooms made before events were PDUs: local only. */
+  legacy: Generated<number>;
+  /** JSON array of the forward extremities' event ids. */
+  extremities: Generated<string>;
+  /** Depth of the deepest forward extremity: a new local event has this plus one. */
+  depth: Generated<number>;
+  /** The state group holding the room's current state; null until its first state event as a PDU. */
+  state_group: number | null;
 }
 
 export interface EventsTable {
@@ -77,6 +85,32 @@ export interface EventsTable {
   txn_device_id: string | null;
   txn_scope: string | null;
   txn_id: string | null;
+  depth: number;
+  /** JSON arrays of event ids; null for events from before they were PDUs. */
+  prev_events: string | null;
+  auth_events: string | null;
+  /** JSON object: the PDU's keys that have no column (hashes, signatures, others). */
+  pdu_extra: string | null;
+  /** The state group after this event. */
+  state_group: number | null;
+  outlier: number;
+  /** Why the event was rejected, or null. */
+  rejected: string | null;
+  soft_failed: number;
+}
+
+export interface StateGroupsTable {
+  id: number;
+  room_id: string;
+  prev_group: number | null;
+  delta_depth: number;
+}
+
+export interface StateGroupEntriesTable {
+  group_id: number;
+  type: string;
+  state_key: string;
+  event_id: string | null;
 }
 
 export interface CurrentStateTable {
@@ -204,4 +238,6 @@ export interface Database {
   bridge_room_feeds: BridgeRoomFeedsTable;
   bridge_feed_seen: BridgeFeedSeenTable;
   media: MediaTable;
+  state_groups: StateGroupsTable;
+  state_group_entries: StateGroupEntriesTable;
 }

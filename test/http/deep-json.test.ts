@@ -108,6 +108,7 @@ describe('a deep event stored before the limit existed', () => {
       stream: 0, eventId: '$legacy-deep-event', roomId, type: 'm.room.message', stateKey: undefined, sender: alice.userId,
       originServerTs: hs.clock.now(), content, replacesState: undefined, prevContent: undefined, prevSender: undefined,
       redacts: undefined, redactedBy: undefined, historyVisibility: 'shared', txnDeviceId: undefined, txnScope: undefined, txnId: undefined,
+      depth: 0, prevEvents: undefined, authEvents: undefined, pduExtra: undefined, stateGroup: undefined, outlier: false, rejected: undefined, softFailed: false,
     };
     await storage.transaction(async (stores) => {
       event.stream = stream.next();

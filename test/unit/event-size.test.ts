@@ -1,14 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { assertEventSize, MAX_EVENT_BYTES, newEventId, rowFromEvent, toClientEvent, type StoredEvent } from '../../src/rooms/events.js';
+import { assertEventSize, MAX_EVENT_BYTES, rowFromEvent, toClientEvent, type StoredEvent } from '../../src/rooms/events.js';
 
 const NOW = Date.parse('2026-11-23T00:00:00Z');
 
 function message(body: string, overrides: Partial<StoredEvent> = {}): StoredEvent {
   return {
-    stream: 1, eventId: newEventId(NOW), roomId: '!room:test.local', type: 'm.room.message', stateKey: undefined,
+    stream: 1, eventId: '$' + 'x'.repeat(43), roomId: '!room:test.local', type: 'm.room.message', stateKey: undefined,
     sender: '@alice:test.local', originServerTs: NOW, content: { msgtype: 'm.text', body }, replacesState: undefined,
     prevContent: undefined, prevSender: undefined, redacts: undefined, redactedBy: undefined, historyVisibility: 'shared',
-    txnDeviceId: undefined, txnScope: undefined, txnId: undefined, ...overrides,
+    txnDeviceId: undefined, txnScope: undefined, txnId: undefined, depth: 1, prevEvents: [], authEvents: [], pduExtra: undefined,
+    stateGroup: undefined, outlier: false, rejected: undefined, softFailed: false, ...overrides,
   };
 }
 

@@ -1,0 +1,100 @@
+/**
+ * Signing JSON (appendices, "Signing JSON" and "Checking for a Signature"): ed25519 over the
+ * canonical JSON of an object without its `signatures` and `unsigned`, signatures in unpadded
+ * base64 under `signatures.<entity>.<algorithm>:<key id>`. Node's crypto does ed25519 natively.
+ */
+import { createPrivateKey, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
+import { canonicalJsonBytes, type CanonicalJsonOptions } from './canonical-json.js';
+
+/** What signs for this server: its name, the key id (`ed25519:<version>`) and the signature. */
+export interface Signer {
+  readonly serverName: string;
+  readonly keyId: string;
+  /** The public key, unpadded base64 (for publishing). */
+  readonly publicKey: string;
+  sign(data: Buffer): Buffer;
+}
+
+export type Signatures = Record<string, Record<string, string>>;
+
+/** Unpadded base64 (standard alphabet). */
+export function unpaddedBase64(bytes: Uint8Array): string {
+  return Buffer.from(bytes).toString('base64').replace(/=+$/, '');
+}
+
+/** Decodes standard or url-safe base64, padded or not; undefined for anything else. */
+export function decodeBase64(text: string): Buffer | undefined {
+  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(text)) return undefined;
+  return Buffer.from(text.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
+}
+
+const PKCS8_ED25519_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
+const SPKI_ED25519_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
+
+/** A signer from a 32-byte ed25519 seed (what Synapse's signing key file holds). */
+export function ed25519Signer(serverName: string, keyVersion: string, seed: Buffer): Signer {
+  if (seed.length !== 32) throw new Error('an ed25519 seed is 32 bytes');
+  const privateKey = createPrivateKey({ key: Buffer.concat([PKCS8_ED25519_PREFIX, seed]), format: 'der', type: 'pkcs8' });
+  const publicKey = (createPublicKey(privateKey).export({ format: 'der', type: 'spki' }) as Buffer).subarray(SPKI_ED25519_PREFIX.length);
+  return {
+    serverName,
+    keyId: `ed25519:${keyVersion}`,
+    publicKey: unpaddedBase64(publicKey),
+    sign: (data) => sign(null, data, privateKey),
+  };
+}
+
+/** An ed25519 public key from its unpadded base64 form, or undefined when it is not one. */
+export function ed25519PublicKey(base64: string): KeyObject | undefined {
+  const raw = decodeBase64(base64);
+  if (!raw || raw.length !== 32) return undefined;
+  try {
+    return createPublicKey({ key: Buffer.concat([SPKI_ED25519_PREFIX, raw]), format: 'der', type: 'spki' });
+  } catch {
+    return undefined;
+  }
+}
+
+/** The bytes a signature covers: canonical JSON without `signatures` and `unsigned`. */
+export function signedBytes(object: Record<string, unknown>, options?: CanonicalJsonOptions): Buffer {
+  const { signatures: _signatures, unsigned: _unsigned, ...rest } = object;
+  return canonicalJsonBytes(rest, options);
+}
+
+/** Adds this server's signature to `object` (a copy; the original is left alone). */
+export function signJson<T extends Record<string, unknown>>(object: T, signer: Signer): T & { signatures: Signatures } {
+  const signature = unpaddedBase64(signer.sign(signedBytes(object)));
+  const existing = (object.signatures ?? {}) as Signatures;
+  const signatures: Signatures = { ...existing, [signer.serverName]: { ...existing[signer.serverName], [signer.keyId]: signature } };
+  return { ...object, signatures };
+}
+
+/**
+ * Whether `object` carries a valid signature of `entity` by one of `keys` (key id → public key).
+ * Signatures by keys not given, or of algorithms other than ed25519, are ignored; at least one
+ * known key must have signed, and every known key that signed must verify.
+ */
+export function hasValidSignature(
+  object: Record<string, unknown>,
+  entity: string,
+  keys: ReadonlyMap<string, KeyObject>,
+  options?: CanonicalJsonOptions,
+): boolean {
+  const signatures = object.signatures;
+  if (typeof signatures !== 'object' || signatures === null) return false;
+  const mine = (signatures as Record<string, unknown>)[entity];
+  if (typeof mine !== 'object' || mine === null) return false;
+  let bytes: Buffer | undefined;
+  let checked = 0;
+  for (const [keyId, signature] of Object.entries(mine as Record<string, unknown>)) {
+    if (!keyId.startsWith('ed25519:') || typeof signature !== 'string') continue;
+    const key = keys.get(keyId);
+    if (!key) continue;
+    const raw = decodeBase64(signature);
+    if (!raw || raw.length !== 64) return false;
+    bytes ??= signedBytes(object, options);
+    if (!verify(null, bytes, key, raw)) return false;
+    checked += 1;
+  }
+  return checked > 0;
+}
