@@ -10,6 +10,7 @@ import * as media from './0004-media.js';
 import * as webhookSecrets from './0005-webhook-secrets.js';
 import * as bridgeCommands from './0006-bridge-commands.js';
 import * as pdus from './0007-pdus.js';
+import * as federation from './0008-federation.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -19,4 +20,5 @@ export const migrations: Record<string, Migration> = {
   '0005-webhook-secrets': webhookSecrets,
   '0006-bridge-commands': bridgeCommands,
   '0007-pdus': pdus,
+  '0008-federation': federation,
 };

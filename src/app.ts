@@ -2,6 +2,7 @@
  * `buildApp(config)`: the whole homeserver as a Fastify instance that never listens by itself.
  * Tests drive it with `inject` or supertest; `startServer` (server.ts) makes it listen.
  */
+import { readFileSync } from 'node:fs';
 import cors from '@fastify/cors';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -14,6 +15,8 @@ import { installValidation } from './http/validation.js';
 import { installRequestLogging, loggerOptions } from './http/logging.js';
 import { requestLoggerFactory } from './http/request-logger.js';
 import { adminRoutes } from './http/routes/admin.js';
+import { federationKeyRoutes } from './http/routes/federation-keys.js';
+import type { FederationTestHooks } from './federation/federation.js';
 import { capabilitiesRoutes } from './http/routes/capabilities.js';
 import { discoveryRoutes } from './http/routes/discovery.js';
 import { registerRoutes } from './http/routes/register.js';
@@ -60,6 +63,8 @@ export interface AppDependencies {
   logger?: FastifyBaseLogger;
   /** Test hooks for the bridge user (a fake feed fetcher, a fixed random source). */
   bridge?: BridgeOptions;
+  /** Test hooks for federation (name resolution without DNS). */
+  federation?: FederationTestHooks;
 }
 
 export interface Homeserver {
@@ -87,7 +92,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     if (ownsStorage) await storage.close();
     throw err;
   }
-  const services = await createServices(config, storage, deps.clock ?? systemClock);
+  const services = await createServices(config, storage, deps.clock ?? systemClock, { federation: deps.federation });
   const server = serverInfoFor(config);
 
   const app = Fastify({
@@ -106,6 +111,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     childLoggerFactory: requestLoggerFactory,
     // Our plugins are our own code and never hang; a timer per plugin only slowed every start.
     pluginTimeout: 0,
+    // TLS on the listener itself when configured (tests; a reverse proxy is the usual front).
+    ...(tlsOptions(config) as object),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // Behind a reverse proxy every connection comes from it: the proxy limits clients instead.
@@ -126,6 +133,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   app.addHook('onClose', async () => {
     clearInterval(pruning);
     await bridge?.stop();
+    services.federation.close();
     services.typing.clear();
     if (ownsStorage) await storage.close();
   });
@@ -166,6 +174,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   await app.register(named('legacyMediaRoutes', legacyMediaRoutes(services)), { prefix: MEDIA_PREFIXES[0] });
   await app.register(named('authenticatedMediaRoutes', authenticatedMediaRoutes(services)), { prefix: AUTHENTICATED_MEDIA_PREFIX });
   await app.register(named('adminRoutes', adminRoutes(services)));
+  await app.register(named('federationKeyRoutes', federationKeyRoutes(services)));
   if (bridge) await app.register(named('webhookRoutes', webhookRoutes(bridge, config.bridge.webhooks.max_body_bytes)));
   return app;
 }
@@ -177,4 +186,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
 function named<Plugin extends object>(name: string, plugin: Plugin): Plugin {
   Object.defineProperty(plugin, Symbol.for('fastify.display-name'), { value: name });
   return plugin;
+}
+
+function tlsOptions(config: Config): { https: { key: Buffer; cert: Buffer } } | Record<string, never> {
+  if (config.tls_certificate_path === null || config.tls_private_key_path === null) return {};
+  return { https: { key: readFileSync(config.tls_private_key_path), cert: readFileSync(config.tls_certificate_path) } };
 }

@@ -9,20 +9,20 @@ export interface ServerInfo {
   fixedBaseUrl: boolean;
 }
 
-export function serverInfoFor(config: { server_name: string; public_baseurl?: string | undefined; listen: { host: string; port: number } }): ServerInfo {
+export function serverInfoFor(config: { server_name: string; public_baseurl?: string | undefined; listen: { host: string; port: number }; tls_certificate_path?: string | null }): ServerInfo {
   if (config.public_baseurl) {
     return { serverName: config.server_name, publicBaseUrl: withTrailingSlash(config.public_baseurl), fixedBaseUrl: true };
   }
   return {
     serverName: config.server_name,
-    publicBaseUrl: baseUrlFor(config.listen.host, config.listen.port),
+    publicBaseUrl: baseUrlFor(config.listen.host, config.listen.port, (config.tls_certificate_path ?? null) !== null),
     fixedBaseUrl: false,
   };
 }
 
-export function baseUrlFor(host: string, port: number): string {
+export function baseUrlFor(host: string, port: number, tls = false): string {
   const shown = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
-  return `http://${shown}:${port}/`;
+  return `${tls ? 'https' : 'http'}://${shown}:${port}/`;
 }
 
 function withTrailingSlash(url: string): string {

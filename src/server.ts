@@ -26,7 +26,7 @@ export async function startServer(config: Config, deps: AppDependencies = {}): P
     throw err;
   }
   const { port } = app.server.address() as AddressInfo;
-  const url = baseUrlFor(config.listen.host, port);
+  const url = baseUrlFor(config.listen.host, port, config.tls_certificate_path !== null);
   const info = app.homeserver.server;
   if (!info.fixedBaseUrl) info.publicBaseUrl = url;
   app.log.info({ port, server_name: config.server_name, public_baseurl: info.publicBaseUrl }, 'ready');

@@ -8,8 +8,10 @@ import type { Config } from './config/index.js';
 import { Limiters } from './ratelimit/limiters.js';
 import { blobStoreFor, MediaService } from './media/media-service.js';
 import type { Signer } from './core/signed-json.js';
+import { Federation, type FederationTestHooks } from './federation/federation.js';
 import { loadOrCreateSigningKey, signingKeyPathFor } from './federation/signing-key.js';
-import { EventWriter, StateGroupIds } from './rooms/event-writer.js';
+import { EventWriter } from './rooms/event-writer.js';
+import { StateGroupIds } from './rooms/state-groups.js';
 import { ProfileService } from './rooms/profile-service.js';
 import { ReceiptService } from './rooms/receipts-service.js';
 import { RoomCache } from './rooms/room-cache.js';
@@ -35,6 +37,7 @@ export interface Services {
   /** Signs this server's events and requests. */
   signer: Signer;
   writer: EventWriter;
+  federation: Federation;
   accounts: AccountService;
   sessions: SessionService;
   registration: RegistrationService;
@@ -52,7 +55,12 @@ export interface Services {
   media: MediaService;
 }
 
-export async function createServices(config: Config, storage: Storage, clock: Clock): Promise<Services> {
+export interface ServiceOptions {
+  /** Tests: federation between instances without DNS. */
+  federation?: FederationTestHooks | undefined;
+}
+
+export async function createServices(config: Config, storage: Storage, clock: Clock, options: ServiceOptions = {}): Promise<Services> {
   const hasher = new PasswordHasher(config.password_hashing);
   const limiters = new Limiters(config, clock, storage);
   const sessions = new SessionService(storage, config, clock, hasher, limiters);
@@ -65,6 +73,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const roomCache = new RoomCache(storage, { roomStateEvents: config.caches.room_state_events, userRoomLists: config.caches.user_room_lists });
   const signer = loadOrCreateSigningKey(signingKeyPathFor(config), config.server_name);
   const writer = new EventWriter(storage, roomCache, stream, notifier, clock, signer, new StateGroupIds(await storage.rooms.maxStateGroup()));
+  const federation = new Federation(config, signer, storage, clock, options.federation);
   const roomReader = new RoomReader(storage, roomCache, stream, clock);
   const history = new RoomHistory(roomReader, stream);
   const rooms = new RoomService(storage, config, clock, roomCache, writer, roomReader, limiters);
@@ -77,6 +86,6 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const media = new MediaService(storage, blobStoreFor(config), config, clock);
   return {
     config, clock, storage, limiters, accounts, sessions, registration, signer,
-    stream, notifier, roomCache, writer, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, media,
+    stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, media,
   };
 }

@@ -8,6 +8,7 @@ import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { ConfigSchema, type Config, type RawConfig } from './schema.js';
 import { parseDuration } from './duration.js';
+import { DEFAULT_IP_RANGE_BLACKLIST, invalidRanges } from '../net/address-guard.js';
 
 /** Prefix of environment variables that override config keys; `__` separates nesting levels. */
 export const ENV_PREFIX = 'BOT_HOMESERVER_';
@@ -50,7 +51,7 @@ export function finishConfig(raw: Record<string, unknown>): Config {
     throw new ConfigError(`invalid configuration:\n${describeErrors(validateConfig.errors ?? [])}`);
   }
   const config = candidate as RawConfig;
-  return {
+  const finished: Config = {
     ...config,
     listen: { ...config.listen, request_timeout: durationOrNull('listen.request_timeout', config.listen.request_timeout) ?? 0 },
     refreshable_access_token_lifetime: durationOrNull(
@@ -64,7 +65,12 @@ export function finishConfig(raw: Record<string, unknown>): Config {
     refresh_token_lifetime: durationOrNull('refresh_token_lifetime', config.refresh_token_lifetime),
     max_sync_timeout: durationOrNull('max_sync_timeout', config.max_sync_timeout) ?? 0,
     max_upload_size: parseSize(config.max_upload_size),
+    key_refresh_interval: durationOrNull('key_refresh_interval', config.key_refresh_interval) ?? 0,
+    federation: { ...config.federation, request_timeout: durationOrNull('federation.request_timeout', config.federation.request_timeout) ?? 0 },
+    ip_range_blacklist: checkedRanges('ip_range_blacklist', config.ip_range_blacklist ?? [...DEFAULT_IP_RANGE_BLACKLIST]),
   };
+  checkedRanges('ip_range_whitelist', finished.ip_range_whitelist);
+  return finished;
 }
 
 /** Synapse-style sizes: bytes, or a number with K, M or G (powers of 1024, as Synapse reads them). */
@@ -74,6 +80,12 @@ export function parseSize(value: string | number): number {
   if (!match) throw new ConfigError(`not a size: ${value}`);
   const unit = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3 }[match[2] as '' | 'K' | 'M' | 'G'];
   return Number(match[1]) * unit;
+}
+
+function checkedRanges(key: string, ranges: string[]): string[] {
+  const invalid = invalidRanges(ranges);
+  if (invalid.length > 0) throw new ConfigError(`invalid configuration:\n  ${key}: not IP ranges (CIDR): ${invalid.join(', ')}`);
+  return ranges;
 }
 
 function durationOrNull(key: string, value: string | number | null): number | null {

@@ -98,6 +98,55 @@ export const ConfigSchema = Type.Object(
     ),
     // Longest a /sync may wait for news; longer client timeouts are cut to this.
     max_sync_timeout: Type.Union([DurationSchema], { default: '3m' }),
+
+    // ---- Federation (Synapse's key names where Synapse has the setting) ----
+    // Serve TLS on the listener itself (tests, small deployments); normally a reverse proxy does.
+    tls_certificate_path: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
+    tls_private_key_path: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
+    // null: federate with every server; a list: only with these (an empty list: with none).
+    federation_domain_whitelist: Type.Union([Type.Array(Type.String({ minLength: 1 })), Type.Null()], { default: null }),
+    // Addresses outbound federation (and key fetching) never connects to, unless whitelisted.
+    ip_range_blacklist: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
+    ip_range_whitelist: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
+    federation_verify_certificates: Type.Boolean({ default: true }),
+    // PEM files of CAs trusted for federation instead of the system's (Synapse: replaces them).
+    federation_custom_ca_list: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
+    // Notary servers asked for other servers' keys when a server cannot be asked itself.
+    trusted_key_servers: Type.Array(
+      Type.Object(
+        {
+          server_name: Type.String({ minLength: 1 }),
+          verify_keys: Type.Optional(Type.Record(Type.String(), Type.String())),
+        },
+        { additionalProperties: false },
+      ),
+      { default: [] },
+    ),
+    // How long other servers may cache our key listing.
+    key_refresh_interval: Type.Union([DurationSchema], { default: '1d' }),
+    // Serve /.well-known/matrix/server pointing at public_baseurl's host and port (delegation).
+    serve_server_wellknown: Type.Boolean({ default: false }),
+    // Inbound federation load per origin (Synapse's rc_federation: requests above sleep_limit in
+    // window_size ms wait sleep_delay ms each; above reject_limit in flight they get 429).
+    rc_federation: Type.Object(
+      {
+        window_size: Type.Integer({ minimum: 1, default: 1000 }),
+        sleep_limit: Type.Integer({ minimum: 1, default: 10 }),
+        sleep_delay: Type.Integer({ minimum: 0, default: 500 }),
+        reject_limit: Type.Integer({ minimum: 1, default: 50 }),
+        concurrent: Type.Integer({ minimum: 1, default: 3 }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    federation: Type.Object(
+      {
+        // Longest one outbound federation request may take (connect to last byte).
+        request_timeout: Type.Union([DurationSchema], { default: '60s' }),
+        // Largest response read from another server (a send_join of a big room is tens of MB).
+        max_response_bytes: Type.Integer({ minimum: 65_536, default: 104_857_600 }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     bridge: Type.Object(
       {
         enabled: Type.Boolean({ default: true }),
@@ -154,8 +203,11 @@ export type RawConfig = Static<typeof ConfigSchema>;
 /** The configuration the server runs with: defaults applied, durations in milliseconds. */
 export interface Config extends Omit<
   RawConfig,
-  'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen'
+  'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen' | 'key_refresh_interval' | 'federation' | 'ip_range_blacklist'
 > {
+  key_refresh_interval: number;
+  federation: { request_timeout: number; max_response_bytes: number };
+  ip_range_blacklist: string[];
   listen: Omit<RawConfig['listen'], 'request_timeout'> & {
     /** Milliseconds. */
     request_timeout: number;

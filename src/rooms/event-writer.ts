@@ -21,6 +21,7 @@ import { finishPdu, type Pdu, type UnsignedPdu } from './pdu.js';
 import type { RoomCache } from './room-cache.js';
 import { RoomSnapshot, type RoomHead } from './room-snapshot.js';
 import type { RoomVersion } from './room-versions.js';
+import { MAX_STATE_GROUP_DELTAS, type StateGroupIds } from './state-groups.js';
 
 export interface EventDraft {
   type: string;
@@ -69,19 +70,6 @@ interface NewStateGroup {
   entries: Array<[string, string, string | null]>;
 }
 
-/**
- * A state group is a delta of the one before; after this many deltas in a row the next is a full
- * snapshot, so reading any group's state takes at most this many steps.
- */
-export const MAX_STATE_GROUP_DELTAS = 100;
-
-/** State group ids, handed out like stream positions: in memory, by the one writer, from the newest on disk. */
-export class StateGroupIds {
-  constructor(private last: number) {}
-  next(): number {
-    return ++this.last;
-  }
-}
 
 export class EventWriter {
   private queue: Pending[] = [];

@@ -13,6 +13,7 @@ import { RoomStore } from './rooms-store.js';
 import { UserDataStore } from './user-data-store.js';
 import { BridgeStore } from './bridge-store.js';
 import { MediaStore } from './media-store.js';
+import { FederationStore } from './federation-store.js';
 
 export interface Stores {
   users: UserStore;
@@ -22,6 +23,7 @@ export interface Stores {
   userData: UserDataStore;
   bridge: BridgeStore;
   media: MediaStore;
+  federation: FederationStore;
 }
 
 function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTransaction: boolean): Stores {
@@ -33,6 +35,7 @@ function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTran
     userData: new UserDataStore(db),
     bridge: new BridgeStore(db),
     media: new MediaStore(db),
+    federation: new FederationStore(db),
   };
 }
 
@@ -44,6 +47,7 @@ export class Storage implements Stores {
   readonly userData: UserDataStore;
   readonly bridge: BridgeStore;
   readonly media: MediaStore;
+  readonly federation: FederationStore;
 
   private readonly tokenCache: AccessTokenCache;
 
@@ -57,6 +61,7 @@ export class Storage implements Stores {
       userData: this.userData,
       bridge: this.bridge,
       media: this.media,
+      federation: this.federation,
     } = createStores(db, this.tokenCache, false));
   }
 
@@ -78,4 +83,5 @@ export type { EventRow, RoomRow, NewRoomRow, MembershipRow } from './rooms-store
 export type { AccountDataRow, ReceiptRow } from './user-data-store.js';
 export type { WebhookRow, FeedRow, RoomFeedRow, FeedPatch } from './bridge-store.js';
 export type { MediaRow } from './media-store.js';
+export type { ServerKeyRow, OutboxRow, DestinationRow } from './federation-store.js';
 export { GLOBAL_ACCOUNT_DATA } from './user-data-store.js';

@@ -217,6 +217,44 @@ export interface MediaTable {
   created_ts: number;
 }
 
+export interface ServerKeysTable {
+  server_name: string;
+  key_id: string;
+  verify_key: string;
+  valid_until_ts: number;
+  expired_ts: number | null;
+  fetched_ts: number;
+}
+
+export interface ServerKeyResponsesTable {
+  server_name: string;
+  response: string;
+  valid_until_ts: number;
+}
+
+export interface FederationInboundTxnsTable {
+  origin: string;
+  txn_id: string;
+  response: string;
+  received_ts: number;
+}
+
+export interface FederationOutboxTable {
+  id: Generated<number>;
+  destination: string;
+  kind: string;
+  payload: string;
+  created_ts: number;
+}
+
+export interface FederationDestinationsTable {
+  destination: string;
+  failures: Generated<number>;
+  retry_after_ts: Generated<number>;
+  last_success_ts: number | null;
+  last_error: string | null;
+}
+
 export interface Database {
   users: UsersTable;
   devices: DevicesTable;
@@ -240,4 +278,9 @@ export interface Database {
   media: MediaTable;
   state_groups: StateGroupsTable;
   state_group_entries: StateGroupEntriesTable;
+  server_keys: ServerKeysTable;
+  server_key_responses: ServerKeyResponsesTable;
+  federation_inbound_txns: FederationInboundTxnsTable;
+  federation_outbox: FederationOutboxTable;
+  federation_destinations: FederationDestinationsTable;
 }

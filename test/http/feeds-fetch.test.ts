@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FeedError } from '../../src/bridge/feeds/error.js';
 import { fetchFeed, type FetchFeedOptions, type FetchFeedTestHooks } from '../../src/bridge/feeds/fetch.js';
 import { FeedParserThread } from '../../src/bridge/feeds/parser-thread.js';
-import { nonPublicAddressReason } from '../../src/bridge/feeds/public-address.js';
+import { nonPublicAddressReason } from '../../src/net/address-guard.js';
 import { feedFixture } from '../support/feeds.js';
 
 const GOLEM = feedFixture('rss2-iso-8859-1-golem.xml');

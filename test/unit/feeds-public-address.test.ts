@@ -1,7 +1,7 @@
 import type { LookupAddress } from 'node:dns';
 import { describe, expect, it } from 'vitest';
 import { FeedError } from '../../src/bridge/feeds/error.js';
-import { guardedLookup, nonPublicAddressReason } from '../../src/bridge/feeds/public-address.js';
+import { cidrRefusal, DEFAULT_IP_RANGE_BLACKLIST, guardedLookup, invalidRanges, nonPublicAddressReason } from '../../src/net/address-guard.js';
 
 describe('nonPublicAddressReason', () => {
   it.each([
@@ -59,7 +59,7 @@ describe('guardedLookup', () => {
     'public.test': [{ address: '93.184.215.14', family: 4 }, { address: '2606:2800::1', family: 6 }],
     'mixed.test': [{ address: '93.184.215.14', family: 4 }, { address: '10.1.2.3', family: 4 }],
   };
-  const lookup = guardedLookup(async (hostname) => answers[hostname] ?? [], nonPublicAddressReason);
+  const lookup = guardedLookup(async (hostname) => answers[hostname] ?? [], nonPublicAddressReason, (reason) => new FeedError(reason));
   const call = (hostname: string, options: { all?: boolean; family?: number }) =>
     new Promise<{ error: Error | null; address: unknown; family?: number }>((resolve) =>
       lookup(hostname, options, (error, address, family) => resolve({ error, address, family })),
@@ -80,5 +80,20 @@ describe('guardedLookup', () => {
   it('reports a name with no address as not found', async () => {
     const { error } = await call('nowhere.test', {});
     expect((error as NodeJS.ErrnoException).code).toBe('ENOTFOUND');
+  });
+});
+
+describe('cidrRefusal (federation\'s ip_range_blacklist)', () => {
+  const refuse = cidrRefusal(DEFAULT_IP_RANGE_BLACKLIST, ['10.5.0.0/16']);
+  it.each(['127.0.0.1', '10.0.0.1', '192.168.1.1', '169.254.169.254', '::1', 'fe80::1', 'fd00::1', '::ffff:10.0.0.1', '::7f00:1', '0.0.0.0', '::'])('refuses %s', (address) => {
+    expect(refuse(address)).toBeDefined();
+  });
+  it.each(['93.184.215.14', '2606:4700::1111', '::ffff:8.8.8.8', '10.5.1.2'])('allows %s (public, or whitelisted)', (address) => {
+    expect(refuse(address)).toBeUndefined();
+  });
+  it('says which range refused it, and finds bad ranges', () => {
+    expect(refuse('10.0.0.1')).toBe('the address 10.0.0.1 is in the blacklisted range 10.0.0.0/8');
+    expect(invalidRanges(['10.0.0.0/8', 'nope', '300.0.0.0/8'])).toEqual(['nope', '300.0.0.0/8']);
+    expect(cidrRefusal([])('127.0.0.1')).toBeUndefined();
   });
 });

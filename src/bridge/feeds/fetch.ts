@@ -10,7 +10,7 @@ import zlib from 'node:zlib';
 import { FeedError } from './error.js';
 import type { ParsedFeed } from './parse.js';
 import type { FeedParse } from './parser-thread.js';
-import { guardedLookup, nonPublicAddressReason, systemResolveHost, type LookupFunction, type ResolveHost } from './public-address.js';
+import { guardedLookup, nonPublicAddressReason, systemResolveHost, type LookupFunction, type ResolveHost } from '../../net/address-guard.js';
 
 export interface FetchFeedOptions {
   /** Whole request including body. */
@@ -61,7 +61,7 @@ export async function fetchFeed(url: string, options: FetchFeedOptions, hooks: F
   options.signal?.addEventListener('abort', cancel, { once: true });
   const signal = deadline.signal;
   const refusalReason = hooks.nonPublicAddressReason ?? nonPublicAddressReason;
-  const lookup = options.allowPrivateAddresses ? undefined : guardedLookup(hooks.resolveHost ?? systemResolveHost, refusalReason);
+  const lookup = options.allowPrivateAddresses ? undefined : guardedLookup(hooks.resolveHost ?? systemResolveHost, refusalReason, (reason) => new FeedError(reason));
   try {
     let current = httpUrl(url);
     for (let redirects = 0; ; redirects++) {

@@ -1,0 +1,112 @@
+/**
+ * Room state at any event, as state groups: the state after an event is a group, stored as a
+ * delta of an earlier group with a full snapshot every MAX_STATE_GROUP_DELTAS groups. Local events
+ * make their groups in the writer; events from other servers, whose state may be the resolution
+ * of several forks, get theirs here. Full maps are cached (bounded by the entries they hold), so
+ * walking a busy room's recent groups costs a delta each.
+ */
+import type { Storage } from '../storage/index.js';
+import { stateKeyOf } from './events.js';
+
+/** (type, state_key) as `${type}\u0000${stateKey}` → event id. */
+export type StateMap = ReadonlyMap<string, string>;
+
+/**
+ * A state group is a delta of the one before; after this many deltas in a row the next is a full
+ * snapshot, so reading any group's state takes at most this many steps.
+ */
+export const MAX_STATE_GROUP_DELTAS = 100;
+
+/** State group ids, handed out like stream positions: in memory, from the newest on disk. */
+export class StateGroupIds {
+  constructor(private last: number) {}
+  next(): number {
+    return ++this.last;
+  }
+}
+
+/** Entries held across cached maps before the least recently used maps go. */
+const MAX_CACHED_ENTRIES = 500_000;
+
+export function splitStateKey(key: string): [string, string] {
+  const at = key.indexOf('\u0000');
+  return [key.slice(0, at), key.slice(at + 1)];
+}
+
+export class StateGroups {
+  private readonly cache = new Map<number, StateMap>();
+  private cachedEntries = 0;
+
+  constructor(
+    private readonly storage: Storage,
+    private readonly ids: StateGroupIds,
+  ) {}
+
+  /** The full state of a group. */
+  async stateOf(groupId: number): Promise<StateMap> {
+    const cached = this.cache.get(groupId);
+    if (cached) {
+      this.cache.delete(groupId);
+      this.cache.set(groupId, cached);
+      return cached;
+    }
+    // Walk back to a snapshot or a cached group, then apply the deltas forwards.
+    const chain: Array<Array<[string, string, string | null]>> = [];
+    let base: StateMap | undefined;
+    for (const link of await this.storage.rooms.stateGroupChain(groupId)) {
+      const known = link.id === groupId ? undefined : this.cache.get(link.id);
+      if (known) {
+        base = known;
+        break;
+      }
+      chain.push(link.entries);
+    }
+    const state = new Map(base ?? []);
+    for (let i = chain.length - 1; i >= 0; i--) {
+      for (const [type, stateKey, eventId] of chain[i]!) {
+        if (eventId === null) state.delete(stateKeyOf(type, stateKey));
+        else state.set(stateKeyOf(type, stateKey), eventId);
+      }
+    }
+    this.remember(groupId, state);
+    return state;
+  }
+
+  /**
+   * Stores `state` as a new group of `roomId`: a delta of `base` when given (and its chain is not
+   * too long), else a snapshot. Groups are immutable, so one written for an event whose write then
+   * fails is harmless.
+   */
+  async store(roomId: string, state: StateMap, base?: { groupId: number; state: StateMap; deltaDepth: number }): Promise<{ groupId: number; deltaDepth: number }> {
+    const id = this.ids.next();
+    let entries: Array<[string, string, string | null]>;
+    let prevGroup: number | undefined;
+    let deltaDepth = 0;
+    if (base && base.deltaDepth < MAX_STATE_GROUP_DELTAS) {
+      entries = [];
+      for (const [key, eventId] of state) if (base.state.get(key) !== eventId) entries.push([...splitStateKey(key), eventId]);
+      for (const key of base.state.keys()) if (!state.has(key)) entries.push([...splitStateKey(key), null]);
+      prevGroup = base.groupId;
+      deltaDepth = base.deltaDepth + 1;
+    } else {
+      entries = [...state].map(([key, eventId]) => [...splitStateKey(key), eventId]);
+    }
+    await this.storage.rooms.insertStateGroup({ id, roomId, prevGroup, deltaDepth, entries });
+    this.remember(id, state);
+    return { groupId: id, deltaDepth };
+  }
+
+  async deltaDepthOf(groupId: number): Promise<number> {
+    return this.storage.rooms.stateGroupDepth(groupId);
+  }
+
+  private remember(groupId: number, state: StateMap): void {
+    this.cache.set(groupId, state);
+    this.cachedEntries += state.size;
+    while (this.cachedEntries > MAX_CACHED_ENTRIES && this.cache.size > 1) {
+      const [oldestId, oldest] = this.cache.entries().next().value as [number, StateMap];
+      this.cache.delete(oldestId);
+      this.cachedEntries -= oldest.size;
+    }
+  }
+}

@@ -1,0 +1,109 @@
+/** Federation's records: other servers' keys, transactions received, and the outbound queue. */
+import type { Kysely, Selectable } from 'kysely';
+import type { Database, FederationDestinationsTable, FederationOutboxTable, ServerKeysTable } from './schema.js';
+
+export type ServerKeyRow = Selectable<ServerKeysTable>;
+export type OutboxRow = Selectable<FederationOutboxTable>;
+export type DestinationRow = Selectable<FederationDestinationsTable>;
+
+export class FederationStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  // ---- server keys ----
+
+  async serverKeys(serverName: string): Promise<ServerKeyRow[]> {
+    return this.db.selectFrom('server_keys').selectAll().where('server_name', '=', serverName).execute();
+  }
+
+  /** Stores keys from a verified listing; a key seen again keeps the later validity. */
+  async storeServerKeys(rows: ServerKeyRow[], response: { serverName: string; json: string; validUntilTs: number } | undefined): Promise<void> {
+    for (const row of rows) {
+      await this.db
+        .insertInto('server_keys')
+        .values(row)
+        .onConflict((oc) =>
+          oc.columns(['server_name', 'key_id']).doUpdateSet({
+            verify_key: row.verify_key,
+            valid_until_ts: row.valid_until_ts,
+            expired_ts: row.expired_ts,
+            fetched_ts: row.fetched_ts,
+          }),
+        )
+        .execute();
+    }
+    if (response) {
+      await this.db
+        .insertInto('server_key_responses')
+        .values({ server_name: response.serverName, response: response.json, valid_until_ts: response.validUntilTs })
+        .onConflict((oc) => oc.column('server_name').doUpdateSet({ response: response.json, valid_until_ts: response.validUntilTs }))
+        .execute();
+    }
+  }
+
+  async keyResponse(serverName: string): Promise<{ response: string; validUntilTs: number } | undefined> {
+    const row = await this.db.selectFrom('server_key_responses').selectAll().where('server_name', '=', serverName).executeTakeFirst();
+    return row ? { response: row.response, validUntilTs: Number(row.valid_until_ts) } : undefined;
+  }
+
+  // ---- inbound transactions ----
+
+  async inboundTxn(origin: string, txnId: string): Promise<string | undefined> {
+    const row = await this.db.selectFrom('federation_inbound_txns').select('response').where('origin', '=', origin).where('txn_id', '=', txnId).executeTakeFirst();
+    return row?.response;
+  }
+
+  async recordInboundTxn(origin: string, txnId: string, response: string, now: number): Promise<void> {
+    await this.db.insertInto('federation_inbound_txns').values({ origin, txn_id: txnId, response, received_ts: now }).onConflict((oc) => oc.doNothing()).execute();
+  }
+
+  /** Transactions are remembered for a day: long enough for every retry of a sender. */
+  async pruneInboundTxns(before: number): Promise<void> {
+    await this.db.deleteFrom('federation_inbound_txns').where('received_ts', '<', before).execute();
+  }
+
+  // ---- the outbound queue ----
+
+  async enqueue(rows: Array<{ destination: string; kind: 'pdu' | 'edu'; payload: string }>, now: number): Promise<void> {
+    for (let i = 0; i < rows.length; i += 200) {
+      await this.db.insertInto('federation_outbox').values(rows.slice(i, i + 200).map((row) => ({ ...row, created_ts: now }))).execute();
+    }
+  }
+
+  /** The oldest queued items of a destination: at most `pdus` PDUs and `edus` EDUs. */
+  async nextBatch(destination: string, pdus: number, edus: number): Promise<OutboxRow[]> {
+    const [pduRows, eduRows] = await Promise.all([
+      this.db.selectFrom('federation_outbox').selectAll().where('destination', '=', destination).where('kind', '=', 'pdu').orderBy('id').limit(pdus).execute(),
+      this.db.selectFrom('federation_outbox').selectAll().where('destination', '=', destination).where('kind', '=', 'edu').orderBy('id').limit(edus).execute(),
+    ]);
+    return [...pduRows, ...eduRows];
+  }
+
+  async dequeue(ids: readonly number[]): Promise<void> {
+    for (let i = 0; i < ids.length; i += 500) await this.db.deleteFrom('federation_outbox').where('id', 'in', ids.slice(i, i + 500)).execute();
+  }
+
+  /** Destinations with something queued. */
+  async queuedDestinations(): Promise<string[]> {
+    const rows = await this.db.selectFrom('federation_outbox').select('destination').distinct().execute();
+    return rows.map((row) => row.destination);
+  }
+
+  async queueLength(destination: string): Promise<number> {
+    const row = await this.db.selectFrom('federation_outbox').select((eb) => eb.fn.countAll<number>().as('n')).where('destination', '=', destination).executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
+  async destination(destination: string): Promise<DestinationRow | undefined> {
+    return this.db.selectFrom('federation_destinations').selectAll().where('destination', '=', destination).executeTakeFirst();
+  }
+
+  async setDestination(row: DestinationRow): Promise<void> {
+    await this.db
+      .insertInto('federation_destinations')
+      .values(row)
+      .onConflict((oc) =>
+        oc.column('destination').doUpdateSet({ failures: row.failures, retry_after_ts: row.retry_after_ts, last_success_ts: row.last_success_ts, last_error: row.last_error }),
+      )
+      .execute();
+  }
+}

@@ -1,0 +1,31 @@
+/**
+ * A certificate authority and a server certificate made with openssl for the federation tests:
+ * servers federate over real TLS, and trust this CA through federation_custom_ca_list. Made once
+ * per test process, in a temporary directory.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface TestCertificates {
+  caPath: string;
+  certPath: string;
+  keyPath: string;
+}
+
+let made: TestCertificates | undefined;
+
+/** A CA, and one certificate for every name given (and 127.0.0.1), signed by it. */
+export function testCertificates(names: readonly string[] = ['a.test', 'b.test', 'c.test']): TestCertificates {
+  if (made) return made;
+  const dir = mkdtempSync(join(tmpdir(), 'bhs-tls-'));
+  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2', '-subj', '/CN=bot-homeserver test CA', '-keyout', 'ca.key', '-out', 'ca.pem');
+  openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', '/CN=federation test', '-keyout', 'server.key', '-out', 'server.csr');
+  const san = [...names.map((name) => `DNS:${name}`), 'IP:127.0.0.1'].join(',');
+  writeFileSync(join(dir, 'ext.cnf'), `subjectAltName=${san}\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n`);
+  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'ext.cnf', '-out', 'server.pem');
+  made = { caPath: join(dir, 'ca.pem'), certPath: join(dir, 'server.pem'), keyPath: join(dir, 'server.key') };
+  return made;
+}
