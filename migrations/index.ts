@@ -11,6 +11,7 @@ import * as webhookSecrets from './0005-webhook-secrets.js';
 import * as bridgeCommands from './0006-bridge-commands.js';
 import * as pdus from './0007-pdus.js';
 import * as federation from './0008-federation.js';
+import * as remoteMemberships from './0009-remote-memberships.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -21,4 +22,5 @@ export const migrations: Record<string, Migration> = {
   '0006-bridge-commands': bridgeCommands,
   '0007-pdus': pdus,
   '0008-federation': federation,
+  '0009-remote-memberships': remoteMemberships,
 };

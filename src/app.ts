@@ -16,6 +16,7 @@ import { installRequestLogging, loggerOptions } from './http/logging.js';
 import { requestLoggerFactory } from './http/request-logger.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { federationKeyRoutes } from './http/routes/federation-keys.js';
+import { federationRoutes } from './http/routes/federation.js';
 import type { FederationTestHooks } from './federation/federation.js';
 import { capabilitiesRoutes } from './http/routes/capabilities.js';
 import { discoveryRoutes } from './http/routes/discovery.js';
@@ -128,11 +129,15 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     }, TOKEN_PRUNE_INTERVAL_MS);
     pruning.unref();
     await services.media.start();
+    services.federationSender.log = app.log;
+    services.roomFederation.useLogger(app.log);
+    await services.federationSender.start();
     await bridge?.start();
   });
   app.addHook('onClose', async () => {
     clearInterval(pruning);
     await bridge?.stop();
+    services.federationSender.stop();
     services.federation.close();
     services.typing.clear();
     if (ownsStorage) await storage.close();
@@ -175,6 +180,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   await app.register(named('authenticatedMediaRoutes', authenticatedMediaRoutes(services)), { prefix: AUTHENTICATED_MEDIA_PREFIX });
   await app.register(named('adminRoutes', adminRoutes(services)));
   await app.register(named('federationKeyRoutes', federationKeyRoutes(services)));
+  await app.register(named('federationRoutes', federationRoutes(services)), { prefix: '/_matrix/federation' });
   if (bridge) await app.register(named('webhookRoutes', webhookRoutes(bridge, config.bridge.webhooks.max_body_bytes)));
   return app;
 }

@@ -10,8 +10,13 @@ import { blobStoreFor, MediaService } from './media/media-service.js';
 import type { Signer } from './core/signed-json.js';
 import { Federation, type FederationTestHooks } from './federation/federation.js';
 import { loadOrCreateSigningKey, signingKeyPathFor } from './federation/signing-key.js';
-import { EventWriter } from './rooms/event-writer.js';
-import { StateGroupIds } from './rooms/state-groups.js';
+import { EventWriter, OutlierPositions } from './rooms/event-writer.js';
+import { StateGroupIds, StateGroups } from './rooms/state-groups.js';
+import { EventGraph } from './rooms/event-graph.js';
+import { RemoteEvents } from './rooms/remote-events.js';
+import { FederationSender } from './federation/sender.js';
+import { FederatedMembership } from './federation/membership.js';
+import { RoomFederation } from './federation/room-federation.js';
 import { ProfileService } from './rooms/profile-service.js';
 import { ReceiptService } from './rooms/receipts-service.js';
 import { RoomCache } from './rooms/room-cache.js';
@@ -53,6 +58,10 @@ export interface Services {
   profiles: ProfileService;
   sync: SyncService;
   media: MediaService;
+  /** The room side of federation as served to other servers. */
+  roomFederation: RoomFederation;
+  /** Outbound federation: a queue per destination. */
+  federationSender: FederationSender;
 }
 
 export interface ServiceOptions {
@@ -72,20 +81,68 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const notifier = new Notifier();
   const roomCache = new RoomCache(storage, { roomStateEvents: config.caches.room_state_events, userRoomLists: config.caches.user_room_lists });
   const signer = loadOrCreateSigningKey(signingKeyPathFor(config), config.server_name);
-  const writer = new EventWriter(storage, roomCache, stream, notifier, clock, signer, new StateGroupIds(await storage.rooms.maxStateGroup()));
+  const stateGroupIds = new StateGroupIds(await storage.rooms.maxStateGroup());
+  const writer = new EventWriter(storage, roomCache, stream, notifier, clock, signer, stateGroupIds, new OutlierPositions(await storage.rooms.minStreamOrdering()));
   const federation = new Federation(config, signer, storage, clock, options.federation);
+  const stateGroups = new StateGroups(storage, stateGroupIds);
+  const graph = new EventGraph(storage, stateGroups);
+  const remoteEvents = new RemoteEvents(graph, stateGroups, roomCache, writer);
+  const federationSender = new FederationSender(storage, federation.client, graph, roomCache, clock, {
+    serverName: config.server_name,
+    minRetryMs: config.federation.min_retry_interval,
+    maxRetryMs: config.federation.max_retry_interval,
+  });
+  // The outbox is written in the same transaction as the events it sends.
+  writer.onWrite(federationSender.enqueueHook);
+  writer.onCommit(federationSender.commitListener);
+  // A redacted event is served to other servers redacted from then on.
+  writer.onCommit((events) => {
+    for (const event of events) if (event.redacts !== undefined) graph.forget(event.redacts);
+  });
+  const membership = new FederatedMembership({ signer, client: federation.client, keyRing: federation.keyRing, remote: remoteEvents, storage, cache: roomCache, stream, notifier, clock });
   const roomReader = new RoomReader(storage, roomCache, stream, clock);
   const history = new RoomHistory(roomReader, stream);
-  const rooms = new RoomService(storage, config, clock, roomCache, writer, roomReader, limiters);
+  const rooms = new RoomService(storage, config, clock, roomCache, writer, roomReader, limiters, membership);
   const typing = new TypingTracker(roomCache, notifier);
   const accountData = new AccountDataService(storage, stream, notifier, roomCache);
   const unread = new UnreadCounts(storage);
   const receipts = new ReceiptService(storage, stream, notifier, roomReader, accountData, clock, unread);
-  const profiles = new ProfileService(storage, rooms, limiters);
+  const profiles = new ProfileService(storage, rooms, limiters, config.server_name, membership);
+  const roomFederation = new RoomFederation({
+    signer, storage, cache: roomCache, graph, remote: remoteEvents, keyRing: federation.keyRing, client: federation.client, sender: federationSender,
+    stream, notifier, typing, receipts, clock,
+    userExists: async (userId) => {
+      const user = await storage.users.get(userId);
+      return user !== undefined && user.deactivated !== 1;
+    },
+  });
+  sendEphemeralOfLocalUsers(config.server_name, roomCache, typing, receipts, federationSender);
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData);
   const media = new MediaService(storage, blobStoreFor(config), config, clock);
   return {
     config, clock, storage, limiters, accounts, sessions, registration, signer,
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, media,
+    roomFederation, federationSender,
   };
+}
+
+/** Local users' typing notices and public receipts go to the other servers in the room, as EDUs. */
+function sendEphemeralOfLocalUsers(serverName: string, cache: RoomCache, typing: TypingTracker, receipts: ReceiptService, sender: FederationSender): void {
+  const otherServers = (roomId: string): string[] => {
+    const room = cache.peek(roomId);
+    return room && !room.legacy ? [...room.joinedServers()].filter((server) => server !== serverName) : [];
+  };
+  const isLocal = (userId: string) => userId.endsWith(`:${serverName}`);
+  typing.onTyping((roomId, userId, isTyping, timeoutMs) => {
+    if (!isLocal(userId)) return;
+    const servers = otherServers(roomId);
+    if (servers.length > 0) sender.sendEphemeral(servers, { edu_type: 'm.typing', content: { room_id: roomId, user_id: userId, typing: isTyping, ...(isTyping ? { timeout: timeoutMs } : {}) } });
+  });
+  receipts.onPublicReceipt((roomId, userId, eventId, threadId, ts) => {
+    if (!isLocal(userId)) return;
+    const servers = otherServers(roomId);
+    if (servers.length === 0) return;
+    const data = { ts, ...(threadId !== undefined ? { thread_id: threadId } : {}) };
+    void sender.queueEdu(servers, { edu_type: 'm.receipt', content: { [roomId]: { 'm.read': { [userId]: { event_ids: [eventId], data } } } } }).catch(() => undefined);
+  });
 }

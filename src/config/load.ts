@@ -66,7 +66,12 @@ export function finishConfig(raw: Record<string, unknown>): Config {
     max_sync_timeout: durationOrNull('max_sync_timeout', config.max_sync_timeout) ?? 0,
     max_upload_size: parseSize(config.max_upload_size),
     key_refresh_interval: durationOrNull('key_refresh_interval', config.key_refresh_interval) ?? 0,
-    federation: { ...config.federation, request_timeout: durationOrNull('federation.request_timeout', config.federation.request_timeout) ?? 0 },
+    federation: {
+      ...config.federation,
+      request_timeout: durationOrNull('federation.request_timeout', config.federation.request_timeout) ?? 0,
+      min_retry_interval: durationOrNull('federation.min_retry_interval', config.federation.min_retry_interval) ?? 0,
+      max_retry_interval: durationOrNull('federation.max_retry_interval', config.federation.max_retry_interval) ?? 0,
+    },
     ip_range_blacklist: checkedRanges('ip_range_blacklist', config.ip_range_blacklist ?? [...DEFAULT_IP_RANGE_BLACKLIST]),
   };
   checkedRanges('ip_range_whitelist', finished.ip_range_whitelist);

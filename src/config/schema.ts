@@ -144,6 +144,10 @@ export const ConfigSchema = Type.Object(
         request_timeout: Type.Union([DurationSchema], { default: '60s' }),
         // Largest response read from another server (a send_join of a big room is tens of MB).
         max_response_bytes: Type.Integer({ minimum: 65_536, default: 104_857_600 }),
+        // After a destination fails, the first retry waits this long; each failure doubles it up
+        // to max_retry_interval. Any request from the destination ends the wait at once.
+        min_retry_interval: Type.Union([DurationSchema], { default: '10s' }),
+        max_retry_interval: Type.Union([DurationSchema], { default: '1h' }),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -206,7 +210,7 @@ export interface Config extends Omit<
   'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen' | 'key_refresh_interval' | 'federation' | 'ip_range_blacklist'
 > {
   key_refresh_interval: number;
-  federation: { request_timeout: number; max_response_bytes: number };
+  federation: { request_timeout: number; max_response_bytes: number; min_retry_interval: number; max_retry_interval: number };
   ip_range_blacklist: string[];
   listen: Omit<RawConfig['listen'], 'request_timeout'> & {
     /** Milliseconds. */

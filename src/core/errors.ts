@@ -30,6 +30,8 @@ export const ERRCODE_STATUS = {
   M_RESOURCE_LIMIT_EXCEEDED: 403,
   M_WEAK_PASSWORD: 400,
   M_BAD_ALIAS: 400,
+  M_UNABLE_TO_AUTHORISE_JOIN: 400,
+  M_UNABLE_TO_GRANT_JOIN: 400,
 } as const satisfies Record<string, number>;
 
 export type Errcode = keyof typeof ERRCODE_STATUS;

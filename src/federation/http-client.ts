@@ -116,6 +116,11 @@ export class FederationClient {
     this.agent.destroy();
   }
 
+  /** Closes the pooled connections (the next requests connect again, through the address checks). */
+  dropConnections(): void {
+    this.agent.destroy();
+  }
+
   /** `X-Matrix origin=..,destination=..,key=..,sig=..` over the request ("Request Authentication"). */
   private authorization(destination: string, request: FederationRequest): string {
     const signer = this.options.signer;

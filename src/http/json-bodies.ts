@@ -6,7 +6,13 @@
  * of, say, `POST /logout`); nothing a route stores can be deeper.
  */
 import type { FastifyInstance } from 'fastify';
-import { JsonTooDeepError, parseJsonSafely } from '../core/json.js';
+import { JsonTooDeepError, MAX_JSON_DEPTH, parseJsonSafely } from '../core/json.js';
+
+/**
+ * Federation bodies wrap events in a few levels more (a transaction's list of PDUs): they may nest
+ * that much deeper, and each PDU is held to MAX_JSON_DEPTH when it is checked.
+ */
+const FEDERATION_JSON_DEPTH = MAX_JSON_DEPTH + 16;
 
 /** Stands in for a body that did not parse, until a route's body validation refuses it. */
 export const NOT_JSON: unique symbol = Symbol('body is not JSON');
@@ -15,14 +21,14 @@ export const TOO_DEEP: unique symbol = Symbol('body is nested too deeply');
 
 export function installJsonBodies(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => {
     const text = body as string;
     if (text.trim().length === 0) {
       done(null, undefined);
       return;
     }
     try {
-      done(null, parseJsonSafely(text));
+      done(null, parseJsonSafely(text, request.url.startsWith('/_matrix/federation/') ? FEDERATION_JSON_DEPTH : MAX_JSON_DEPTH));
     } catch (err) {
       done(null, err instanceof JsonTooDeepError ? TOO_DEEP : NOT_JSON);
     }

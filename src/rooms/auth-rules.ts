@@ -581,7 +581,8 @@ export function authEventKeys(event: ProposedEvent, version: RoomVersion): Array
     const via = event.content['join_authorised_via_users_server'];
     if (membership === 'join' && version.restrictedJoins && typeof via === 'string') keys.push(['m.room.member', via]);
   }
-  return keys;
+  // A join names its sender twice (as sender and as target): each key once.
+  return keys.filter(([type, stateKey], index) => keys.findIndex(([t, k]) => t === type && k === stateKey) === index);
 }
 
 /**
@@ -607,7 +608,8 @@ export function checkAuthEventsSelection(
     const authRoom = authEvent.type === 'm.room.create' && version.roomIdFromCreateEvent ? roomId : authEvent.room_id;
     if (authRoom !== undefined && authRoom !== roomId) return deny('auth_events holds an event of another room');
   }
-  if (version.createInAuthEvents && !seen.has('m.room.create\u0000')) return deny('auth_events holds no m.room.create event');
+  // The create event itself has no auth events (rule 1 checks it).
+  if (event.type !== 'm.room.create' && version.createInAuthEvents && !seen.has('m.room.create\u0000')) return deny('auth_events holds no m.room.create event');
   return ALLOW;
 }
 

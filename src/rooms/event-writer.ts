@@ -45,6 +45,50 @@ export interface WriteRequest {
    * MatrixError to refuse. Every draft is also checked by the room auth rules.
    */
   prepare(room: RoomSnapshot): EventDraft[];
+  /**
+   * Instead of `prepare`: events that came from other servers, checked already (signatures,
+   * hashes, auth) and given their state. Runs at write time against the room's latest state,
+   * and throws (HeadMoved) when what it was computed against has changed.
+   */
+  remote?: ((room: RoomSnapshot) => RemoteBatch) | undefined;
+  /**
+   * Whether this server sends the events on to the other servers in the room: always for local
+   * events; for remote ones only when they came to us to be passed on (send_join, send_leave).
+   */
+  fanOut?: boolean | undefined;
+}
+
+/** Events from other servers, ready to store, and what they change in the room. */
+export interface RemoteBatch {
+  /**
+   * The events, oldest first, with everything but their positions. Outliers, rejected and soft
+   * failed events get positions below zero: they are stored, never shown.
+   */
+  events: StoredEvent[];
+  /** Events that become the room's current state for their keys. */
+  currentState: StoredEvent[];
+  /** Keys the current state loses (state resolution can drop one). */
+  removedState: Array<[string, string]>;
+  /** The room's new head, when the batch moves it. */
+  head?: RoomHead | undefined;
+  /** Redactions among the events that take effect (their targets are stored). */
+  redactions?: Array<{ eventId: string; redactedContent: JsonObject; redactedBy: string }> | undefined;
+}
+
+/** What a write hook learns of each request: its events, the room after them, whose they are to send. */
+export type WriteHook = (stores: Stores, events: readonly StoredEvent[], room: RoomSnapshot, options: { fanOut: boolean }) => Promise<void>;
+
+/** The room's head moved between computing a remote batch and writing it: compute it again. */
+export class HeadMoved extends Error {
+  override name = 'HeadMoved';
+}
+
+/** Positions below zero, for events that are stored but not part of any timeline. */
+export class OutlierPositions {
+  constructor(private last: number) {}
+  next(): number {
+    return --this.last;
+  }
 }
 
 interface Pending {
@@ -60,6 +104,10 @@ interface Prepared {
   drafts: EventDraft[];
   /** State groups the events make, written before them. */
   stateGroups: NewStateGroup[];
+  /** Remote batches: what becomes (or stops being) current state, written after the events. */
+  currentState?: StoredEvent[];
+  removedState?: Array<[string, string]>;
+  redactions?: RemoteBatch['redactions'];
 }
 
 interface NewStateGroup {
@@ -84,7 +132,24 @@ export class EventWriter {
     private readonly clock: Clock,
     private readonly signer: Signer,
     private readonly stateGroupIds: StateGroupIds,
+    private readonly outlierPositions: OutlierPositions,
   ) {}
+
+  /** Called after every commit with the events it wrote (the federation sender wakes its queues). */
+  private readonly commitListeners: Array<(events: readonly StoredEvent[], room: RoomSnapshot) => void> = [];
+  /**
+   * Called inside the transaction for every request, after its events are written: what must be
+   * durable with them (the federation outbox) is written here, in the same commit.
+   */
+  private readonly writeHooks: WriteHook[] = [];
+
+  onCommit(listener: (events: readonly StoredEvent[], room: RoomSnapshot) => void): void {
+    this.commitListeners.push(listener);
+  }
+
+  onWrite(hook: WriteHook): void {
+    this.writeHooks.push(hook);
+  }
 
   /**
    * A room's create event, finished before the room exists: a v12 room's id is made from it, and
@@ -158,6 +223,8 @@ export class EventWriter {
         for (const item of prepared) {
           for (const event of item.events) maxStream = Math.max(maxStream, event.stream);
           await this.write(stores, item);
+          const fanOut = item.pending.request.fanOut ?? item.pending.request.remote === undefined;
+          for (const hook of this.writeHooks) await hook(stores, item.events, item.room, { fanOut });
         }
         await this.writeHeads(stores, prepared);
       });
@@ -178,8 +245,8 @@ export class EventWriter {
     const wake = new Set<string>();
     for (const item of prepared) {
       if (item.pending.request.newRoom) this.cache.addRoom(item.room);
-      for (const event of item.events) {
-        if (event.type === 'm.room.member' && event.stateKey !== undefined) {
+      for (const event of item.currentState ?? item.events) {
+        if (event.type === 'm.room.member' && event.stateKey !== undefined && event.rejected === undefined) {
           const membership = event.content.membership;
           this.cache.setUserRoom(event.stateKey, event.roomId, {
             membership: typeof membership === 'string' ? membership : 'leave',
@@ -200,6 +267,10 @@ export class EventWriter {
       }
     }
     for (const item of prepared) item.pending.resolve(item.events);
+    for (const item of prepared) {
+      if (item.events.length === 0) continue;
+      for (const listener of this.commitListeners) listener(item.events, item.room);
+    }
     // Senders get their answers first; the syncs this wakes are built in the next turn. No wake-up
     // is lost in between: a sync that looks now already sees the commit.
     setImmediate(() => this.notifier.notify(wake));
@@ -218,6 +289,7 @@ export class EventWriter {
       pending.reject(new MatrixError('M_FORBIDDEN', `Unknown room ${request.roomId}`, { status: 403 }));
       return undefined;
     }
+    if (request.remote) return this.prepareRemote(pending, room, request.remote, touchedRooms);
     let drafts: EventDraft[];
     try {
       drafts = request.prepare(room);
@@ -255,12 +327,46 @@ export class EventWriter {
     return { pending, room, events, drafts, stateGroups };
   }
 
+  /** Takes positions for a remote batch and applies it to the room's snapshot. */
+  private prepareRemote(pending: Pending, room: RoomSnapshot, remote: (room: RoomSnapshot) => RemoteBatch, touchedRooms: Set<string>): Prepared | undefined {
+    let batch: RemoteBatch;
+    try {
+      batch = remote(room);
+    } catch (err) {
+      pending.reject(err);
+      return undefined;
+    }
+    for (const event of batch.events) {
+      const shown = !event.outlier && event.rejected === undefined && !event.softFailed;
+      event.stream = shown ? this.stream.next() : this.outlierPositions.next();
+    }
+    for (const event of batch.currentState) room.apply(event);
+    for (const [type, stateKey] of batch.removedState) room.removeState(type, stateKey);
+    for (const redaction of batch.redactions ?? []) room.applyRedaction(redaction.eventId, redaction.redactedContent, redaction.redactedBy);
+    if (batch.head) room.head = batch.head;
+    for (const event of batch.events) {
+      if (event.stream > 0) {
+        if (event.stream > room.latestStream) room.latestStream = event.stream;
+        room.remember(event);
+      }
+    }
+    if (!pending.request.newRoom && batch.events.length > 0) touchedRooms.add(room.roomId);
+    return { pending, room, events: batch.events, drafts: [], stateGroups: [], currentState: batch.currentState, removedState: batch.removedState, redactions: batch.redactions };
+  }
+
   /**
-   * Builds one local event as a PDU on top of the room's head: its prev_events are the forward
-   * extremities, its auth_events chosen from the current state as the spec selects them, then it
-   * passes the auth rules, is hashed and signed, and gets its id (the reference hash).
+   * An event built on the room's current head and checked by the auth rules, but not written:
+   * an invite of a user of another server, which that server countersigns before it is written
+   * (as the draft's `prebuilt`).
    */
-  private build(room: RoomSnapshot, draft: EventDraft, now: number): StoredEvent {
+  async preview(roomId: string, draft: EventDraft): Promise<{ pdu: Pdu; eventId: string }> {
+    const room = await this.cache.room(roomId);
+    if (!room) throw new MatrixError('M_FORBIDDEN', `Unknown room ${roomId}`, { status: 403 });
+    return this.buildPdu(room, draft, this.clock.now()).finished;
+  }
+
+  /** The PDU of a local draft (or its prebuilt one), after the auth rules allowed it. */
+  private buildPdu(room: RoomSnapshot, draft: EventDraft, now: number): { finished: { pdu: Pdu; eventId: string }; content: JsonObject } {
     const version = room.version;
     const isCreate = draft.type === 'm.room.create';
     const prevEvents = draft.prebuilt ? draft.prebuilt.pdu.prev_events : isCreate ? [] : [...room.head.extremities];
@@ -275,29 +381,35 @@ export class EventWriter {
     };
     const auth = checkEventAuth(proposed, room.lookup, version, { isSignedBy: (server) => server === this.signer.serverName });
     if (!auth.allowed) throw new MatrixError('M_FORBIDDEN', auth.reason);
-    const replaced = draft.stateKey === undefined ? undefined : room.get(draft.type, draft.stateKey);
-
-    let finished = draft.prebuilt;
-    if (!finished) {
-      const authEvents: string[] = [];
-      for (const [type, stateKey] of authEventKeys(proposed, version)) {
-        const authEvent = room.get(type, stateKey);
-        if (authEvent) authEvents.push(authEvent.eventId);
-      }
-      const unsignedPdu: UnsignedPdu = {
-        room_id: room.roomId,
-        sender: draft.sender,
-        type: draft.type,
-        content,
-        origin_server_ts: now,
-        depth: isCreate ? 1 : room.head.depth + 1,
-        prev_events: prevEvents,
-        auth_events: authEvents,
-      };
-      if (draft.stateKey !== undefined) unsignedPdu.state_key = draft.stateKey;
-      if (draft.redaction && !version.v11) unsignedPdu.redacts = draft.redaction.eventId;
-      finished = this.finish(unsignedPdu, version);
+    if (draft.prebuilt) return { finished: draft.prebuilt, content: draft.prebuilt.pdu.content };
+    const authEvents: string[] = [];
+    for (const [type, stateKey] of authEventKeys(proposed, version)) {
+      const authEvent = room.get(type, stateKey);
+      if (authEvent) authEvents.push(authEvent.eventId);
     }
+    const unsignedPdu: UnsignedPdu = {
+      room_id: room.roomId,
+      sender: draft.sender,
+      type: draft.type,
+      content,
+      origin_server_ts: now,
+      depth: isCreate ? 1 : room.head.depth + 1,
+      prev_events: prevEvents,
+      auth_events: authEvents,
+    };
+    if (draft.stateKey !== undefined) unsignedPdu.state_key = draft.stateKey;
+    if (draft.redaction && !version.v11) unsignedPdu.redacts = draft.redaction.eventId;
+    return { finished: this.finish(unsignedPdu, version), content };
+  }
+
+  /**
+   * Builds one local event as a PDU on top of the room's head: its prev_events are the forward
+   * extremities, its auth_events chosen from the current state as the spec selects them, then it
+   * passes the auth rules, is hashed and signed, and gets its id (the reference hash).
+   */
+  private build(room: RoomSnapshot, draft: EventDraft, now: number): StoredEvent {
+    const { finished, content } = this.buildPdu(room, draft, now);
+    const replaced = draft.stateKey === undefined ? undefined : room.get(draft.type, draft.stateKey);
     const { pdu, eventId } = finished;
     const event: StoredEvent = {
       stream: 0,
@@ -338,7 +450,11 @@ export class EventWriter {
    * MAX_STATE_GROUP_DELTAS). Called after the event is applied to the snapshot.
    */
   private advanceHead(room: RoomSnapshot, event: StoredEvent, stateGroups: NewStateGroup[]): void {
-    const head: RoomHead = { ...room.head, extremities: [event.eventId], depth: Math.max(room.head.depth, event.depth) };
+    // A local event builds on every extremity; a prebuilt one (an invite another server signed
+    // meanwhile) may build on fewer, and the others stay.
+    const prevs = new Set(event.prevEvents ?? []);
+    const extremities = [...room.head.extremities.filter((id) => !prevs.has(id)), event.eventId];
+    const head: RoomHead = { ...room.head, extremities, depth: Math.max(room.head.depth, event.depth) };
     if (event.stateKey !== undefined) {
       const id = this.stateGroupIds.next();
       const snapshot = head.stateGroup === undefined || head.stateGroupDepth >= MAX_STATE_GROUP_DELTAS;
@@ -357,6 +473,13 @@ export class EventWriter {
     const { request } = item.pending;
     if (request.newRoom) await stores.rooms.insertRoom(request.newRoom);
     for (const group of item.stateGroups) await stores.rooms.insertStateGroup(group);
+    if (item.currentState) {
+      for (const event of item.events) await stores.rooms.insertEvent(rowFromEvent(event));
+      for (const event of item.currentState) await this.writeCurrent(stores, event);
+      for (const [type, stateKey] of item.removedState ?? []) await stores.rooms.deleteCurrentState(item.room.roomId, type, stateKey);
+      for (const redaction of item.redactions ?? []) await stores.rooms.markRedacted(redaction.eventId, JSON.stringify(redaction.redactedContent), redaction.redactedBy);
+      return;
+    }
     for (const [index, event] of item.events.entries()) {
       await stores.rooms.insertEvent(rowFromEvent(event));
       if (event.stateKey !== undefined) {
@@ -374,6 +497,22 @@ export class EventWriter {
       }
       const redaction = item.drafts[index]?.redaction;
       if (redaction) await stores.rooms.markRedacted(redaction.eventId, JSON.stringify(redaction.redactedContent), event.eventId);
+    }
+  }
+
+  /** Makes an event the room's current state for its key (and the membership, for a member event). */
+  private async writeCurrent(stores: Stores, event: StoredEvent): Promise<void> {
+    if (event.stateKey === undefined) return;
+    await stores.rooms.setCurrentState(event.roomId, event.type, event.stateKey, event.eventId);
+    if (event.type === 'm.room.member') {
+      const membership = event.content.membership;
+      await stores.rooms.setMembership({
+        room_id: event.roomId,
+        user_id: event.stateKey,
+        membership: typeof membership === 'string' ? membership : 'leave',
+        event_id: event.eventId,
+        stream_ordering: event.stream,
+      });
     }
   }
 

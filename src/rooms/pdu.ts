@@ -94,6 +94,16 @@ export function hasValidContentHash(pdu: JsonObject, version: RoomVersion): bool
   }
 }
 
+/**
+ * Adds this server's signature to another server's PDU (an invite to one of our users, a
+ * restricted join we vouch for). The id does not change: signatures are not part of it.
+ */
+export function cosignPdu(pdu: Pdu, version: RoomVersion, signer: Signer): Pdu {
+  const signature = unpaddedBase64(signer.sign(essentialBytes(pdu, version)));
+  const signatures: Signatures = { ...pdu.signatures, [signer.serverName]: { ...(pdu.signatures[signer.serverName] ?? {}), [signer.keyId]: signature } };
+  return { ...pdu, signatures };
+}
+
 /** The object a server's signature on the PDU covers (its redacted form), for verification. */
 export function signedForm(pdu: JsonObject, version: RoomVersion): JsonObject {
   return redactPdu(pdu, version.id);

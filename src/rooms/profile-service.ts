@@ -2,6 +2,8 @@
 import { MatrixError } from '../core/errors.js';
 import type { Limiters } from '../ratelimit/limiters.js';
 import type { Storage } from '../storage/index.js';
+import { serverOf } from './ids.js';
+import type { RemoteRooms } from './remote-rooms.js';
 import type { RoomService } from './room-service.js';
 
 export interface Profile {
@@ -18,9 +20,17 @@ export class ProfileService {
     private readonly storage: Storage,
     private readonly rooms: RoomService,
     private readonly limiters: Limiters,
+    private readonly serverName: string,
+    private readonly remote?: RemoteRooms | undefined,
   ) {}
 
+  /** A user's profile; a user of another server is asked of their server. */
   async get(userId: string): Promise<Profile> {
+    if (this.remote && serverOf(userId) !== this.serverName) {
+      const remote = await this.remote.profile(userId);
+      if (!remote) throw new MatrixError('M_NOT_FOUND', 'Profile was not found');
+      return remote as Profile;
+    }
     const user = await this.storage.users.get(userId);
     if (!user || user.deactivated === 1) throw new MatrixError('M_NOT_FOUND', 'Profile was not found');
     const profile: Profile = {};

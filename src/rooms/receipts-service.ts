@@ -10,6 +10,7 @@ import type { Notifier } from '../sync/notifier.js';
 import type { UnreadCounts } from '../sync/unread.js';
 import { writeAtNextPosition, type StreamCounter } from '../sync/stream.js';
 import type { RoomReader } from './room-reader.js';
+import type { RoomSnapshot } from './room-snapshot.js';
 
 export const RECEIPT_TYPES = ['m.read', 'm.read.private', 'm.fully_read'] as const;
 export type ReceiptType = (typeof RECEIPT_TYPES)[number];
@@ -25,6 +26,13 @@ export class ReceiptService {
     private readonly unread: UnreadCounts,
   ) {}
 
+  private readonly publicReceiptListeners: Array<(roomId: string, userId: string, eventId: string, threadId: string | undefined, ts: number) => void> = [];
+
+  /** Called after a local user's public receipt is stored (federation sends it on). */
+  onPublicReceipt(listener: (roomId: string, userId: string, eventId: string, threadId: string | undefined, ts: number) => void): void {
+    this.publicReceiptListeners.push(listener);
+  }
+
   async setReceipt(userId: string, roomId: string, type: ReceiptType, eventId: string, threadId: string | undefined): Promise<void> {
     const room = await this.reader.roomWhereJoined(roomId, userId);
     const event = await this.reader.getEvent(eventId);
@@ -34,6 +42,20 @@ export class ReceiptService {
       await this.accountData.write(userId, roomId, 'm.fully_read', { event_id: eventId });
       return;
     }
+    const ts = this.clock.now();
+    await this.store(room, userId, type, eventId, threadId, ts);
+    if (type === 'm.read') for (const listener of this.publicReceiptListeners) listener(roomId, userId, eventId, threadId, ts);
+  }
+
+  /** A public receipt of a user of another server (a federation EDU), for an event we have. */
+  async setRemoteReceipt(room: RoomSnapshot, userId: string, eventId: string, threadId: string | undefined): Promise<void> {
+    const event = await this.reader.getEvent(eventId);
+    if (!event || event.roomId !== room.roomId) return;
+    await this.store(room, userId, 'm.read', eventId, threadId, this.clock.now());
+  }
+
+  private async store(room: RoomSnapshot, userId: string, type: ReceiptType, eventId: string, threadId: string | undefined, ts: number): Promise<void> {
+    const roomId = room.roomId;
     await writeAtNextPosition(
       this.storage,
       this.stream,
@@ -44,7 +66,7 @@ export class ReceiptService {
           receipt_type: type,
           thread_id: threadId ?? '',
           event_id: eventId,
-          ts: this.clock.now(),
+          ts,
           stream_ordering: position,
         }),
       (position) => {

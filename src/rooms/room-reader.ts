@@ -113,9 +113,13 @@ export class RoomReader {
     );
   }
 
+  /**
+   * An event of a room's timeline. Events below position zero (outliers known only for auth and
+   * state, rejected and soft-failed events from other servers) are nobody's to see.
+   */
   async getEvent(eventId: string): Promise<StoredEvent | undefined> {
     const row = await this.storage.rooms.getEvent(eventId);
-    return row ? eventFromRow(row) : undefined;
+    return row && Number(row.stream_ordering) > 0 ? eventFromRow(row) : undefined;
   }
 
   /** Whether `sender` has replied (m.in_reply_to) to `eventId` in the room; the reply's id. */

@@ -12,7 +12,7 @@ import type { Storage } from '../storage/index.js';
 import type { Requester } from '../users/session-service.js';
 import { canRedact, checkEventAuth, effectivePowerLevels, userPowerLevel, requiredPowerForEvent } from './auth-rules.js';
 import type { EventDraft, EventWriter } from './event-writer.js';
-import type { JsonObject } from './events.js';
+import { toStrippedState, type JsonObject } from './events.js';
 import { assertRoomAlias, assertUserId, isRoomAlias, isRoomId, newRoomId, serverOf } from './ids.js';
 import { planCreateRoom, type Preset, type StateDraft } from './presets.js';
 import { redactedContent } from './redaction.js';
@@ -21,6 +21,7 @@ import { DEFAULT_ROOM_VERSION, knownRoomVersion, SUPPORTED_ROOM_VERSIONS } from 
 import type { RoomCache } from './room-cache.js';
 import { notInRoom, type RoomReader } from './room-reader.js';
 import type { RoomSnapshot } from './room-snapshot.js';
+import type { RemoteRooms } from './remote-rooms.js';
 
 
 /**
@@ -61,6 +62,8 @@ export class RoomService {
     private readonly writer: EventWriter,
     private readonly reader: RoomReader,
     private readonly limiters: Limiters,
+    /** Rooms of other servers (federation); undefined keeps this server to itself. */
+    private readonly remote?: RemoteRooms | undefined,
   ) {}
 
   // ---- creation ----
@@ -156,10 +159,30 @@ export class RoomService {
 
   // ---- membership ----
 
-  /** Joins by room id or alias; returns the room id. */
-  async join(requester: Requester, roomIdOrAlias: string, reason?: string): Promise<string> {
-    const roomId = await this.resolveRoom(roomIdOrAlias);
+  /**
+   * Joins by room id or alias; returns the room id. A room this server is not in is joined
+   * through other servers: those named (`via`), the alias's, the inviter's and the room id's.
+   */
+  async join(requester: Requester, roomIdOrAlias: string, reason?: string, via: readonly string[] = []): Promise<string> {
+    let roomId: string;
+    const servers = [...via];
+    if (isRoomAlias(roomIdOrAlias) && serverOf(roomIdOrAlias) !== this.config.server_name && this.remote) {
+      const resolved = await this.remote.resolveAlias(roomIdOrAlias);
+      roomId = resolved.roomId;
+      servers.push(...resolved.servers);
+    } else {
+      roomId = await this.resolveRoom(roomIdOrAlias);
+    }
     const room = await this.cache.room(roomId);
+    if (this.remote && (!room || (!room.legacy && !this.isResident(room)))) {
+      const candidates = await this.remoteCandidates(requester.userId, roomId, room, servers);
+      if (candidates.length > 0 || !room) {
+        if (candidates.length === 0) throw new MatrixError('M_NOT_FOUND', 'No known servers');
+        const profile = await this.profileOf(requester.userId);
+        await this.remote.join(requester.userId, roomId, candidates, { ...profile, ...(reason !== undefined ? { reason } : {}) });
+        return roomId;
+      }
+    }
     if (!room) throw new MatrixError('M_NOT_FOUND', 'No known servers');
     const profile = await this.profileOf(requester.userId);
     await this.writer.submit({
@@ -179,6 +202,10 @@ export class RoomService {
 
   async invite(requester: Requester, roomId: string, target: string, reason?: string): Promise<void> {
     assertUserId(target);
+    if (serverOf(target) !== this.config.server_name && this.remote) {
+      await this.inviteRemote(requester, roomId, target, reason);
+      return;
+    }
     const profile = await this.profileOfExistingUser(target);
     await this.reader.roomOrForbidden(roomId, requester.userId);
     await this.writer.submit({
@@ -187,8 +214,50 @@ export class RoomService {
     });
   }
 
+  /**
+   * A user of another server is invited in two steps: the invite is built and checked here, their
+   * server countersigns it, and then it is written (on whatever the room's head is by then).
+   */
+  private async inviteRemote(requester: Requester, roomId: string, target: string, reason: string | undefined): Promise<void> {
+    const room = await this.reader.roomOrForbidden(roomId, requester.userId);
+    if (room.legacy) throw new MatrixError('M_FORBIDDEN', 'This room was made before federation here and stays local');
+    const draft = memberDraft(requester.userId, target, { membership: 'invite' }, reason);
+    assertAllowed(room, draft);
+    if (room.membership(target) === 'invite') return;
+    const built = await this.writer.preview(roomId, draft);
+    const stripped = inviteStateOf(room, requester.userId);
+    const signed = await this.remote!.countersignInvite(roomId, room.version, built, stripped);
+    await this.writer.submit({ roomId, prepare: () => [{ ...draft, prebuilt: { pdu: signed, eventId: built.eventId } }] });
+  }
+
+  /** Whether a member of this server is joined: the room's events reach us and we may build on them. */
+  private isResident(room: RoomSnapshot): boolean {
+    for (const server of room.joinedServers()) if (server === this.config.server_name) return true;
+    return false;
+  }
+
+  /** Servers to join or leave a room through, best first. */
+  private async remoteCandidates(userId: string, roomId: string, room: RoomSnapshot | undefined, named: readonly string[]): Promise<string[]> {
+    const candidates = [...named];
+    const kept = await this.storage.federation.remoteMembership(roomId, userId);
+    if (kept) candidates.push(serverOf(JSON.parse(kept.pdu).sender as string));
+    const own = room?.get('m.room.member', userId);
+    if (own) candidates.push(serverOf(own.sender));
+    if (room) candidates.push(...room.joinedServers());
+    if (!room?.version.roomIdFromCreateEvent && roomId.includes(':')) candidates.push(serverOf(roomId));
+    return [...new Set(candidates)].filter((server) => server !== this.config.server_name);
+  }
+
   async leave(requester: Requester, roomId: string, reason?: string): Promise<void> {
     const room = await this.cache.room(roomId);
+    if (this.remote && (!room || (!room.legacy && !this.isResident(room)))) {
+      // An invite to a room this server is not in: rejected through the inviting server.
+      const entry = (await this.cache.roomsOf(requester.userId)).get(roomId);
+      if (entry?.membership === 'invite' || entry?.membership === 'knock') {
+        await this.remote.leave(requester.userId, roomId, await this.remoteCandidates(requester.userId, roomId, room, []), reason);
+        return;
+      }
+    }
     if (!room || room.membership(requester.userId) === 'leave') {
       // Synapse answers a leave from a room one is not in with success when there is nothing to do.
       if (room && (await this.cache.roomsOf(requester.userId)).has(roomId)) return;
@@ -360,13 +429,53 @@ export class RoomService {
     });
   }
 
+  // ---- the room directory ----
+
+  /** Rooms published here (createRoom with visibility public), a page at a time. */
+  async publicRooms(limit = 100, since: string | undefined): Promise<JsonObject> {
+    const pageSize = Math.min(Math.max(limit, 1), 100);
+    const after = since?.startsWith('r') ? since.slice(1) : '';
+    const ids = await this.storage.rooms.publicRoomIds(after, pageSize + 1);
+    const chunk: JsonObject[] = [];
+    for (const roomId of ids.slice(0, pageSize)) {
+      const room = await this.cache.room(roomId);
+      if (!room) continue;
+      const text = (type: string, key: string): string | undefined => {
+        const value = room.get(type)?.content[key];
+        return typeof value === 'string' ? value : undefined;
+      };
+      const entry: JsonObject = {
+        room_id: roomId,
+        num_joined_members: room.joinedUsers().size,
+        world_readable: room.historyVisibility() === 'world_readable',
+        guest_can_join: room.get('m.room.guest_access')?.content.guest_access === 'can_join',
+        join_rule: text('m.room.join_rules', 'join_rule') ?? 'invite',
+      };
+      for (const [key, type, field] of [['name', 'm.room.name', 'name'], ['topic', 'm.room.topic', 'topic'], ['avatar_url', 'm.room.avatar', 'url'], ['canonical_alias', 'm.room.canonical_alias', 'alias']] as const) {
+        const value = text(type, field);
+        if (value !== undefined) entry[key] = value;
+      }
+      chunk.push(entry);
+    }
+    const more = ids.length > pageSize;
+    return { chunk, ...(more ? { next_batch: `r${ids[pageSize - 1]}` } : {}), ...(after ? { prev_batch: `r${after}` } : {}), total_room_count_estimate: chunk.length };
+  }
+
   // ---- aliases ----
 
   async resolveAlias(alias: string): Promise<string> {
+    return (await this.lookupAlias(alias)).roomId;
+  }
+
+  /** An alias's room and the servers to join it through (another server's aliases are asked there). */
+  async lookupAlias(alias: string): Promise<{ roomId: string; servers: string[] }> {
     assertRoomAlias(alias);
+    if (serverOf(alias) !== this.config.server_name && this.remote) return this.remote.resolveAlias(alias);
     const row = await this.storage.rooms.getAlias(alias);
     if (!row) throw new MatrixError('M_NOT_FOUND', `Room alias ${alias} not found`);
-    return row.room_id;
+    const room = await this.cache.room(row.room_id);
+    const servers = [this.config.server_name, ...(room ? [...room.joinedServers()].filter((server) => server !== this.config.server_name) : [])];
+    return { roomId: row.room_id, servers };
   }
 
   async createAlias(requester: Requester, alias: string, roomId: string): Promise<void> {
@@ -479,6 +588,7 @@ export class RoomService {
 
   private async profileOfExistingUser(userId: string): Promise<JsonObject> {
     if (serverOf(userId) !== this.config.server_name) {
+      if (this.remote) return {};
       throw new MatrixError('M_FORBIDDEN', 'This server does not federate: only local users can be invited');
     }
     const user = await this.storage.users.get(userId);
@@ -530,6 +640,12 @@ function assertAllowed(room: RoomSnapshot, draft: EventDraft): void {
     room.version,
   );
   if (!result.allowed) throw new MatrixError('M_FORBIDDEN', result.reason);
+}
+
+/** What the invitee's server shows of the room with the invite: its stripped state and the inviter. */
+function inviteStateOf(room: RoomSnapshot, inviter: string): JsonObject[] {
+  const inviterEvent = room.get('m.room.member', inviter);
+  return [...room.strippedState(), ...(inviterEvent ? [toStrippedState(inviterEvent)] : [])];
 }
 
 function memberDraft(sender: string, target: string, content: JsonObject, reason?: string): EventDraft {

@@ -4,7 +4,7 @@
  * is written, so the auth rules always check against the latest state without a query.
  */
 import type { StateEvent, StateLookup } from './auth-rules.js';
-import { stateKeyOf, type StoredEvent } from './events.js';
+import { stateKeyOf, toStrippedState, type StoredEvent } from './events.js';
 import { knownRoomVersion, type RoomVersion } from './room-versions.js';
 
 /** Where the room's DAG ends: what a new local event builds on. */
@@ -21,6 +21,9 @@ export interface RoomHead {
 /** Enough for a bot's incremental syncs; older timelines come from the database. */
 const RECENT_EVENTS_KEPT = 64;
 
+/** State shown before joining (invites, knocks): the spec's recommended set. */
+export const STRIPPED_STATE_TYPES = ['m.room.create', 'm.room.join_rules', 'm.room.name', 'm.room.avatar', 'm.room.canonical_alias', 'm.room.encryption', 'm.room.topic'];
+
 export class RoomSnapshot {
   private readonly state = new Map<string, StoredEvent>();
   private readonly memberships = new Map<string, string>();
@@ -28,6 +31,8 @@ export class RoomSnapshot {
   // counts in every sync) cost the joined and invited users, not everyone who ever left.
   private readonly joined = new Set<string>();
   private readonly invited = new Set<string>();
+  /** Joined members per server: the servers events must reach, without walking every member. */
+  private readonly joinedPerServer = new Map<string, number>();
   /** Stream position of the newest event (or receipt) in the room. */
   latestStream = 0;
   /** Stream position of the newest receipt in the room: syncs skip the receipts query below it. */
@@ -115,6 +120,12 @@ export class RoomSnapshot {
     }
   }
 
+  /** Drops a key from the current state (state resolution can leave a key out). */
+  removeState(type: string, stateKey: string): void {
+    this.state.delete(stateKeyOf(type, stateKey));
+    if (type === 'm.room.member') this.setMembership(stateKey, 'leave');
+  }
+
   /** Keeps a newly written event among the recent ones (the writer calls this for each event). */
   remember(event: StoredEvent): void {
     this.recent.push(event);
@@ -157,8 +168,34 @@ export class RoomSnapshot {
     }
   }
 
+  /** Servers with joined members (ours included when we are in the room). */
+  /**
+   * The state an invited (or knocking) user sees of the room before joining: the spec's
+   * recommended set, stripped to type, state_key, sender and content.
+   */
+  strippedState(): Array<Record<string, unknown>> {
+    return STRIPPED_STATE_TYPES.flatMap((type) => {
+      const event = this.get(type);
+      return event ? [toStrippedState(event)] : [];
+    });
+  }
+
+  joinedServers(): IterableIterator<string> {
+    return this.joinedPerServer.keys();
+  }
+
   private setMembership(userId: string, membership: string): void {
     this.memberships.set(userId, membership);
+    const wasJoined = this.joined.has(userId);
+    if (membership === 'join' && !wasJoined) {
+      const server = userId.slice(userId.indexOf(':') + 1);
+      this.joinedPerServer.set(server, (this.joinedPerServer.get(server) ?? 0) + 1);
+    } else if (membership !== 'join' && wasJoined) {
+      const server = userId.slice(userId.indexOf(':') + 1);
+      const left = (this.joinedPerServer.get(server) ?? 1) - 1;
+      if (left > 0) this.joinedPerServer.set(server, left);
+      else this.joinedPerServer.delete(server);
+    }
     if (membership === 'join') this.joined.add(userId);
     else this.joined.delete(userId);
     if (membership === 'invite') this.invited.add(userId);

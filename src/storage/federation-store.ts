@@ -1,10 +1,11 @@
 /** Federation's records: other servers' keys, transactions received, and the outbound queue. */
 import type { Kysely, Selectable } from 'kysely';
-import type { Database, FederationDestinationsTable, FederationOutboxTable, ServerKeysTable } from './schema.js';
+import type { Database, FederationDestinationsTable, FederationOutboxTable, RemoteMembershipsTable, ServerKeysTable } from './schema.js';
 
 export type ServerKeyRow = Selectable<ServerKeysTable>;
 export type OutboxRow = Selectable<FederationOutboxTable>;
 export type DestinationRow = Selectable<FederationDestinationsTable>;
+export type RemoteMembershipRow = Selectable<RemoteMembershipsTable>;
 
 export class FederationStore {
   constructor(private readonly db: Kysely<Database>) {}
@@ -105,5 +106,41 @@ export class FederationStore {
         oc.column('destination').doUpdateSet({ failures: row.failures, retry_after_ts: row.retry_after_ts, last_success_ts: row.last_success_ts, last_error: row.last_error }),
       )
       .execute();
+  }
+
+  // ---- memberships in rooms this server is not in (invites from other servers) ----
+
+  async putRemoteMembership(row: RemoteMembershipRow): Promise<void> {
+    const { room_id: _roomId, user_id: _userId, ...update } = row;
+    await this.db.insertInto('remote_memberships').values(row).onConflict((oc) => oc.columns(['room_id', 'user_id']).doUpdateSet(update)).execute();
+  }
+
+  async remoteMembership(roomId: string, userId: string): Promise<RemoteMembershipRow | undefined> {
+    return this.db.selectFrom('remote_memberships').selectAll().where('room_id', '=', roomId).where('user_id', '=', userId).executeTakeFirst();
+  }
+
+  async deleteRemoteMembership(roomId: string, userId: string): Promise<void> {
+    await this.db.deleteFrom('remote_memberships').where('room_id', '=', roomId).where('user_id', '=', userId).execute();
+  }
+
+  // ---- EDUs kept for later (device lists, to-device messages) ----
+
+  /** Keeps an EDU; an origin holds at most `cap` of them (the oldest go first). */
+  async keepEdu(origin: string, type: string, content: string, now: number, cap: number): Promise<void> {
+    await this.db.insertInto('federation_kept_edus').values({ origin, edu_type: type, content, received_ts: now }).execute();
+    const boundary = await this.db
+      .selectFrom('federation_kept_edus')
+      .select('id')
+      .where('origin', '=', origin)
+      .orderBy('id', 'desc')
+      .offset(cap)
+      .limit(1)
+      .executeTakeFirst();
+    if (boundary) await this.db.deleteFrom('federation_kept_edus').where('origin', '=', origin).where('id', '<=', boundary.id).execute();
+  }
+
+  async keptEdus(origin: string): Promise<Array<{ type: string; content: string }>> {
+    const rows = await this.db.selectFrom('federation_kept_edus').select(['edu_type', 'content']).where('origin', '=', origin).orderBy('id').execute();
+    return rows.map((row) => ({ type: row.edu_type, content: row.content }));
   }
 }

@@ -57,6 +57,12 @@ const eventByIdQuery = new QueryTemplate((db: Kysely<Database>, eventId: string)
 export class RoomStore {
   constructor(private readonly db: Kysely<Database>) {}
 
+  /** Rooms published in the directory, by id, after `afterRoomId` (paging), at most `limit`. */
+  async publicRoomIds(afterRoomId: string, limit: number): Promise<string[]> {
+    const rows = await this.db.selectFrom('rooms').select('room_id').where('is_public', '=', 1).where('room_id', '>', afterRoomId).orderBy('room_id').limit(limit).execute();
+    return rows.map((row) => row.room_id);
+  }
+
   async insertRoom(room: NewRoomRow): Promise<void> {
     await this.db.insertInto('rooms').values(room).execute();
   }
@@ -120,6 +126,16 @@ export class RoomStore {
       .values({ room_id: roomId, type, state_key: stateKey, event_id: eventId })
       .onConflict((oc) => oc.columns(['room_id', 'type', 'state_key']).doUpdateSet({ event_id: eventId }))
       .execute();
+  }
+
+  async deleteCurrentState(roomId: string, type: string, stateKey: string): Promise<void> {
+    await this.db.deleteFrom('current_state').where('room_id', '=', roomId).where('type', '=', type).where('state_key', '=', stateKey).execute();
+  }
+
+  /** The lowest position on disk (outliers have positions below zero). */
+  async minStreamOrdering(): Promise<number> {
+    const row = await this.db.selectFrom('events').select((eb) => eb.fn.min('stream_ordering').as('s')).executeTakeFirst();
+    return Math.min(0, Number(row?.s ?? 0));
   }
 
   async setMembership(row: Omit<MembershipRow, 'forgotten'>): Promise<void> {

@@ -255,6 +255,25 @@ export interface FederationDestinationsTable {
   last_error: string | null;
 }
 
+export interface RemoteMembershipsTable {
+  room_id: string;
+  user_id: string;
+  membership: string;
+  event_id: string;
+  room_version: string;
+  stripped_state: string;
+  pdu: string;
+  updated_ts: number;
+}
+
+export interface FederationKeptEdusTable {
+  id: Generated<number>;
+  origin: string;
+  edu_type: string;
+  content: string;
+  received_ts: number;
+}
+
 export interface Database {
   users: UsersTable;
   devices: DevicesTable;
@@ -283,4 +302,6 @@ export interface Database {
   federation_inbound_txns: FederationInboundTxnsTable;
   federation_outbox: FederationOutboxTable;
   federation_destinations: FederationDestinationsTable;
+  remote_memberships: RemoteMembershipsTable;
+  federation_kept_edus: FederationKeptEdusTable;
 }

@@ -23,7 +23,6 @@ import type { AccountDataService } from '../account-data/account-data-service.js
 import { parseStoredJson } from '../core/json.js';
 
 /** State events a user sees about a room they are invited to (the spec's recommended set). */
-const INVITE_STATE_TYPES = ['m.room.create', 'm.room.join_rules', 'm.room.name', 'm.room.avatar', 'm.room.canonical_alias', 'm.room.encryption', 'm.room.topic'];
 
 
 export interface SyncRequest {
@@ -176,7 +175,13 @@ export class SyncService {
         if (loaded && this.quietSince(loaded, since)) continue;
       }
       const room = await this.cache.room(roomId);
-      if (!room) continue;
+      // An invite to (or its rejection in) a room of another server this server is not in.
+      if (!room || (entry.membership !== 'join' && room.membership(userId) !== entry.membership)) {
+        const include = entry.membership === 'invite' ? !since || fullState || entry.stream > since.stream : since ? entry.stream > since.stream : filter.includeLeave;
+        const section = include ? await this.outOfRoomSection(roomId, userId, entry.membership) : undefined;
+        if (section) (entry.membership === 'invite' ? invite : leave)[roomId] = section;
+        continue;
+      }
       const context: RoomContext = { room, entry, since, upTo, typingSerial, filter, viewer, fullState, accountData: roomAccountData.get(roomId) ?? [] };
       if (entry.membership === 'join') {
         const section = await this.joinedRoom(context);
@@ -371,11 +376,7 @@ export class SyncService {
   }
 
   private invitedRoom(room: RoomSnapshot, userId: string): JsonObject {
-    const events: JsonObject[] = [];
-    for (const type of INVITE_STATE_TYPES) {
-      const event = room.get(type);
-      if (event) events.push(toStrippedState(event));
-    }
+    const events: JsonObject[] = room.strippedState();
     const own = room.get('m.room.member', userId);
     if (own) {
       const inviter = room.get('m.room.member', own.sender);
@@ -384,6 +385,33 @@ export class SyncService {
       events.push({ ...toStrippedState(own), event_id: own.eventId, origin_server_ts: own.originServerTs });
     }
     return { invite_state: { events } };
+  }
+
+  /**
+   * A membership kept for a room this server is not in: an invite shows the stripped state its
+   * server sent; a rejected invite shows the leave event.
+   */
+  private async outOfRoomSection(roomId: string, userId: string, membership: string): Promise<JsonObject | undefined> {
+    const kept = await this.storage.federation.remoteMembership(roomId, userId);
+    if (!kept || kept.membership !== membership) return undefined;
+    const pdu = parseStoredJson<JsonObject>(kept.pdu, {});
+    const event: JsonObject = {
+      type: pdu.type,
+      state_key: pdu.state_key,
+      sender: pdu.sender,
+      content: pdu.content,
+      event_id: kept.event_id,
+      origin_server_ts: pdu.origin_server_ts,
+    };
+    if (membership === 'invite') {
+      const stripped = parseStoredJson<JsonObject[]>(kept.stripped_state, []);
+      return { invite_state: { events: [...stripped, event] } };
+    }
+    return {
+      timeline: { events: [{ ...event, room_id: roomId, unsigned: {} }], limited: false },
+      state: { events: [] },
+      account_data: { events: [] },
+    };
   }
 
   /** A left room's section, or undefined when there is nothing the user may see in it (as Synapse). */

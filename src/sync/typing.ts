@@ -31,7 +31,19 @@ export class TypingTracker {
     return this.serialCounter;
   }
 
+  private readonly listeners: Array<(roomId: string, userId: string, typing: boolean, timeoutMs: number) => void> = [];
+
+  /** Called on every typing notice set (not on expiry): federation sends local users' on. */
+  onTyping(listener: (roomId: string, userId: string, typing: boolean, timeoutMs: number) => void): void {
+    this.listeners.push(listener);
+  }
+
   setTyping(roomId: string, userId: string, typing: boolean, timeoutMs: number): void {
+    for (const listener of this.listeners) listener(roomId, userId, typing, timeoutMs);
+    this.apply(roomId, userId, typing, timeoutMs);
+  }
+
+  private apply(roomId: string, userId: string, typing: boolean, timeoutMs: number): void {
     let room = this.rooms.get(roomId);
     const existing = room?.users.get(userId);
     if (existing) clearTimeout(existing);
@@ -45,7 +57,7 @@ export class TypingTracker {
       room = { serial: 0, users: new Map() };
       this.rooms.set(roomId, room);
     }
-    const timer = setTimeout(() => this.setTyping(roomId, userId, false, 0), Math.min(timeoutMs, MAX_TYPING_TIMEOUT_MS));
+    const timer = setTimeout(() => this.apply(roomId, userId, false, 0), Math.min(timeoutMs, MAX_TYPING_TIMEOUT_MS));
     timer.unref();
     room.users.set(userId, timer);
     // Renewing an ongoing notification changes nothing others can see.

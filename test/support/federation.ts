@@ -25,6 +25,9 @@ export interface FederatedServer {
 
 export interface Federation {
   servers: Map<string, FederatedServer>;
+  /** Cuts the network between two servers (both ways) until `heal`. */
+  partition(a: string, b: string): void;
+  heal(): void;
   /** Starts (or starts again, on the same database) a server of the federation. */
   start(name: string, overrides?: Record<string, unknown>): Promise<FederatedServer>;
   close(): Promise<void>;
@@ -34,16 +37,28 @@ export async function startFederation(names: string[], overrides: (name: string)
   const tls = testCertificates();
   const ports = new Map<string, number>();
   const servers = new Map<string, FederatedServer>();
-  const hooks = {
-    resolveHost: async (hostname: string): Promise<LookupAddress[]> => (ports.has(hostname) ? [{ address: '127.0.0.1', family: 4 }] : []),
+  const cut = new Set<string>();
+  const reachable = (from: string, to: string) => !cut.has(`${from} ${to}`);
+  // Each server resolves names through its own hooks, so a partition can hide one from another.
+  const hooksFor = (self: string) => ({
+    resolveHost: async (hostname: string): Promise<LookupAddress[]> => (ports.has(hostname) && reachable(self, hostname) ? [{ address: '127.0.0.1', family: 4 }] : []),
     resolveSrv: async (name: string) => {
       const host = name.replace(/^_matrix(-fed)?\._tcp\./, '');
       const port = ports.get(host);
-      return name.startsWith('_matrix-fed._tcp.') && port !== undefined ? [{ name: host, port, priority: 0, weight: 0 }] : [];
+      return name.startsWith('_matrix-fed._tcp.') && port !== undefined && reachable(self, host) ? [{ name: host, port, priority: 0, weight: 0 }] : [];
     },
-  };
+  });
   const federation: Federation = {
     servers,
+    partition(a, b) {
+      cut.add(`${a} ${b}`);
+      cut.add(`${b} ${a}`);
+      // Connections already open would carry on: close them, as a real partition would.
+      for (const name of [a, b]) servers.get(name)?.services.federation.client.dropConnections();
+    },
+    heal() {
+      cut.clear();
+    },
     async start(name, extra = {}) {
       const config = testConfig({
         server_name: name,
@@ -56,7 +71,7 @@ export async function startFederation(names: string[], overrides: (name: string)
         ...overrides(name),
         ...extra,
       });
-      const server = await startServer(config, { federation: hooks });
+      const server = await startServer(config, { federation: hooksFor(name) });
       ports.set(name, server.port);
       const http = supertest.agent(server.url.replace(/\/$/, '')).ca(readFileSync(tls.caPath));
       const hs = { app: server.app, services: server.app.homeserver.services, config, http } as unknown as TestHomeserver;

@@ -31,6 +31,14 @@ export const CreateRoomBodySchema = optionalBody(
   }),
 );
 
+/** Servers to join through: `via` (current) and `server_name` (deprecated), each repeatable. */
+const ServerList = Type.Union([Type.String({ maxLength: 255 }), Type.Array(Type.String({ maxLength: 255 }), { maxItems: 50 })]);
+const JoinServersQuery = Type.Object({ via: Type.Optional(ServerList), server_name: Type.Optional(ServerList) });
+
+function listOf(value: string | string[] | undefined): string[] {
+  return value === undefined ? [] : Array.isArray(value) ? value : [value];
+}
+
 export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.addHook('onRequest', authenticate(services.sessions));
@@ -42,8 +50,9 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
     });
 
     /** POST /join/{roomIdOrAlias} */
-    app.post('/join/:roomIdOrAlias', { schema: { params: Type.Object({ roomIdOrAlias: Type.String() }), body: ReasonBody } }, async (request) => {
-      const roomId = await services.rooms.join(requesterOf(request), request.params.roomIdOrAlias, request.body?.reason);
+    app.post('/join/:roomIdOrAlias', { schema: { params: Type.Object({ roomIdOrAlias: Type.String() }), querystring: JoinServersQuery, body: ReasonBody } }, async (request) => {
+      const via = [...listOf(request.query.via), ...listOf(request.query.server_name)];
+      const roomId = await services.rooms.join(requesterOf(request), request.params.roomIdOrAlias, request.body?.reason, via);
       return { room_id: roomId };
     });
 
@@ -145,9 +154,9 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
 /** GET /directory/room/{roomAlias}: resolving an alias needs no login. */
 export function directoryLookupRoutes(services: Services): FastifyPluginAsyncTypebox {
   return async (app) => {
-    app.get('/directory/room/:roomAlias', { schema: { params: Type.Object({ roomAlias: Type.String() }) } }, async (request) => ({
-      room_id: await services.rooms.resolveAlias(request.params.roomAlias),
-      servers: [services.config.server_name],
-    }));
+    app.get('/directory/room/:roomAlias', { schema: { params: Type.Object({ roomAlias: Type.String() }) } }, async (request) => {
+      const { roomId, servers } = await services.rooms.lookupAlias(request.params.roomAlias);
+      return { room_id: roomId, servers };
+    });
   };
 }

@@ -1,0 +1,281 @@
+/**
+ * Our users in rooms of other servers (the client side of joins, leaves and invites):
+ * - join: make_join on a resident server, fill in and sign the template, send_join v2, check
+ *   everything returned (signatures, hashes, the auth chain, the join itself) and store the room
+ *   with a page of its history;
+ * - leave a room we are not in (reject an invite): make_leave, sign, send_leave v2;
+ * - invite a user of another server: their server countersigns the invite (invite v2) first.
+ */
+import type { Clock } from '../core/clock.js';
+import { ERRCODE_STATUS, MatrixError, type Errcode } from '../core/errors.js';
+import type { Signer } from '../core/signed-json.js';
+import { domainOf } from '../rooms/auth-rules.js';
+import type { JsonObject } from '../rooms/events.js';
+import { eventIdOf, finishPdu, signedForm, type Pdu, type UnsignedPdu } from '../rooms/pdu.js';
+import { JoinRefused, type RemoteEvents, type VerifiedPdu } from '../rooms/remote-events.js';
+import type { RemoteRooms } from '../rooms/remote-rooms.js';
+import type { RoomCache } from '../rooms/room-cache.js';
+import { roomVersion, SUPPORTED_ROOM_VERSIONS, type RoomVersion } from '../rooms/room-versions.js';
+import type { Storage } from '../storage/index.js';
+import type { Notifier } from '../sync/notifier.js';
+import { writeAtNextPosition, type StreamCounter } from '../sync/stream.js';
+import { FederationError, type FederationClient } from './http-client.js';
+import type { KeyRing } from './key-ring.js';
+import { checkPdu } from './pdu-checks.js';
+import { FederatedEventSource, verifyPdus } from './remote-source.js';
+
+/** Events of history fetched with a join: the page a client shows first. */
+const JOIN_HISTORY_LIMIT = 20;
+/** A send_join of a big room carries its whole state and auth chain: it may take a while. */
+const SEND_JOIN_TIMEOUT_MS = 300_000;
+
+export interface MembershipDeps {
+  signer: Signer;
+  client: FederationClient;
+  keyRing: KeyRing;
+  remote: RemoteEvents;
+  storage: Storage;
+  cache: RoomCache;
+  stream: StreamCounter;
+  notifier: Notifier;
+  clock: Clock;
+}
+
+export class FederatedMembership implements RemoteRooms {
+  constructor(private readonly deps: MembershipDeps) {}
+
+  async join(userId: string, roomId: string, servers: readonly string[], content: JsonObject): Promise<void> {
+    let lastError: unknown;
+    for (const server of this.candidates(servers)) {
+      try {
+        await this.joinVia(server, userId, roomId, servers, content);
+        await this.deps.storage.federation.deleteRemoteMembership(roomId, userId);
+        return;
+      } catch (err) {
+        lastError = err;
+        // A server that knows the room and refuses is as good as final (unless another may grant it).
+      }
+    }
+    throw toClientError(lastError, `Could not join ${roomId} through ${servers.join(', ') || 'any server'}`);
+  }
+
+  private async joinVia(server: string, userId: string, roomId: string, servers: readonly string[], content: JsonObject): Promise<void> {
+    const { client, keyRing } = this.deps;
+    const versions = SUPPORTED_ROOM_VERSIONS.map((id) => `ver=${encodeURIComponent(id)}`).join('&');
+    const made = await client.request<{ event?: unknown; room_version?: unknown }>(server, {
+      method: 'GET',
+      path: `/_matrix/federation/v1/make_join/${encodeURIComponent(roomId)}/${encodeURIComponent(userId)}?${versions}`,
+    });
+    const version = versionOf(made.room_version);
+    const template = templateOf(made.event, roomId, userId);
+    const via = template.content.join_authorised_via_users_server;
+    const { pdu, eventId } = this.sign(template, version, { ...content, membership: 'join', ...(typeof via === 'string' ? { join_authorised_via_users_server: via } : {}) });
+    const answer = await client.request<{ state?: unknown; auth_chain?: unknown; event?: unknown }>(server, {
+      method: 'PUT',
+      path: `/_matrix/federation/v2/send_join/${encodeURIComponent(roomId)}/${encodeURIComponent(eventId)}`,
+      body: pdu,
+      timeoutMs: SEND_JOIN_TIMEOUT_MS,
+    });
+    if (!Array.isArray(answer.state) || !Array.isArray(answer.auth_chain)) throw new JoinRefused(`${server} answered send_join without state`);
+    // A restricted join comes back countersigned by the server that vouched for it.
+    let join: VerifiedPdu = { eventId, pdu, signers: new Set([this.deps.signer.serverName]) };
+    if (answer.event !== undefined) {
+      const checked = await checkPdu(answer.event, version, roomId, keyRing);
+      if ('verified' in checked && checked.verified.eventId === eventId) join = checked.verified;
+    }
+    const [state, authChain, history] = await Promise.all([
+      verifyPdus(answer.state, version, roomId, keyRing),
+      verifyPdus(answer.auth_chain, version, roomId, keyRing),
+      this.history(server, roomId, version, pdu.prev_events),
+    ]);
+    const source = new FederatedEventSource(client, keyRing, version, [server, ...servers.filter((other) => other !== server)]);
+    await this.deps.remote.joinRoom({ roomId, version, join, state, authChain, history }, source);
+  }
+
+  /** A page of the room's history before the join (best effort: the join stands without it). */
+  private async history(server: string, roomId: string, version: RoomVersion, from: readonly string[]): Promise<VerifiedPdu[]> {
+    if (from.length === 0) return [];
+    try {
+      const query = [...from.map((id) => `v=${encodeURIComponent(id)}`), `limit=${JOIN_HISTORY_LIMIT}`].join('&');
+      const answer = await this.deps.client.request<{ pdus?: unknown }>(server, { method: 'GET', path: `/_matrix/federation/v1/backfill/${encodeURIComponent(roomId)}?${query}` });
+      return Array.isArray(answer.pdus) ? verifyPdus(answer.pdus.slice(0, JOIN_HISTORY_LIMIT), version, roomId, this.deps.keyRing) : [];
+    } catch {
+      return [];
+    }
+  }
+
+  async leave(userId: string, roomId: string, servers: readonly string[], reason: string | undefined): Promise<void> {
+    const kept = await this.deps.storage.federation.remoteMembership(roomId, userId);
+    const content: JsonObject = { membership: 'leave', ...(reason !== undefined ? { reason } : {}) };
+    let leave: { pdu: Pdu; eventId: string; version: RoomVersion } | undefined;
+    for (const server of this.candidates(servers)) {
+      try {
+        const made = await this.deps.client.request<{ event?: unknown; room_version?: unknown }>(server, {
+          method: 'GET',
+          path: `/_matrix/federation/v1/make_leave/${encodeURIComponent(roomId)}/${encodeURIComponent(userId)}`,
+        });
+        const version = versionOf(made.room_version);
+        const signed = this.sign(templateOf(made.event, roomId, userId), version, content);
+        await this.deps.client.request(server, {
+          method: 'PUT',
+          path: `/_matrix/federation/v2/send_leave/${encodeURIComponent(roomId)}/${encodeURIComponent(signed.eventId)}`,
+          body: signed.pdu,
+        });
+        leave = { ...signed, version };
+        break;
+      } catch {
+        // The next server; failing all, the invite is rejected here only (as Synapse does).
+      }
+    }
+    if (!leave) {
+      const version = roomVersion(kept?.room_version ?? '') ?? roomVersion('10')!;
+      const invite = kept ? (JSON.parse(kept.pdu) as Pdu) : undefined;
+      const draft: UnsignedPdu = {
+        room_id: roomId,
+        sender: userId,
+        type: 'm.room.member',
+        state_key: userId,
+        content,
+        origin_server_ts: this.deps.clock.now(),
+        depth: (invite?.depth ?? 0) + 1,
+        prev_events: kept ? [kept.event_id] : [],
+        auth_events: kept ? [kept.event_id] : [],
+      };
+      leave = { ...finishPdu(draft, version, this.deps.signer), version };
+    }
+    await this.recordOutOfRoom(roomId, userId, 'leave', leave.eventId, leave.version, kept?.stripped_state ?? '[]', leave.pdu);
+  }
+
+  /** A membership in a room this server is not in: kept with its event, shown to the user by sync. */
+  private async recordOutOfRoom(roomId: string, userId: string, membership: string, eventId: string, version: RoomVersion, strippedState: string, pdu: Pdu): Promise<void> {
+    const position = await writeAtNextPosition(this.deps.storage, this.deps.stream, async (stores, position) => {
+      await stores.federation.putRemoteMembership({
+        room_id: roomId,
+        user_id: userId,
+        membership,
+        event_id: eventId,
+        room_version: version.id,
+        stripped_state: strippedState,
+        pdu: JSON.stringify(pdu),
+        updated_ts: this.deps.clock.now(),
+      });
+      await stores.rooms.setMembership({ room_id: roomId, user_id: userId, membership, event_id: eventId, stream_ordering: position });
+    });
+    this.deps.cache.setUserRoom(userId, roomId, { membership, stream: position, forgotten: false });
+    this.deps.notifier.notify([userId]);
+  }
+
+  async countersignInvite(roomId: string, version: RoomVersion, invite: { pdu: Pdu; eventId: string }, strippedState: JsonObject[]): Promise<Pdu> {
+    const invitee = invite.pdu.state_key ?? '';
+    const server = domainOf(invitee);
+    let answer: { event?: unknown };
+    try {
+      answer = await this.deps.client.request<{ event?: unknown }>(server, {
+        method: 'PUT',
+        path: `/_matrix/federation/v2/invite/${encodeURIComponent(roomId)}/${encodeURIComponent(invite.eventId)}`,
+        body: { room_version: version.id, event: invite.pdu, invite_room_state: strippedState },
+      });
+    } catch (err) {
+      throw toClientError(err, `${server} refused the invite`);
+    }
+    const signed = answer.event;
+    if (typeof signed !== 'object' || signed === null || Array.isArray(signed)) throw new MatrixError('M_UNKNOWN', `${server} answered the invite without the event`, { status: 502 });
+    const event = signed as Pdu;
+    // The same event (its id covers everything but signatures), with a valid signature of theirs.
+    let sameEvent = false;
+    try {
+      sameEvent = eventIdOf(event, version) === invite.eventId;
+    } catch {
+      sameEvent = false;
+    }
+    const theirs = typeof event.signatures === 'object' && event.signatures !== null ? event.signatures[server] : undefined;
+    if (!sameEvent || !theirs) throw new MatrixError('M_UNKNOWN', `${server} changed the invite or did not sign it`, { status: 502 });
+    const combined: Pdu = { ...invite.pdu, signatures: { ...invite.pdu.signatures, [server]: theirs } };
+    if (!(await this.deps.keyRing.isSignedBy(signedForm(combined, version), server, version.enforceKeyValidity ? combined.origin_server_ts : 0, !version.strictCanonicalJson))) {
+      throw new MatrixError('M_UNKNOWN', `${server}'s signature on the invite does not verify`, { status: 502 });
+    }
+    return combined;
+  }
+
+  async resolveAlias(alias: string): Promise<{ roomId: string; servers: string[] }> {
+    const server = domainOf(alias);
+    let answer: { room_id?: unknown; servers?: unknown };
+    try {
+      answer = await this.deps.client.request(server, { method: 'GET', path: `/_matrix/federation/v1/query/directory?room_alias=${encodeURIComponent(alias)}` });
+    } catch (err) {
+      if (err instanceof FederationError && err.status === 404) throw new MatrixError('M_NOT_FOUND', `Room alias ${alias} not found`);
+      throw toClientError(err, `Could not ask ${server} about ${alias}`);
+    }
+    if (typeof answer.room_id !== 'string') throw new MatrixError('M_NOT_FOUND', `Room alias ${alias} not found`);
+    const servers = Array.isArray(answer.servers) ? answer.servers.filter((s): s is string => typeof s === 'string').slice(0, 50) : [];
+    return { roomId: answer.room_id, servers: servers.length > 0 ? servers : [server] };
+  }
+
+  async profile(userId: string, field?: 'displayname' | 'avatar_url'): Promise<JsonObject | undefined> {
+    try {
+      const query = `user_id=${encodeURIComponent(userId)}${field ? `&field=${field}` : ''}`;
+      const answer = await this.deps.client.request<JsonObject>(domainOf(userId), { method: 'GET', path: `/_matrix/federation/v1/query/profile?${query}` });
+      const profile: JsonObject = {};
+      if (typeof answer.displayname === 'string') profile.displayname = answer.displayname;
+      if (typeof answer.avatar_url === 'string') profile.avatar_url = answer.avatar_url;
+      return profile;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private candidates(servers: readonly string[]): string[] {
+    return [...new Set(servers)].filter((server) => server !== this.deps.signer.serverName);
+  }
+
+  /** Fills in a make_ template with our content and time, then hashes and signs it. */
+  private sign(template: Pdu, version: RoomVersion, content: JsonObject): { pdu: Pdu; eventId: string } {
+    const draft: UnsignedPdu = {
+      room_id: template.room_id,
+      sender: template.sender,
+      type: 'm.room.member',
+      state_key: template.state_key,
+      content,
+      origin_server_ts: this.deps.clock.now(),
+      depth: template.depth,
+      prev_events: template.prev_events,
+      auth_events: template.auth_events,
+    };
+    return finishPdu(draft, version, this.deps.signer);
+  }
+}
+
+function versionOf(value: unknown): RoomVersion {
+  const id = typeof value === 'string' ? value : '1';
+  const version = roomVersion(id);
+  if (!version) throw new MatrixError('M_UNSUPPORTED_ROOM_VERSION', `Room version ${id} is not supported here`);
+  return version;
+}
+
+/** A make_ template, checked to be for this room and user. */
+function templateOf(raw: unknown, roomId: string, userId: string): Pdu {
+  if (typeof raw !== 'object' || raw === null) throw new JoinRefused('the template is not an object');
+  const template = raw as Pdu;
+  if (template.room_id !== roomId || template.sender !== userId || template.state_key !== userId || template.type !== 'm.room.member') {
+    throw new JoinRefused('the template is for another room or user');
+  }
+  const ids = (value: unknown) => Array.isArray(value) && value.length <= 20 && value.every((id) => typeof id === 'string');
+  if (!ids(template.prev_events) || !ids(template.auth_events) || !Number.isSafeInteger(template.depth)) throw new JoinRefused('the template is malformed');
+  if (typeof template.content !== 'object' || template.content === null) template.content = {};
+  return template;
+}
+
+/** What a client is told when another server refused or could not be reached. */
+function toClientError(err: unknown, fallback: string): MatrixError {
+  if (err instanceof MatrixError) return err;
+  if (err instanceof FederationError && err.status !== undefined && err.status < 500) {
+    const errcode = err.errcode;
+    const body = err.body as { error?: unknown } | undefined;
+    const message = typeof body?.error === 'string' ? body.error : err.message;
+    if (errcode !== undefined && errcode in ERRCODE_STATUS) return new MatrixError(errcode as Errcode, message, { status: err.status });
+    return new MatrixError('M_UNKNOWN', message, { status: err.status });
+  }
+  if (err instanceof JoinRefused) return new MatrixError('M_UNKNOWN', `${fallback}: ${err.message}`, { status: 502 });
+  const detail = err instanceof Error ? `: ${err.message}` : '';
+  return new MatrixError('M_UNKNOWN', `${fallback}${detail}`, { status: 502 });
+}

@@ -1,0 +1,102 @@
+/**
+ * What the room side asks other servers for while it checks their events (rooms/remote-events.ts):
+ * events by id, the events in a gap, the state at an event. Everything that comes back is checked
+ * (format, signatures, hashes) before the room side sees it; what fails is left out.
+ */
+import type { RemoteEventSource, VerifiedPdu } from '../rooms/remote-events.js';
+import type { RoomVersion } from '../rooms/room-versions.js';
+import type { FederationClient } from './http-client.js';
+import type { KeyRing } from './key-ring.js';
+import { checkPdu } from './pdu-checks.js';
+
+/** Events fetched one by one at most this many at a time. */
+const FETCH_CONCURRENCY = 8;
+/** The most ids a state_ids answer may name (a room's state and its auth chain). */
+const MAX_STATE_IDS = 100_000;
+
+/** Checks raw PDUs of one room; the malformed and the badly signed are dropped. */
+export async function verifyPdus(raws: readonly unknown[], version: RoomVersion, roomId: string, keyRing: KeyRing): Promise<VerifiedPdu[]> {
+  const verified: VerifiedPdu[] = [];
+  await eachLimited(raws, FETCH_CONCURRENCY * 4, async (raw) => {
+    const result = await checkPdu(raw, version, roomId, keyRing);
+    if ('verified' in result) verified.push(result.verified);
+  });
+  return verified;
+}
+
+export class FederatedEventSource implements RemoteEventSource {
+  constructor(
+    private readonly client: FederationClient,
+    private readonly keyRing: KeyRing,
+    private readonly version: RoomVersion,
+    /** Servers to ask, best first (the one that sent the events). */
+    private readonly servers: readonly string[],
+  ) {}
+
+  async events(roomId: string, eventIds: readonly string[]): Promise<VerifiedPdu[]> {
+    const found: VerifiedPdu[] = [];
+    await eachLimited(eventIds, FETCH_CONCURRENCY, async (eventId) => {
+      const event = await this.firstAnswer(async (server) => {
+        const answer = await this.client.request<{ pdus?: unknown }>(server, { method: 'GET', path: `/_matrix/federation/v1/event/${encodeURIComponent(eventId)}` });
+        const raw = Array.isArray(answer.pdus) ? answer.pdus[0] : undefined;
+        const result = await checkPdu(raw, this.version, roomId, this.keyRing);
+        // A server answering with another event than the one asked for is not believed.
+        return 'verified' in result && result.verified.eventId === eventId ? result.verified : undefined;
+      });
+      if (event) found.push(event);
+    });
+    return found;
+  }
+
+  async missingEvents(roomId: string, earliest: readonly string[], latest: readonly string[], limit: number): Promise<VerifiedPdu[]> {
+    const events = await this.firstAnswer(async (server) => {
+      const answer = await this.client.request<{ events?: unknown }>(server, {
+        method: 'POST',
+        path: `/_matrix/federation/v1/get_missing_events/${encodeURIComponent(roomId)}`,
+        body: { earliest_events: earliest, latest_events: latest, limit, min_depth: 0 },
+      });
+      return Array.isArray(answer.events) ? answer.events.slice(0, limit) : undefined;
+    });
+    return events ? verifyPdus(events, this.version, roomId, this.keyRing) : [];
+  }
+
+  async stateIdsBefore(roomId: string, eventId: string): Promise<{ stateIds: string[]; authChainIds: string[] }> {
+    const answer = await this.firstAnswer(async (server) => {
+      const body = await this.client.request<{ pdu_ids?: unknown; auth_chain_ids?: unknown }>(server, {
+        method: 'GET',
+        path: `/_matrix/federation/v1/state_ids/${encodeURIComponent(roomId)}?event_id=${encodeURIComponent(eventId)}`,
+      });
+      const stateIds = idList(body.pdu_ids);
+      const authChainIds = idList(body.auth_chain_ids);
+      return stateIds && authChainIds ? { stateIds, authChainIds } : undefined;
+    });
+    return answer ?? { stateIds: [], authChainIds: [] };
+  }
+
+  /** Asks each server in turn until one answers usefully. */
+  private async firstAnswer<T>(ask: (server: string) => Promise<T | undefined>): Promise<T | undefined> {
+    for (const server of this.servers) {
+      try {
+        const answer = await ask(server);
+        if (answer !== undefined) return answer;
+      } catch {
+        // Unreachable or refusing: the next server may know.
+      }
+    }
+    return undefined;
+  }
+}
+
+function idList(value: unknown): string[] | undefined {
+  if (!Array.isArray(value) || value.length > MAX_STATE_IDS) return undefined;
+  return value.every((id) => typeof id === 'string') ? (value as string[]) : undefined;
+}
+
+/** Runs `work` over the items, at most `limit` at once. */
+export async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const runners = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) await work(items[next++]!);
+  });
+  await Promise.all(runners);
+}

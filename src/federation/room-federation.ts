@@ -1,0 +1,489 @@
+/**
+ * The room side of the Server-Server API as this server serves it: other servers join, leave and
+ * knock through make_/send_ (we build the template, they sign, we check and pass it on), invite
+ * our users, read events, state and history of rooms they are in, and push transactions of PDUs
+ * and EDUs. Every request arrives authenticated (X-Matrix, http/routes/federation.ts); every PDU
+ * is checked here (format, signatures, hashes) and by the room side (auth, state, soft fail).
+ */
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../core/clock.js';
+import { MatrixError } from '../core/errors.js';
+import type { Signer } from '../core/signed-json.js';
+import type { ReceiptService } from '../rooms/receipts-service.js';
+import { authEventKeys, checkEventAuth, domainOf, effectivePowerLevels, joinRuleOf, userPowerLevel, type ProposedEvent } from '../rooms/auth-rules.js';
+import type { EventGraph } from '../rooms/event-graph.js';
+import type { JsonObject, StoredEvent } from '../rooms/events.js';
+import { cosignPdu, eventIdOf, pduOf, type Pdu } from '../rooms/pdu.js';
+import type { RemoteEvents, VerifiedPdu } from '../rooms/remote-events.js';
+import type { RoomCache } from '../rooms/room-cache.js';
+import type { RoomSnapshot } from '../rooms/room-snapshot.js';
+import { roomVersion, type RoomVersion } from '../rooms/room-versions.js';
+import { serverAllowedByAcl } from '../rooms/server-acl.js';
+import type { Storage } from '../storage/index.js';
+import type { Notifier } from '../sync/notifier.js';
+import { writeAtNextPosition, type StreamCounter } from '../sync/stream.js';
+import type { TypingTracker } from '../sync/typing.js';
+import type { FederationClient } from './http-client.js';
+import type { KeyRing } from './key-ring.js';
+import { checkPdu } from './pdu-checks.js';
+import { FederatedEventSource } from './remote-source.js';
+import type { FederationSender } from './sender.js';
+
+export const MAX_TXN_PDUS = 50;
+export const MAX_TXN_EDUS = 100;
+/** /backfill and /get_missing_events answer at most this many events. */
+const MAX_BACKFILL = 100;
+const MAX_MISSING_EVENTS = 20;
+/** Kept EDUs (device lists, to-device messages) per origin until the encryption work reads them. */
+const MAX_KEPT_EDUS_PER_ORIGIN = 1000;
+/** Remote typing notices last this long unless renewed (Synapse's federation timeout). */
+const REMOTE_TYPING_TIMEOUT_MS = 30_000;
+/** EDU types accepted and kept for end-to-end encryption (a later issue). */
+const KEPT_EDU_TYPES = new Set(['m.device_list_update', 'm.direct_to_device', 'm.signing_key_update']);
+
+export interface RoomFederationDeps {
+  signer: Signer;
+  storage: Storage;
+  cache: RoomCache;
+  graph: EventGraph;
+  remote: RemoteEvents;
+  keyRing: KeyRing;
+  client: FederationClient;
+  sender: FederationSender;
+  stream: StreamCounter;
+  notifier: Notifier;
+  typing: TypingTracker;
+  receipts: ReceiptService;
+  clock: Clock;
+  /** Whether a local user exists (and is not deactivated). */
+  userExists: (userId: string) => Promise<boolean>;
+  log?: FastifyBaseLogger | undefined;
+}
+
+type Membership = 'join' | 'leave' | 'knock';
+
+export class RoomFederation {
+  private readonly serverName: string;
+  /** Transactions being processed, by origin and id: a retry waits for the first. */
+  private readonly inflightTxns = new Map<string, Promise<JsonObject>>();
+
+  constructor(private readonly deps: RoomFederationDeps) {
+    this.serverName = deps.signer.serverName;
+  }
+
+  /** The app's logger, once it exists. */
+  useLogger(log: FastifyBaseLogger): void {
+    this.deps.log = log;
+  }
+
+  // ---- joining, leaving, knocking through us ----
+
+  /** make_join, make_leave, make_knock: an unsigned event the remote user's server fills in and signs. */
+  async makeMembership(origin: string, roomId: string, userId: string, membership: Membership, supportedVersions: readonly string[] | undefined): Promise<JsonObject> {
+    const room = await this.residentRoom(origin, roomId);
+    if (domainOf(userId) !== origin) throw new MatrixError('M_FORBIDDEN', `${origin} cannot ${membership} for ${userId}`);
+    const version = room.version;
+    if (supportedVersions !== undefined && !supportedVersions.includes(version.id)) {
+      throw new MatrixError('M_INCOMPATIBLE_ROOM_VERSION', `The room is version ${version.id}, which ${origin} does not support`, { status: 400, extra: { room_version: version.id } });
+    }
+    if (membership === 'knock' && !version.knocking) throw new MatrixError('M_FORBIDDEN', `Room version ${version.id} has no knocking`);
+    const content: JsonObject = { membership };
+    if (membership === 'join') {
+      const via = this.authorisingUser(room, userId);
+      if (via) content.join_authorised_via_users_server = via;
+    }
+    const proposed: ProposedEvent = { type: 'm.room.member', state_key: userId, sender: userId, content, prev_events: [...room.head.extremities] };
+    const auth = checkEventAuth(proposed, room.lookup, version, { isSignedBy: () => true });
+    if (!auth.allowed) throw new MatrixError('M_FORBIDDEN', auth.reason);
+    const authEvents = authEventKeys(proposed, version).flatMap(([type, stateKey]) => room.get(type, stateKey)?.eventId ?? []);
+    const template: JsonObject = {
+      room_id: roomId,
+      sender: userId,
+      type: 'm.room.member',
+      state_key: userId,
+      content,
+      origin_server_ts: this.deps.clock.now(),
+      depth: room.head.depth + 1,
+      prev_events: room.head.extremities.slice(0, 10),
+      auth_events: authEvents,
+    };
+    return { event: template, room_version: version.id };
+  }
+
+  /**
+   * For a restricted room: a local member who may invite, named in the join as the one who
+   * authorises it, when the user is in one of the rooms the join rule allows (rooms we know).
+   */
+  private authorisingUser(room: RoomSnapshot, userId: string): string | undefined {
+    const rule = joinRuleOf(room.lookup);
+    if ((rule !== 'restricted' && rule !== 'knock_restricted') || !room.version.restrictedJoins) return undefined;
+    const membership = room.membership(userId);
+    if (membership === 'join' || membership === 'invite') return undefined;
+    const allow = room.get('m.room.join_rules')?.content.allow;
+    const allowedRooms = Array.isArray(allow)
+      ? allow.flatMap((entry) => (typeof entry === 'object' && entry !== null && (entry as JsonObject).type === 'm.room_membership' && typeof (entry as JsonObject).room_id === 'string' ? [(entry as JsonObject).room_id as string] : []))
+      : [];
+    const isInAllowedRoom = allowedRooms.some((allowedId) => this.deps.cache.peek(allowedId)?.isJoined(userId) === true);
+    if (!isInAllowedRoom) {
+      throw new MatrixError('M_UNABLE_TO_AUTHORISE_JOIN', 'The user is not in any room this room allows joining from (as far as this server knows)', { status: 400 });
+    }
+    const levels = effectivePowerLevels(room.lookup, room.version);
+    const needed = levels.invite;
+    for (const member of room.joinedUsers()) {
+      if (domainOf(member) === this.serverName && userPowerLevel(levels, member) >= needed) return member;
+    }
+    throw new MatrixError('M_UNABLE_TO_GRANT_JOIN', 'No user on this server may invite to the room', { status: 400 });
+  }
+
+  /**
+   * send_join, send_leave, send_knock: the signed event comes back; it is checked, stored and
+   * passed on to the room's other servers. A join is answered with the room's state before it
+   * and the auth chain, which the joining server checks in turn.
+   */
+  async sendMembership(origin: string, roomId: string, eventId: string, raw: unknown, membership: Membership): Promise<JsonObject> {
+    const room = await this.residentRoom(origin, roomId);
+    const version = room.version;
+    const checked = await checkPdu(raw, version, roomId, this.deps.keyRing);
+    if ('dropped' in checked) throw new MatrixError('M_BAD_JSON', `The event was refused: ${checked.dropped}`);
+    let verified: VerifiedPdu = checked.verified;
+    const { pdu } = verified;
+    if (verified.eventId !== eventId) throw new MatrixError('M_INVALID_PARAM', 'The event id in the path is not the event\u2019s');
+    if (pdu.type !== 'm.room.member' || pdu.state_key !== pdu.sender || pdu.content.membership !== membership) {
+      throw new MatrixError('M_BAD_JSON', `Not a ${membership} event of its sender`);
+    }
+    if (domainOf(pdu.sender) !== origin) throw new MatrixError('M_FORBIDDEN', `${origin} cannot send a ${membership} for ${pdu.sender}`);
+    let signedByUs: Pdu | undefined;
+    const via = pdu.content.join_authorised_via_users_server;
+    if (membership === 'join' && typeof via === 'string' && domainOf(via) === this.serverName && version.restrictedJoins) {
+      signedByUs = cosignPdu(pdu, version, this.deps.signer);
+      verified = { eventId, pdu: signedByUs, signers: new Set([...(verified.signers ?? []), this.serverName]) };
+    }
+    const source = new FederatedEventSource(this.deps.client, this.deps.keyRing, version, [origin]);
+    const { outcomes } = await this.deps.remote.ingest(roomId, [verified], source, { fanOut: true });
+    const outcome = outcomes.get(eventId);
+    if (outcome !== undefined) throw new MatrixError('M_FORBIDDEN', `The ${membership} is not allowed: ${outcome}`);
+    if (membership === 'leave') return {};
+    const stored = await this.deps.graph.event(eventId);
+    if (!stored) throw new Error('the event just stored is gone');
+    if (membership === 'knock') {
+      const knockState = room.strippedState();
+      return { knock_room_state: knockState, knock_state_events: knockState };
+    }
+    const stateIds = [...((await this.deps.graph.stateBefore(stored)) ?? new Map<string, string>()).values()];
+    const { events: authChain } = await this.deps.graph.authChain([...stateIds, eventId]);
+    const state = await this.deps.graph.events(stateIds);
+    return {
+      origin: this.serverName,
+      state: this.pdus([...state.values()], version),
+      auth_chain: this.pdus([...authChain.values()], version),
+      members_omitted: false,
+      servers_in_room: [...room.joinedServers()],
+      ...(signedByUs ? { event: signedByUs } : {}),
+    };
+  }
+
+  // ---- invites to our users ----
+
+  /** PUT /invite/v2: another server invites one of our users; we countersign and keep the invite. */
+  async receiveInvite(origin: string, roomId: string, eventId: string, body: { room_version?: unknown; event?: unknown; invite_room_state?: unknown }): Promise<JsonObject> {
+    const versionId = typeof body.room_version === 'string' ? body.room_version : '1';
+    const version = roomVersion(versionId);
+    if (!version) {
+      throw new MatrixError('M_INCOMPATIBLE_ROOM_VERSION', `Room version ${versionId} is not supported here`, { status: 400, extra: { room_version: versionId } });
+    }
+    const checked = await checkPdu(body.event, version, roomId, this.deps.keyRing);
+    if ('dropped' in checked) throw new MatrixError('M_FORBIDDEN', `The invite was refused: ${checked.dropped}`);
+    const { pdu } = checked.verified;
+    if (checked.verified.eventId !== eventId) throw new MatrixError('M_INVALID_PARAM', 'The event id in the path is not the event\u2019s');
+    if (pdu.type !== 'm.room.member' || pdu.content.membership !== 'invite' || pdu.state_key === undefined) throw new MatrixError('M_BAD_JSON', 'Not an invite');
+    if (domainOf(pdu.sender) !== origin) throw new MatrixError('M_FORBIDDEN', `${origin} cannot invite on behalf of ${pdu.sender}`);
+    const invitee = pdu.state_key;
+    if (domainOf(invitee) !== this.serverName) throw new MatrixError('M_FORBIDDEN', `${invitee} is not a user of this server`);
+    if (!(await this.deps.userExists(invitee))) throw new MatrixError('M_NOT_FOUND', `Unknown user ${invitee}`);
+    const room = await this.deps.cache.room(roomId);
+    if (room && !serverAllowedByAcl(room.lookup, origin)) throw new MatrixError('M_FORBIDDEN', 'Server is banned from this room');
+    const signed = cosignPdu(pdu, version, this.deps.signer);
+    // In a room we are in, the invite reaches us again as a PDU of the room, and the user sees it
+    // from the room's state; otherwise it is kept with the stripped state the inviter sent.
+    if (!room || !this.isResident(room)) await this.keepInvite(roomId, invitee, eventId, version, signed, body.invite_room_state);
+    return { event: signed };
+  }
+
+  private async keepInvite(roomId: string, invitee: string, eventId: string, version: RoomVersion, signed: Pdu, inviteRoomState: unknown): Promise<void> {
+    const stripped = (Array.isArray(inviteRoomState) ? inviteRoomState : [])
+      .filter((entry): entry is JsonObject => typeof entry === 'object' && entry !== null && typeof (entry as JsonObject).type === 'string')
+      .slice(0, 50)
+      .map((entry) => ({ type: entry.type, state_key: typeof entry.state_key === 'string' ? entry.state_key : '', sender: entry.sender, content: typeof entry.content === 'object' && entry.content !== null ? entry.content : {} }));
+    const position = await writeAtNextPosition(this.deps.storage, this.deps.stream, async (stores, position) => {
+      await stores.federation.putRemoteMembership({
+        room_id: roomId,
+        user_id: invitee,
+        membership: 'invite',
+        event_id: eventId,
+        room_version: version.id,
+        stripped_state: JSON.stringify(stripped),
+        pdu: JSON.stringify(signed),
+        updated_ts: this.deps.clock.now(),
+      });
+      await stores.rooms.setMembership({ room_id: roomId, user_id: invitee, membership: 'invite', event_id: eventId, stream_ordering: position });
+    });
+    this.deps.cache.setUserRoom(invitee, roomId, { membership: 'invite', stream: position, forgotten: false });
+    this.deps.notifier.notify([invitee]);
+  }
+
+  // ---- reading rooms ----
+
+  /** GET /event/{eventId}: one event, to a server that may see it. */
+  async event(origin: string, eventId: string): Promise<JsonObject> {
+    const event = await this.deps.graph.event(eventId);
+    const room = event ? await this.deps.cache.room(event.roomId) : undefined;
+    if (!event || !room || room.legacy || !(await this.maySee(origin, room, event))) throw new MatrixError('M_NOT_FOUND', 'Event not found');
+    return this.transactionOf([event], room.version);
+  }
+
+  /** /state and /state_ids: the room's state before an event, and its auth chain. */
+  async stateAt(origin: string, roomId: string, eventId: string, idsOnly: boolean): Promise<JsonObject> {
+    const room = await this.residentRoom(origin, roomId);
+    const event = await this.deps.graph.event(eventId);
+    if (!event || event.roomId !== roomId || event.outlier) throw new MatrixError('M_NOT_FOUND', 'Event not found in this room');
+    const before = await this.deps.graph.stateBefore(event);
+    if (!before) throw new MatrixError('M_NOT_FOUND', 'The state at this event is not known here');
+    const stateIds = [...before.values()];
+    const { events: chain } = await this.deps.graph.authChain(stateIds);
+    if (idsOnly) return { pdu_ids: stateIds, auth_chain_ids: [...chain.keys()] };
+    const state = await this.deps.graph.events(stateIds);
+    return { pdus: this.pdus([...state.values()], room.version), auth_chain: this.pdus([...chain.values()], room.version) };
+  }
+
+  /** GET /event_auth/{roomId}/{eventId}: the event's auth chain. */
+  async eventAuth(origin: string, roomId: string, eventId: string): Promise<JsonObject> {
+    const room = await this.residentRoom(origin, roomId);
+    const event = await this.deps.graph.event(eventId);
+    if (!event || event.roomId !== roomId) throw new MatrixError('M_NOT_FOUND', 'Event not found in this room');
+    const { events } = await this.deps.graph.authChain([eventId]);
+    return { auth_chain: this.pdus([...events.values()], room.version) };
+  }
+
+  /** GET /backfill/{roomId}: events before `from`, newest first, by walking prev_events. */
+  async backfill(origin: string, roomId: string, from: readonly string[], limit: number): Promise<JsonObject> {
+    const room = await this.residentRoom(origin, roomId);
+    const events = await this.walkBack(roomId, from, new Set(), Math.min(Math.max(limit, 0), MAX_BACKFILL), true);
+    const visible = [];
+    for (const event of events) if (await this.maySee(origin, room, event)) visible.push(event);
+    return this.transactionOf(visible, room.version);
+  }
+
+  /** POST /get_missing_events/{roomId}: what lies between `earliest` and `latest`, oldest first. */
+  async missingEvents(origin: string, roomId: string, body: { earliest_events: string[]; latest_events: string[]; limit?: number | undefined; min_depth?: number | undefined }): Promise<JsonObject> {
+    const room = await this.residentRoom(origin, roomId);
+    const limit = Math.min(Math.max(body.limit ?? 10, 0), MAX_MISSING_EVENTS);
+    const latest = await this.deps.graph.events(body.latest_events);
+    const starts = [...new Set([...latest.values()].flatMap((event) => event.prevEvents ?? []))];
+    const events = await this.walkBack(roomId, starts, new Set(body.earliest_events), limit, true, body.min_depth ?? 0);
+    const visible = [];
+    for (const event of events) if (await this.maySee(origin, room, event)) visible.push(event);
+    visible.sort((a, b) => a.depth - b.depth);
+    return { events: this.pdus(visible, room.version) };
+  }
+
+  /** Breadth first through prev_events from `starts` (included when `inclusive`), deepest first. */
+  private async walkBack(roomId: string, starts: readonly string[], stop: ReadonlySet<string>, limit: number, inclusive: boolean, minDepth = 0): Promise<StoredEvent[]> {
+    const result: StoredEvent[] = [];
+    const seen = new Set<string>(stop);
+    let frontier = starts.filter((id) => !seen.has(id));
+    for (const id of frontier) seen.add(id);
+    while (frontier.length > 0 && result.length < limit) {
+      const found = await this.deps.graph.events(frontier);
+      const layer = [...found.values()].filter((event) => event.roomId === roomId && event.rejected === undefined).sort((a, b) => b.depth - a.depth);
+      const next: string[] = [];
+      for (const event of layer) {
+        if (result.length >= limit) break;
+        if (event.depth < minDepth) continue;
+        if (inclusive) result.push(event);
+        for (const prev of event.prevEvents ?? []) {
+          if (!seen.has(prev)) {
+            seen.add(prev);
+            next.push(prev);
+          }
+        }
+      }
+      frontier = next;
+    }
+    return result;
+  }
+
+  // ---- transactions ----
+
+  /** PUT /send/{txnId}: PDUs and EDUs from `origin`, answered once per transaction id. */
+  async transaction(origin: string, txnId: string, body: { pdus?: unknown[] | undefined; edus?: unknown[] | undefined }): Promise<JsonObject> {
+    const key = `${origin}\u0000${txnId}`;
+    const inflight = this.inflightTxns.get(key);
+    if (inflight) return inflight;
+    const work = (async () => {
+      const seen = await this.deps.storage.federation.inboundTxn(origin, txnId);
+      if (seen !== undefined) return JSON.parse(seen) as JsonObject;
+      const pdus = body.pdus ?? [];
+      const edus = body.edus ?? [];
+      if (pdus.length > MAX_TXN_PDUS || edus.length > MAX_TXN_EDUS) {
+        throw new MatrixError('M_BAD_JSON', `A transaction holds at most ${MAX_TXN_PDUS} PDUs and ${MAX_TXN_EDUS} EDUs`);
+      }
+      this.deps.sender.destinationIsUp(origin);
+      const results = await this.applyPdus(origin, pdus);
+      await this.applyEdus(origin, edus);
+      const response = { pdus: results };
+      await this.deps.storage.federation.recordInboundTxn(origin, txnId, JSON.stringify(response), this.deps.clock.now());
+      return response;
+    })();
+    this.inflightTxns.set(key, work);
+    try {
+      return await work;
+    } finally {
+      this.inflightTxns.delete(key);
+    }
+  }
+
+  private async applyPdus(origin: string, pdus: readonly unknown[]): Promise<Record<string, JsonObject>> {
+    const results: Record<string, JsonObject> = {};
+    const byRoom = new Map<string, unknown[]>();
+    for (const raw of pdus) {
+      const roomId = typeof raw === 'object' && raw !== null ? (raw as JsonObject).room_id : undefined;
+      if (typeof roomId !== 'string') continue;
+      const list = byRoom.get(roomId) ?? [];
+      list.push(raw);
+      byRoom.set(roomId, list);
+    }
+    await Promise.all(
+      [...byRoom].map(async ([roomId, raws]) => {
+        const room = await this.deps.cache.room(roomId);
+        const refuse = (reason: string) => {
+          for (const raw of raws) {
+            const id = eventIdGuess(raw, room?.version);
+            if (id) results[id] = { error: reason };
+          }
+        };
+        if (!room || room.legacy || !this.isResident(room)) return refuse('This server is not in the room');
+        if (!serverAllowedByAcl(room.lookup, origin)) return refuse('Server is banned from this room');
+        const verified: VerifiedPdu[] = [];
+        for (const raw of raws) {
+          const checked = await checkPdu(raw, room.version, roomId, this.deps.keyRing);
+          if ('verified' in checked) verified.push(checked.verified);
+          else {
+            const id = eventIdGuess(raw, room.version);
+            if (id) results[id] = { error: checked.dropped };
+          }
+        }
+        if (verified.length === 0) return;
+        try {
+          const source = new FederatedEventSource(this.deps.client, this.deps.keyRing, room.version, [origin]);
+          const { outcomes } = await this.deps.remote.ingest(roomId, verified, source);
+          for (const event of verified) {
+            const outcome = outcomes.get(event.eventId);
+            results[event.eventId] = outcome === undefined || outcome.startsWith('soft failed') ? {} : { error: outcome };
+          }
+        } catch (err) {
+          this.deps.log?.warn({ err, roomId, origin }, 'federation: events of a transaction could not be applied');
+          for (const event of verified) results[event.eventId] = { error: 'could not be processed' };
+        }
+      }),
+    );
+    return results;
+  }
+
+  private async applyEdus(origin: string, edus: readonly unknown[]): Promise<void> {
+    for (const raw of edus) {
+      if (typeof raw !== 'object' || raw === null) continue;
+      const { edu_type: type, content } = raw as { edu_type?: unknown; content?: unknown };
+      if (typeof type !== 'string' || typeof content !== 'object' || content === null) continue;
+      try {
+        if (type === 'm.typing') await this.remoteTyping(origin, content as JsonObject);
+        else if (type === 'm.receipt') await this.remoteReceipts(origin, content as JsonObject);
+        else if (KEPT_EDU_TYPES.has(type)) {
+          await this.deps.storage.federation.keepEdu(origin, type, JSON.stringify(content), this.deps.clock.now(), MAX_KEPT_EDUS_PER_ORIGIN);
+        }
+        // m.presence and anything unknown: accepted, not acted on.
+      } catch (err) {
+        this.deps.log?.debug({ err, origin, type }, 'federation: an EDU was ignored');
+      }
+    }
+  }
+
+  private async remoteTyping(origin: string, content: JsonObject): Promise<void> {
+    const { room_id: roomId, user_id: userId, typing } = content;
+    if (typeof roomId !== 'string' || typeof userId !== 'string' || domainOf(userId) !== origin) return;
+    const room = await this.deps.cache.room(roomId);
+    if (!room || !room.isJoined(userId) || !serverAllowedByAcl(room.lookup, origin)) return;
+    this.deps.typing.setTyping(roomId, userId, typing === true, REMOTE_TYPING_TIMEOUT_MS);
+  }
+
+  private async remoteReceipts(origin: string, content: JsonObject): Promise<void> {
+    for (const [roomId, byType] of Object.entries(content)) {
+      const room = await this.deps.cache.room(roomId);
+      if (!room || !serverAllowedByAcl(room.lookup, origin) || typeof byType !== 'object' || byType === null) continue;
+      const read = (byType as JsonObject)['m.read'];
+      if (typeof read !== 'object' || read === null) continue;
+      for (const [userId, receipt] of Object.entries(read as JsonObject)) {
+        if (domainOf(userId) !== origin || !room.isJoined(userId) || typeof receipt !== 'object' || receipt === null) continue;
+        const { event_ids: eventIds, data } = receipt as { event_ids?: unknown; data?: unknown };
+        const eventId = Array.isArray(eventIds) ? eventIds.find((id): id is string => typeof id === 'string') : undefined;
+        if (!eventId) continue;
+        const threadId = typeof data === 'object' && data !== null && typeof (data as JsonObject).thread_id === 'string' ? ((data as JsonObject).thread_id as string) : undefined;
+        await this.deps.receipts.setRemoteReceipt(room, userId, eventId, threadId);
+      }
+    }
+  }
+
+  // ---- helpers ----
+
+  /** A room this server is in (with at least one joined member), that lets `origin` in. */
+  private async residentRoom(origin: string, roomId: string): Promise<RoomSnapshot> {
+    const room = await this.deps.cache.room(roomId);
+    if (!room || room.legacy || !this.isResident(room)) throw new MatrixError('M_NOT_FOUND', `This server is not in room ${roomId}`);
+    if (!serverAllowedByAcl(room.lookup, origin)) throw new MatrixError('M_FORBIDDEN', 'Server is banned from this room');
+    return room;
+  }
+
+  private isResident(room: RoomSnapshot): boolean {
+    for (const server of room.joinedServers()) if (server === this.serverName) return true;
+    return false;
+  }
+
+  /**
+   * Whether `origin` may see an event (the server side of history visibility): world_readable
+   * events to anyone; otherwise the origin must have a member joined or invited in the state at
+   * the event, or (for shared history) be in the room now.
+   */
+  private async maySee(origin: string, room: RoomSnapshot, event: StoredEvent): Promise<boolean> {
+    const visibility = event.historyVisibility;
+    if (visibility === 'world_readable') return true;
+    if (visibility === 'shared' && [...room.joinedServers()].includes(origin)) return true;
+    const state = event.outlier ? undefined : await this.deps.graph.stateAfter(event);
+    if (!state) return [...room.joinedServers()].includes(origin);
+    const members: string[] = [];
+    for (const [key, id] of state) if (key.startsWith('m.room.member\u0000') && domainOf(key.slice('m.room.member\u0000'.length)) === origin) members.push(id);
+    if (members.length === 0) return false;
+    const events = await this.deps.graph.events(members);
+    for (const member of events.values()) {
+      const membership = member.content.membership;
+      if (membership === 'join' || (membership === 'invite' && visibility !== 'joined')) return true;
+    }
+    return false;
+  }
+
+  private pdus(events: readonly StoredEvent[], version: RoomVersion): Pdu[] {
+    return events.flatMap((event) => pduOf(event, version) ?? []);
+  }
+
+  private transactionOf(events: readonly StoredEvent[], version: RoomVersion): JsonObject {
+    return { origin: this.serverName, origin_server_ts: this.deps.clock.now(), pdus: this.pdus(events, version) };
+  }
+}
+
+/** The id a raw PDU would have, to name it in a transaction's answer (undefined if it cannot be computed). */
+function eventIdGuess(raw: unknown, version: RoomVersion | undefined): string | undefined {
+  if (!version || typeof raw !== 'object' || raw === null) return undefined;
+  try {
+    return eventIdOf(raw as JsonObject, version);
+  } catch {
+    return undefined;
+  }
+}

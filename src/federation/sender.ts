@@ -1,0 +1,215 @@
+/**
+ * Outbound federation: a queue per destination server, persisted (`federation_outbox`, written in
+ * the same transaction as the events, so nothing a local user was told succeeded is lost by a
+ * restart), sent in order as transactions of at most 50 PDUs and 100 EDUs, one transaction at a
+ * time per destination. A destination that fails is retried with a growing delay; any request
+ * from it (it is back) ends the wait at once.
+ */
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../core/clock.js';
+import { domainOf } from '../rooms/auth-rules.js';
+import type { EventGraph } from '../rooms/event-graph.js';
+import type { StoredEvent } from '../rooms/events.js';
+import type { WriteHook } from '../rooms/event-writer.js';
+import { pduOf } from '../rooms/pdu.js';
+import type { RoomCache } from '../rooms/room-cache.js';
+import type { RoomSnapshot } from '../rooms/room-snapshot.js';
+import type { Storage } from '../storage/index.js';
+import type { FederationClient } from './http-client.js';
+
+export const MAX_PDUS_PER_TXN = 50;
+export const MAX_EDUS_PER_TXN = 100;
+
+export interface SenderOptions {
+  serverName: string;
+  /** The first retry delay after a failure; it doubles up to maxRetryMs. */
+  minRetryMs: number;
+  maxRetryMs: number;
+}
+
+interface DestinationState {
+  sending: boolean;
+  timer: NodeJS.Timeout | undefined;
+  retryAfter: number;
+  failures: number;
+  /** Typing notices: kept in memory only (a stale one is worthless after a restart). */
+  ephemeral: Array<Record<string, unknown>>;
+}
+
+export class FederationSender {
+  private readonly destinations = new Map<string, DestinationState>();
+  private txnCounter = 0;
+  private stopped = true;
+
+  constructor(
+    private readonly storage: Storage,
+    private readonly client: FederationClient,
+    private readonly graph: EventGraph,
+    private readonly cache: RoomCache,
+    private readonly clock: Clock,
+    private readonly options: SenderOptions,
+    /** Set by the app once its logger exists. */
+    public log?: FastifyBaseLogger | undefined,
+  ) {}
+
+  /** The writer calls this inside each commit: the room's other servers get the new events. */
+  readonly enqueueHook: WriteHook = async (stores, events, room, { fanOut }) => {
+    if (!fanOut || room.legacy) return;
+    const rows: Array<{ destination: string; kind: 'pdu'; payload: string }> = [];
+    for (const event of events) {
+      if (event.outlier || event.rejected !== undefined) continue;
+      for (const destination of this.destinationsFor(room, event)) rows.push({ destination, kind: 'pdu', payload: event.eventId });
+    }
+    if (rows.length > 0) await stores.federation.enqueue(rows, this.clock.now());
+  };
+
+  /** After each commit: wake the queues that just got something. */
+  readonly commitListener = (events: readonly StoredEvent[], room: RoomSnapshot): void => {
+    if (room.legacy) return;
+    const woken = new Set<string>();
+    for (const event of events) for (const destination of this.destinationsFor(room, event)) woken.add(destination);
+    for (const destination of woken) this.kick(destination);
+  };
+
+  /**
+   * Where an event must go: every server with a joined member, and for an invite or a
+   * membership change of a remote user, that user's server; never back to its own server or to us.
+   */
+  private destinationsFor(room: RoomSnapshot, event: StoredEvent): Set<string> {
+    const destinations = new Set(room.joinedServers());
+    if (event.type === 'm.room.member' && event.stateKey !== undefined) destinations.add(domainOf(event.stateKey));
+    destinations.delete(this.options.serverName);
+    if (domainOf(event.sender) !== this.options.serverName) destinations.delete(domainOf(event.sender));
+    return destinations;
+  }
+
+  /** Persisted EDUs (receipts) for the destinations, sent with the next transactions. */
+  async queueEdu(destinations: Iterable<string>, edu: Record<string, unknown>): Promise<void> {
+    const rows = [...destinations].filter((d) => d !== this.options.serverName).map((destination) => ({ destination, kind: 'edu' as const, payload: JSON.stringify(edu) }));
+    if (rows.length === 0) return;
+    await this.storage.federation.enqueue(rows, this.clock.now());
+    for (const row of rows) this.kick(row.destination);
+  }
+
+  /** Typing notices: memory only, sent with the next transaction. */
+  sendEphemeral(destinations: Iterable<string>, edu: Record<string, unknown>): void {
+    for (const destination of destinations) {
+      if (destination === this.options.serverName) continue;
+      const state = this.state(destination);
+      if (state.ephemeral.length < MAX_EDUS_PER_TXN) state.ephemeral.push(edu);
+      this.kick(destination);
+    }
+  }
+
+  /** Starts sending what is queued (after a restart, honouring each destination's backoff). */
+  async start(): Promise<void> {
+    this.stopped = false;
+    for (const destination of await this.storage.federation.queuedDestinations()) {
+      const row = await this.storage.federation.destination(destination);
+      const state = this.state(destination);
+      state.failures = row?.failures ?? 0;
+      state.retryAfter = Number(row?.retry_after_ts ?? 0);
+      this.kick(destination);
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const state of this.destinations.values()) clearTimeout(state.timer);
+  }
+
+  /** A request came from `destination`: it is up, so its queue goes now, whatever the backoff. */
+  destinationIsUp(destination: string): void {
+    const state = this.destinations.get(destination);
+    if (!state || state.retryAfter === 0) return;
+    state.retryAfter = 0;
+    clearTimeout(state.timer);
+    this.kick(destination);
+  }
+
+  /** What the queue of a destination holds and when it is next tried (troubleshooting, tests). */
+  async status(destination: string): Promise<{ queued: number; failures: number; retryAfterTs: number }> {
+    const state = this.destinations.get(destination);
+    return { queued: await this.storage.federation.queueLength(destination), failures: state?.failures ?? 0, retryAfterTs: state?.retryAfter ?? 0 };
+  }
+
+  private state(destination: string): DestinationState {
+    let state = this.destinations.get(destination);
+    if (!state) {
+      state = { sending: false, timer: undefined, retryAfter: 0, failures: 0, ephemeral: [] };
+      this.destinations.set(destination, state);
+    }
+    return state;
+  }
+
+  private kick(destination: string): void {
+    if (this.stopped) return;
+    const state = this.state(destination);
+    if (state.sending) return;
+    const wait = state.retryAfter - this.clock.now();
+    if (wait > 0) {
+      if (!state.timer) {
+        state.timer = setTimeout(() => {
+          state.timer = undefined;
+          this.kick(destination);
+        }, Math.min(wait, 2_147_000_000));
+        state.timer.unref();
+      }
+      return;
+    }
+    state.sending = true;
+    void this.drain(destination, state)
+      .catch((err: unknown) => this.log?.error({ err, destination }, 'federation: the queue of a destination failed'))
+      .finally(() => {
+        state.sending = false;
+        // After a failure this arms the retry timer.
+        if (state.retryAfter > this.clock.now()) this.kick(destination);
+      });
+  }
+
+  /** Sends transactions until the queue is empty or a send fails. */
+  private async drain(destination: string, state: DestinationState): Promise<void> {
+    for (;;) {
+      if (this.stopped) return;
+      const rows = await this.storage.federation.nextBatch(destination, MAX_PDUS_PER_TXN, MAX_EDUS_PER_TXN);
+      const ephemeral = state.ephemeral.splice(0);
+      if (rows.length === 0 && ephemeral.length === 0) return;
+      const pduIds = rows.filter((row) => row.kind === 'pdu').map((row) => row.payload);
+      const stored = await this.graph.events(pduIds);
+      const pdus: unknown[] = [];
+      for (const id of pduIds) {
+        const event = stored.get(id);
+        const room = event ? await this.cache.room(event.roomId) : undefined;
+        const pdu = event && room ? pduOf(event, room.version) : undefined;
+        if (pdu) pdus.push(pdu);
+      }
+      const edus = [...rows.filter((row) => row.kind === 'edu').map((row) => JSON.parse(row.payload) as unknown), ...ephemeral];
+      const txnId = `${this.clock.now()}-${++this.txnCounter}`;
+      try {
+        await this.client.request(destination, {
+          method: 'PUT',
+          path: `/_matrix/federation/v1/send/${encodeURIComponent(txnId)}`,
+          body: { origin: this.options.serverName, origin_server_ts: this.clock.now(), pdus, edus },
+        });
+      } catch (err) {
+        // Typing notices are dropped rather than replayed late; the rest waits in the outbox.
+        state.failures += 1;
+        const delay = Math.min(this.options.minRetryMs * 2 ** (state.failures - 1), this.options.maxRetryMs);
+        state.retryAfter = this.clock.now() + delay;
+        this.log?.warn({ destination, err: (err as Error).message, retryInMs: delay }, 'federation: sending a transaction failed');
+        await this.storage.federation
+          .setDestination({ destination, failures: state.failures, retry_after_ts: state.retryAfter, last_success_ts: null, last_error: (err as Error).message.slice(0, 500) })
+          .catch(() => undefined);
+        return;
+      }
+      await this.storage.federation.dequeue(rows.map((row) => row.id));
+      if (state.failures > 0) {
+        state.failures = 0;
+        state.retryAfter = 0;
+        await this.storage.federation
+          .setDestination({ destination, failures: 0, retry_after_ts: 0, last_success_ts: this.clock.now(), last_error: null })
+          .catch(() => undefined);
+      }
+    }
+  }
+}

@@ -1,0 +1,21 @@
+/**
+ * What the room service asks of federation: joining and leaving rooms this server is not in,
+ * having an invite countersigned by the invitee's server, remote aliases and profiles. Declared
+ * here, implemented in federation/membership.ts, so rooms never import federation.
+ */
+import type { JsonObject } from './events.js';
+import type { Pdu } from './pdu.js';
+import type { RoomVersion } from './room-versions.js';
+
+export interface RemoteRooms {
+  /** Joins `userId` through one of `servers`; resolves once the room is stored here, joined. */
+  join(userId: string, roomId: string, servers: readonly string[], content: JsonObject): Promise<void>;
+  /** Leaves a room this server is not in (rejects an invite), through one of `servers`. */
+  leave(userId: string, roomId: string, servers: readonly string[], reason: string | undefined): Promise<void>;
+  /** Has the invitee's server countersign an invite built here; returns the signed event. */
+  countersignInvite(roomId: string, version: RoomVersion, invite: { pdu: Pdu; eventId: string }, strippedState: JsonObject[]): Promise<Pdu>;
+  /** A room alias of another server: its room and the servers to join through. */
+  resolveAlias(alias: string): Promise<{ roomId: string; servers: string[] }>;
+  /** The display name and avatar of a user of another server (undefined when unknown). */
+  profile(userId: string, field?: 'displayname' | 'avatar_url'): Promise<JsonObject | undefined>;
+}

@@ -1,0 +1,78 @@
+/**
+ * Delivery between servers: B stopped while A keeps sending, then started again on the same
+ * database: everything arrives once and in order (the outbox survives, the backoff ends when B
+ * is back). Typing and receipts travel as EDUs.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { client, type Json, type TestClient } from '../support/client.js';
+import { createUser, startFederation, type Federation } from '../support/federation.js';
+
+let federation: Federation;
+let botA: TestClient;
+let aliceB: TestClient;
+let roomId: string;
+
+const fast = { federation: { min_retry_interval: '100ms', max_retry_interval: '500ms' } };
+
+beforeAll(async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'federation-delivery-'));
+  federation = await startFederation(['a.test', 'b.test'], (name) => ({ ...fast, database: { path: join(dir, `${name}.db`) } }));
+  const a = federation.servers.get('a.test')!.hs;
+  const b = federation.servers.get('b.test')!.hs;
+  botA = client(a, await createUser(a, 'bot'));
+  aliceB = client(b, await createUser(b, 'alice'));
+  roomId = await aliceB.createRoom({ preset: 'public_chat' });
+  await botA.ok('POST', `/join/${encodeURIComponent(roomId)}`, {}, { server_name: 'b.test' });
+  await aliceB.waitForEvent(roomId, (event) => event.type === 'm.room.member' && event.state_key === botA.userId);
+});
+afterAll(() => federation?.close());
+
+const messages = (events: Json[]) => events.filter((event) => event.type === 'm.room.message').map((event) => event.content.body as string);
+
+describe('delivery across a restart', () => {
+  it('queues while the destination is down and delivers everything once, in order, when it returns', async () => {
+    const b = federation.servers.get('b.test')!;
+    await b.stop();
+    const sent: string[] = [];
+    for (let i = 0; i < 60; i++) {
+      sent.push(`while down ${i}`);
+      await botA.send(roomId, { msgtype: 'm.text', body: `while down ${i}` });
+    }
+    const a = federation.servers.get('a.test')!;
+    await expect.poll(async () => (await a.services.federationSender.status('b.test')).failures, { timeout: 10_000 }).toBeGreaterThan(0);
+    expect((await a.services.federationSender.status('b.test')).queued).toBeGreaterThanOrEqual(60);
+
+    // Started again on the same database file, on a new port (found again through SRV).
+    const restarted = await federation.start('b.test');
+    const alice = client(restarted.hs, { ...aliceB.user });
+    const seen = new Set<string>();
+    await expect
+      .poll(async () => {
+        const page = await alice.ok('GET', `/rooms/${encodeURIComponent(roomId)}/messages`, undefined, { dir: 'b', limit: 100 });
+        const bodies = messages(page.chunk as Json[]).reverse();
+        for (const body of bodies) seen.add(body);
+        return bodies.filter((body) => body.startsWith('while down'));
+      }, { timeout: 20_000, interval: 200 })
+      .toEqual(sent);
+    expect((await a.services.federationSender.status('b.test')).queued).toBe(0);
+  });
+});
+
+describe('EDUs', () => {
+  it('typing and read receipts of a local user reach the other server', async () => {
+    const b = federation.servers.get('b.test')!;
+    const alice = client(b.hs, { ...aliceB.user });
+    const eventId = await alice.send(roomId, { msgtype: 'm.text', body: 'read me' });
+    await botA.waitForEvent(roomId, (event) => event.event_id === eventId);
+    await botA.ok('PUT', `/rooms/${encodeURIComponent(roomId)}/typing/${encodeURIComponent(botA.userId)}`, { typing: true, timeout: 10_000 });
+    await alice.syncUntil((sync) => (sync.rooms?.join?.[roomId]?.ephemeral?.events as Json[] | undefined)?.find((event) => event.type === 'm.typing' && event.content.user_ids.includes(botA.userId)));
+    await botA.ok('POST', `/rooms/${encodeURIComponent(roomId)}/receipt/m.read/${encodeURIComponent(eventId)}`, {});
+    const receipt = await alice.syncUntil((sync) =>
+      (sync.rooms?.join?.[roomId]?.ephemeral?.events as Json[] | undefined)?.find((event) => event.type === 'm.receipt' && event.content[eventId]?.['m.read']?.[botA.userId]),
+    );
+    expect(receipt.content[eventId]['m.read'][botA.userId].ts).toEqual(expect.any(Number));
+  });
+});

@@ -1,0 +1,67 @@
+/**
+ * Two servers partitioned while both change the room's state, then reconnected: each sends what
+ * it queued, receives the other's fork, resolves the two states, and both end with the same
+ * current state.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { client, type Json, type TestClient } from '../support/client.js';
+import { createUser, startFederation, type Federation } from '../support/federation.js';
+
+let federation: Federation;
+let botA: TestClient;
+let aliceB: TestClient;
+
+beforeAll(async () => {
+  federation = await startFederation(['a.test', 'b.test'], () => ({ federation: { min_retry_interval: '100ms', max_retry_interval: '300ms' } }));
+  const a = federation.servers.get('a.test')!.hs;
+  const b = federation.servers.get('b.test')!.hs;
+  botA = client(a, await createUser(a, 'bot'));
+  aliceB = client(b, await createUser(b, 'alice'));
+});
+afterAll(() => federation?.close());
+
+/** The room's current state as a client of each server sees it: (type, state_key) → event id. */
+async function stateOf(viewer: TestClient, roomId: string): Promise<Record<string, string>> {
+  const events = (await viewer.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state`)) as unknown as Json[];
+  return Object.fromEntries(events.map((event) => [`${event.type}|${event.state_key}`, event.event_id as string]).sort());
+}
+
+describe('a partition', () => {
+  it('both servers change state while apart and agree on the room\u2019s state once reconnected', async () => {
+    const roomId = await aliceB.createRoom({ preset: 'public_chat', name: 'before' });
+    await botA.ok('POST', `/join/${encodeURIComponent(roomId)}`, {}, { server_name: 'b.test' });
+    // The bot may change the topic and name (moderator), as it usually is in the rooms it serves.
+    await aliceB.ok('PUT', `/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`, {
+      ...(await aliceB.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`)),
+      users: { [aliceB.userId]: 100, [botA.userId]: 50 },
+    });
+    await botA.waitForEvent(roomId, (event) => event.type === 'm.room.power_levels' && event.content.users?.[botA.userId] === 50);
+
+    federation.partition('a.test', 'b.test');
+    await botA.setState(roomId, 'm.room.topic', '', { topic: 'set on A while apart' });
+    await botA.send(roomId, { msgtype: 'm.text', body: 'A while apart' });
+    await aliceB.setState(roomId, 'm.room.name', '', { name: 'set on B while apart' });
+    await aliceB.send(roomId, { msgtype: 'm.text', body: 'B while apart' });
+    // Really apart: both sides fail to send and hold their events.
+    for (const [from, to] of [['a.test', 'b.test'], ['b.test', 'a.test']] as const) {
+      const sender = federation.servers.get(from)!.services.federationSender;
+      await expect.poll(async () => (await sender.status(to)).failures, { timeout: 10_000 }).toBeGreaterThan(0);
+      expect((await sender.status(to)).queued).toBeGreaterThanOrEqual(2);
+    }
+    federation.heal();
+
+    await aliceB.waitForEvent(roomId, (event) => event.content?.body === 'A while apart', 20_000);
+    await botA.waitForEvent(roomId, (event) => event.content?.body === 'B while apart', 20_000);
+    await expect.poll(async () => JSON.stringify(await stateOf(botA, roomId)) === JSON.stringify(await stateOf(aliceB, roomId)), { timeout: 10_000 }).toBe(true);
+    const state = await stateOf(botA, roomId);
+    const topic = await botA.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.topic/`);
+    const name = await aliceB.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.name/`);
+    expect(topic.topic).toBe('set on A while apart');
+    expect(name.name).toBe('set on B while apart');
+    expect(Object.keys(state).length).toBeGreaterThan(5);
+
+    // And the room goes on: the next events build on both forks.
+    await aliceB.send(roomId, { msgtype: 'm.text', body: 'after' });
+    await botA.waitForEvent(roomId, (event) => event.content?.body === 'after');
+  });
+});
