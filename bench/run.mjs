@@ -17,6 +17,7 @@ import { fsyncProbe } from './lib/system.mjs';
 import { evaluateTargets, referenceComparisons } from './lib/targets.mjs';
 import { killAllWorkers } from './lib/workers.mjs';
 import * as feedParse from './scenarios/feed-parse.mjs';
+import * as federation from './scenarios/federation.mjs';
 import * as growth from './scenarios/growth.mjs';
 import * as idleSyncs from './scenarios/idle-syncs.mjs';
 import * as limits from './scenarios/limits.mjs';
@@ -30,7 +31,7 @@ import * as webhook from './scenarios/webhook.mjs';
  * here. Those without `standalone` run once per durability mode against one shared server; the
  * standalone ones run once, after them, and start the servers they need (`ctx.startServer`).
  */
-const SCENARIOS = [sendThroughput, syncWake, webhook, idleSyncs, startup, growth, feedParse, limits];
+const SCENARIOS = [sendThroughput, syncWake, webhook, idleSyncs, startup, growth, feedParse, federation, limits];
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const REPO_DIR = resolve(BENCH_DIR, '..');
@@ -44,6 +45,7 @@ const MODES = {
     startup: { processRuns: 2, testDoubleRounds: 3 },
     growth: { sizes: [{ rooms: 1, events: 0 }, { rooms: 100, events: 50_000 }], rounds: 100, initialSyncs: 3 },
     limits: { sqlite: { warmupMs: 100, durationMs: 500 } },
+    federation: { wakeIterations: 100, transactions: 10, bigRoom: { members: 100, events: 5_000 } },
     synchronous: ['full'],
   },
   full: {
@@ -58,6 +60,7 @@ const MODES = {
       initialSyncs: 5,
     },
     limits: { sqlite: { warmupMs: 1000, durationMs: 5000 } },
+    federation: { wakeIterations: 500, transactions: 50, bigRoom: { members: 1_000, events: 100_000 } },
     synchronous: ['full', 'normal'],
   },
 };

@@ -127,8 +127,9 @@ const tasks = {
    * `parkDelayMs` to park. Measures from the send's start to the sync answer carrying that message.
    * With `webhookPath`, the message is posted to that webhook instead (the bridge writes it).
    */
-  async 'wake-latency'({ baseUrl, roomId, senderToken, syncerToken, warmup, iterations, parkDelayMs, tag, webhookPath }) {
-    const sender = new Client(baseUrl);
+  async 'wake-latency'({ baseUrl, senderBaseUrl, roomId, senderToken, syncerToken, warmup, iterations, parkDelayMs, tag, webhookPath }) {
+    // senderBaseUrl: the sender on another server (the federation scenario), the syncer on baseUrl.
+    const sender = new Client(senderBaseUrl ?? baseUrl);
     const syncer = new Client(baseUrl);
     const errors = new Errors();
     const wake = [];

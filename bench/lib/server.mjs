@@ -5,6 +5,7 @@
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -28,7 +29,7 @@ export const CLK_TCK = (() => {
  *   nodeArgs?: string[], logLevel?: string, pollMs?: number, env?: Record<string, string> }} options
  * @returns {Promise<Server>}
  */
-export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, dir: givenDir, nodeArgs = [], logLevel = 'warn', pollMs = 50, env: extraEnv = {} }) {
+export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, dir: givenDir, nodeArgs = [], logLevel = 'warn', pollMs = 50, env: extraEnv = {}, tls = false }) {
   const dir = givenDir ?? mkdtempSync(join(dbDir ?? tmpdir(), 'bhs-bench-'));
   const env = {
     ...withoutHomeserverVars(process.env),
@@ -57,6 +58,7 @@ export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, d
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const server = new Server(child, dir);
+  server.tls = tls;
   try {
     server.port = await server.waitForReady(pollMs);
     // Spawn to the first 200 from /versions (within pollMs).
@@ -65,7 +67,7 @@ export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, d
     await server.stop();
     throw err;
   }
-  server.baseUrl = `http://127.0.0.1:${server.port}`;
+  server.baseUrl = `${tls ? 'https' : 'http'}://127.0.0.1:${server.port}`;
   return server;
 }
 
@@ -128,7 +130,7 @@ export class Server {
         throw new Error(`the server exited (${JSON.stringify(this.exitInfo)}) before it was ready. Output:\n${this.recentOutput.join('\n')}`);
       }
       const port = this.loggedPort ?? listeningPort(this.pid);
-      if (port && (await answersHttp(port))) return port;
+      if (port && (await answersHttp(port, this.tls))) return port;
       await new Promise((r) => setTimeout(r, pollMs));
     }
     throw new Error(`the server did not come up within ${READY_TIMEOUT_MS / 1000} s. Last output:\n${this.recentOutput.join('\n')}`);
@@ -219,9 +221,10 @@ export function listeningPort(pid) {
   return null;
 }
 
-function answersHttp(port) {
+function answersHttp(port, tls = false) {
   return new Promise((resolve) => {
-    const req = http.get({ host: '127.0.0.1', port, path: '/_matrix/client/versions', timeout: 1000 }, (res) => {
+    const get = tls ? https.get : http.get;
+    const req = get({ host: '127.0.0.1', port, path: '/_matrix/client/versions', timeout: 1000, rejectUnauthorized: false }, (res) => {
       res.resume();
       resolve(res.statusCode === 200);
     });

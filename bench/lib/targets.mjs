@@ -75,6 +75,22 @@ export function evaluateTargets(results, settings) {
     const wake = find(results, 'sync-wake', 'no other syncs', sync);
     if (wake) add(`wake-${sync}`, `send-to-sync wake p50 < 0.5 ms (${sync})`, withFloor(wake.latency_ms.p50), wake.latency_ms.p50 < 0.5);
   }
+
+  // Issue 16 (federation): a local send, now hashed and signed, and the federation scenarios.
+  const sendFull = find(results, 'send-throughput', '10 concurrent senders', 'full');
+  if (sendFull) {
+    add('send-cpu-signed-full', 'server CPU per send ≤ 0.25 ms (full), events hashed and signed', ms(sendFull.server.cpu_ms_per_op), sendFull.server.cpu_ms_per_op <= 0.25);
+    add('send-rate-signed-full', '10 concurrent senders ≥ 2,500/s (full)', `${sendFull.rate_per_s}/s`, sendFull.rate_per_s >= 2500);
+  }
+  const acrossServers = find(results, 'federation', 'send on A → long-poll on B');
+  if (acrossServers) add('federation-wake', 'send on A → long-poll on B p50 < 10 ms (loopback)', ms(acrossServers.latency_ms.p50), acrossServers.latency_ms.p50 < 10);
+  const txn = find(results, 'federation', /^inbound transaction of 50 PDUs/);
+  if (txn) add('federation-txn-50', 'inbound transaction of 50 PDUs applied < 25 ms (p50)', ms(txn.latency_ms.p50), txn.latency_ms.p50 < 25);
+  const join = find(results, 'federation', /^join a room of/);
+  if (join) {
+    const quick = /of 1000 members and 100k/.test(join.variant) ? '' : ` (${join.variant.replace(/^join /, '')}: quick mode)`;
+    add('federation-big-join', `a room of 1,000 members and 100k events joined over federation < 5 s${quick}`, ms(join.latency_ms.p50), join.latency_ms.p50 < 5000);
+  }
   return targets;
 }
 

@@ -133,6 +133,47 @@ export class FederationSender {
     return { queued: await this.storage.federation.queueLength(destination), failures: state?.failures ?? 0, retryAfterTs: state?.retryAfter ?? 0 };
   }
 
+  /**
+   * A destination as Synapse's admin API shows it (retry_last_ts, retry_interval, failure_ts),
+   * with what is queued for it and the last error.
+   */
+  async describe(destination: string): Promise<Record<string, unknown>> {
+    const row = await this.storage.federation.destination(destination);
+    const state = this.destinations.get(destination);
+    const failures = state?.failures ?? row?.failures ?? 0;
+    const retryAfter = state?.retryAfter ?? Number(row?.retry_after_ts ?? 0);
+    const interval = failures > 0 ? Math.min(this.options.minRetryMs * 2 ** (failures - 1), this.options.maxRetryMs) : 0;
+    return {
+      destination,
+      retry_last_ts: failures > 0 ? retryAfter - interval : 0,
+      retry_interval: interval,
+      failure_ts: failures > 0 ? retryAfter - interval : null,
+      last_successful_stream_ordering: null,
+      queued: await this.storage.federation.queueLength(destination),
+      failures,
+      next_retry_ts: failures > 0 ? retryAfter : null,
+      last_success_ts: row?.last_success_ts === null || row?.last_success_ts === undefined ? null : Number(row.last_success_ts),
+      last_error: row?.last_error ?? null,
+    };
+  }
+
+  /** Every destination that failed once or has something queued, described. */
+  async describeAll(): Promise<Array<Record<string, unknown>>> {
+    const names = await this.storage.federation.destinations();
+    return Promise.all(names.map((name) => this.describe(name)));
+  }
+
+  /** Forgets a destination's backoff and sends its queue now (Synapse's reset_connection). */
+  async resetConnection(destination: string): Promise<void> {
+    const state = this.state(destination);
+    state.failures = 0;
+    state.retryAfter = 0;
+    clearTimeout(state.timer);
+    state.timer = undefined;
+    await this.storage.federation.setDestination({ destination, failures: 0, retry_after_ts: 0, last_success_ts: null, last_error: null });
+    this.kick(destination);
+  }
+
   private state(destination: string): DestinationState {
     let state = this.destinations.get(destination);
     if (!state) {

@@ -94,6 +94,15 @@ export class FederationStore {
     return Number(row?.n ?? 0);
   }
 
+  /** Every destination with a record (it failed once) or something queued, by name. */
+  async destinations(): Promise<string[]> {
+    const [known, queued] = await Promise.all([
+      this.db.selectFrom('federation_destinations').select('destination').execute(),
+      this.queuedDestinations(),
+    ]);
+    return [...new Set([...known.map((row) => row.destination), ...queued])].sort();
+  }
+
   async destination(destination: string): Promise<DestinationRow | undefined> {
     return this.db.selectFrom('federation_destinations').selectAll().where('destination', '=', destination).executeTakeFirst();
   }

@@ -44,6 +44,16 @@ describe('delivery across a restart', () => {
     const a = federation.servers.get('a.test')!;
     await expect.poll(async () => (await a.services.federationSender.status('b.test')).failures, { timeout: 10_000 }).toBeGreaterThan(0);
     expect((await a.services.federationSender.status('b.test')).queued).toBeGreaterThanOrEqual(60);
+    // What an operator sees of it (Synapse's admin API, with the queue and the last error).
+    const operator = await createUser(a.hs, 'operator', { admin: true });
+    const asOperator = (path: string) => a.http.get(path).set('Authorization', `Bearer ${operator.accessToken}`);
+    const described = await asOperator('/_synapse/admin/v1/federation/destinations/b.test');
+    expect(described.status).toBe(200);
+    expect(described.body).toMatchObject({ destination: 'b.test', queued: expect.any(Number), failures: expect.any(Number), retry_interval: expect.any(Number) });
+    expect(described.body.queued).toBeGreaterThanOrEqual(60);
+    expect(described.body.last_error).toMatch(/b.test/);
+    const listed = await asOperator('/_synapse/admin/v1/federation/destinations');
+    expect(listed.body.destinations.map((d: Json) => d.destination)).toContain('b.test');
 
     // Started again on the same database file, on a new port (found again through SRV).
     const restarted = await federation.start('b.test');

@@ -195,6 +195,24 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
         return reply.code(credentials.created ? 201 : 200).send(credentials);
       },
     );
+
+    /** GET /_synapse/admin/v1/federation/destinations: servers we send to, with their backoff and queue. */
+    app.get('/_synapse/admin/v1/federation/destinations', { onRequest: requireAdmin }, async () => {
+      const destinations = await services.federationSender.describeAll();
+      return { destinations, total: destinations.length };
+    });
+    app.get('/_synapse/admin/v1/federation/destinations/:destination', { onRequest: requireAdmin, schema: { params: Type.Object({ destination: Type.String({ maxLength: 255 }) }) } }, async (request) =>
+      services.federationSender.describe(request.params.destination),
+    );
+    /** POST .../reset_connection: end a destination's backoff and send its queue now. */
+    app.post(
+      '/_synapse/admin/v1/federation/destinations/:destination/reset_connection',
+      { onRequest: requireAdmin, schema: { params: Type.Object({ destination: Type.String({ maxLength: 255 }) }) } },
+      async (request) => {
+        await services.federationSender.resetConnection(request.params.destination);
+        return {};
+      },
+    );
   };
 }
 
