@@ -12,6 +12,7 @@ import * as bridgeCommands from './0006-bridge-commands.js';
 import * as pdus from './0007-pdus.js';
 import * as federation from './0008-federation.js';
 import * as remoteMemberships from './0009-remote-memberships.js';
+import * as remoteMedia from './0010-remote-media.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -23,4 +24,5 @@ export const migrations: Record<string, Migration> = {
   '0007-pdus': pdus,
   '0008-federation': federation,
   '0009-remote-memberships': remoteMemberships,
+  '0010-remote-media': remoteMedia,
 };

@@ -16,6 +16,7 @@ import { EventGraph } from './rooms/event-graph.js';
 import { RemoteEvents } from './rooms/remote-events.js';
 import { FederationSender } from './federation/sender.js';
 import { FederatedMembership } from './federation/membership.js';
+import { FederatedMediaSource } from './federation/media.js';
 import { RoomFederation } from './federation/room-federation.js';
 import { ProfileService } from './rooms/profile-service.js';
 import { ReceiptService } from './rooms/receipts-service.js';
@@ -118,7 +119,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   });
   sendEphemeralOfLocalUsers(config.server_name, roomCache, typing, receipts, federationSender);
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData);
-  const media = new MediaService(storage, blobStoreFor(config), config, clock);
+  const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
   return {
     config, clock, storage, limiters, accounts, sessions, registration, signer,
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, media,

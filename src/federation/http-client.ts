@@ -139,8 +139,40 @@ export class FederationClient {
       headers['Content-Length'] = String(payload.length);
     }
     return this.exchange(address, request.method, request.path, headers, payload, request.timeoutMs ?? this.options.timeoutMs, request.maxResponseBytes ?? this.options.maxResponseBytes).then(
-      ({ status, text }) => ({ status, body: parseAnswer(text) }),
+      ({ status, bytes }) => ({ status, body: parseAnswer(bytes.toString('utf8')) }),
     );
+  }
+
+  /**
+   * A signed GET whose answer is bytes (media), with its headers; throws FederationError for an
+   * error answer (its JSON body kept) or when nothing answers.
+   */
+  async requestBytes(destination: string, request: { path: string; maxResponseBytes: number; timeoutMs?: number }): Promise<{ headers: IncomingMessage['headers']; bytes: Buffer }> {
+    if (destination === this.options.signer.serverName) throw new FederationError('refusing to send a federation request to ourselves', destination);
+    if (!this.options.isAllowedDestination(destination)) throw new FederationError(`${destination} is not in federation_domain_whitelist`, destination);
+    let addresses: ServerAddress[];
+    try {
+      addresses = await this.resolver.resolve(destination);
+    } catch (err) {
+      throw new FederationError(`cannot find ${destination}: ${(err as Error).message}`, destination, undefined, undefined, { cause: err });
+    }
+    const authorization = this.authorization(destination, { method: 'GET', path: request.path });
+    let lastError: unknown;
+    for (const address of addresses) {
+      try {
+        const headers = { Host: address.hostHeader, Accept: '*/*', 'User-Agent': 'bot-homeserver', Authorization: authorization };
+        const answer = await this.exchange(address, 'GET', request.path, headers, undefined, request.timeoutMs ?? this.options.timeoutMs, request.maxResponseBytes);
+        if (answer.status >= 200 && answer.status < 300) return { headers: answer.headers, bytes: answer.bytes };
+        const body = parseAnswer(answer.bytes.toString('utf8'));
+        const errcode = (body as { errcode?: unknown } | undefined)?.errcode;
+        throw new FederationError(`${destination} answered ${answer.status}${typeof errcode === 'string' ? ` ${errcode}` : ''}`, destination, answer.status, body);
+      } catch (err) {
+        if (err instanceof FederationError && err.status !== undefined) throw err;
+        lastError = err;
+      }
+    }
+    const message = lastError instanceof Error ? lastError.message : String(lastError);
+    throw new FederationError(`cannot reach ${destination}: ${message}`, destination, undefined, undefined, { cause: lastError });
   }
 
   /** One HTTPS exchange with a deadline over the whole of it and a cap on the answer. */
@@ -152,7 +184,7 @@ export class FederationClient {
     payload: Buffer | undefined,
     timeoutMs: number,
     maxBytes: number,
-  ): Promise<{ status: number; text: string; headers: IncomingMessage['headers'] }> {
+  ): Promise<{ status: number; bytes: Buffer; headers: IncomingMessage['headers'] }> {
     return new Promise((resolve, reject) => {
       const literal = isIP(address.host) !== 0;
       if (literal) {
@@ -193,7 +225,7 @@ export class FederationClient {
         });
         response.on('end', () => {
           clearTimeout(timer);
-          resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8'), headers: response.headers });
+          resolve({ status: response.statusCode ?? 0, bytes: Buffer.concat(chunks), headers: response.headers });
         });
         response.on('error', (err) => {
           clearTimeout(timer);
@@ -215,11 +247,11 @@ export class FederationClient {
       const location = answer.headers.location;
       if (answer.status >= 300 && answer.status < 400 && typeof location === 'string' && hops < 5) {
         const next = new URL(location, url);
-        if (next.protocol !== 'https:') return { status: answer.status, headers: answer.headers, body: answer.text };
+        if (next.protocol !== 'https:') return { status: answer.status, headers: answer.headers, body: answer.bytes.toString('utf8') };
         url = next;
         continue;
       }
-      return { status: answer.status, headers: answer.headers, body: answer.text };
+      return { status: answer.status, headers: answer.headers, body: answer.bytes.toString('utf8') };
     }
   }
 }

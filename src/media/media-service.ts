@@ -1,10 +1,11 @@
 /**
  * Media: uploads become `mxc://<server_name>/<media id>`; downloads find the row, then the bytes.
- * There is no federation, so an mxc URI of another server is simply not found.
+ * Media of another server is fetched over federation on first download (through a
+ * `RemoteMediaSource`, implemented by federation/media.ts), kept, and served from here after.
  */
 import { randomInt } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { Clock } from '../core/clock.js';
 import type { Config } from '../config/index.js';
 import { MatrixError } from '../core/errors.js';
@@ -16,6 +17,8 @@ const MEDIA_ID_LENGTH = 24;
 /** What a media id may look like in a request; anything else is not found without touching disk. */
 const MEDIA_ID_PATTERN = /^[A-Za-z0-9_-]{1,255}$/;
 const MAX_FILENAME_LENGTH = 255;
+/** A server name as an mxc URI may carry it (host, optional port); anything else is not fetched. */
+const SERVER_NAME_PATTERN = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,255})(:\d{1,5})?$/;
 const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
 /** `type/subtype` with optional parameters, as RFC 9110 tokens; anything else is stored as octets. */
 const CONTENT_TYPE_PATTERN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+(\s*;[\x20-\x7e]*)?$/;
@@ -36,6 +39,16 @@ export interface UploadRequest {
   body: AsyncIterable<Buffer | string>;
 }
 
+/** How media of another server is fetched (federation); answers the bytes and what they are. */
+export interface RemoteMediaSource {
+  fetch(serverName: string, mediaId: string, maxBytes: number): Promise<{ contentType: string | undefined; filename: string | undefined; bytes: Buffer }>;
+}
+
+/** The remote server answered that it has no such media (as opposed to not answering). */
+export class RemoteMediaNotFound extends Error {
+  override name = 'RemoteMediaNotFound';
+}
+
 export interface OpenMedia {
   row: MediaRow;
   stream: Readable;
@@ -47,7 +60,11 @@ export class MediaService {
     private readonly blobs: BlobStore,
     private readonly config: Config,
     private readonly clock: Clock,
+    private readonly remote?: RemoteMediaSource | undefined,
   ) {}
+
+  /** Fetches of remote media under way, so concurrent downloads of the same one fetch it once. */
+  private readonly fetching = new Map<string, Promise<void>>();
 
   /** Run once at start, before uploads are accepted. */
   async start(): Promise<void> {
@@ -89,12 +106,59 @@ export class MediaService {
 
   /** The media and a stream of its bytes; 404 `M_NOT_FOUND` for anything we do not hold. */
   async open(serverName: string, mediaId: string): Promise<OpenMedia> {
-    if (serverName !== this.config.server_name || !MEDIA_ID_PATTERN.test(mediaId)) throw notFound();
+    if (!MEDIA_ID_PATTERN.test(mediaId)) throw notFound();
+    if (serverName !== this.config.server_name) return this.openRemote(serverName, mediaId);
     const row = await this.storage.media.get(mediaId);
     if (!row) throw notFound();
     const stream = await this.blobs.read(mediaId);
     if (!stream) throw notFound();
     return { row, stream };
+  }
+
+  /** The kept copy of another server's media, fetched over federation the first time. */
+  private async openRemote(serverName: string, mediaId: string): Promise<OpenMedia> {
+    if (!this.remote || !SERVER_NAME_PATTERN.test(serverName)) throw notFound();
+    let row = await this.storage.media.remote(serverName, mediaId);
+    if (!row) {
+      const key = `${serverName}/${mediaId}`;
+      let fetching = this.fetching.get(key);
+      if (!fetching) {
+        fetching = this.fetchRemote(serverName, mediaId).finally(() => this.fetching.delete(key));
+        this.fetching.set(key, fetching);
+      }
+      await fetching;
+      row = await this.storage.media.remote(serverName, mediaId);
+      if (!row) throw notFound();
+    }
+    const stream = await this.blobs.read(row.blob_id);
+    if (!stream) throw notFound();
+    return {
+      row: { media_id: mediaId, content_type: row.content_type, upload_name: row.upload_name, size_bytes: row.size_bytes, sha256: row.sha256, uploader: '', created_ts: row.fetched_ts },
+      stream,
+    };
+  }
+
+  private async fetchRemote(serverName: string, mediaId: string): Promise<void> {
+    let fetched: Awaited<ReturnType<RemoteMediaSource['fetch']>>;
+    try {
+      fetched = await this.remote!.fetch(serverName, mediaId, this.config.max_upload_size);
+    } catch (err) {
+      if (err instanceof RemoteMediaNotFound) throw notFound();
+      if (err instanceof MatrixError) throw err;
+      throw new MatrixError('M_UNKNOWN', `Could not fetch the media from ${serverName}: ${(err as Error).message}`, { status: 502 });
+    }
+    const contentType = fetched.contentType !== undefined && CONTENT_TYPE_PATTERN.test(fetched.contentType.trim()) ? fetched.contentType.trim() : DEFAULT_CONTENT_TYPE;
+    const blobId = generateMediaId();
+    const stored = await this.blobs.write(blobId, Readable.from([fetched.bytes]), this.config.max_upload_size);
+    const filename = fetched.filename !== undefined && fetched.filename.length <= MAX_FILENAME_LENGTH ? fetched.filename : null;
+    const inserted = await this.storage.media
+      .insertRemote({ server_name: serverName, media_id: mediaId, blob_id: blobId, content_type: contentType, upload_name: filename, size_bytes: stored.size, sha256: stored.sha256, fetched_ts: this.clock.now() })
+      .catch(async (err: unknown) => {
+        await this.blobs.delete(blobId);
+        throw err;
+      });
+    // Another process (or an earlier fetch) kept it first: ours is not needed.
+    if (!inserted) await this.blobs.delete(blobId);
   }
 }
 

@@ -82,6 +82,6 @@ export type { RatelimitOverrideRow } from './ratelimit-store.js';
 export type { EventRow, RoomRow, NewRoomRow, MembershipRow } from './rooms-store.js';
 export type { AccountDataRow, ReceiptRow } from './user-data-store.js';
 export type { WebhookRow, FeedRow, RoomFeedRow, FeedPatch } from './bridge-store.js';
-export type { MediaRow } from './media-store.js';
+export type { MediaRow, RemoteMediaRow } from './media-store.js';
 export type { ServerKeyRow, OutboxRow, DestinationRow, RemoteMembershipRow } from './federation-store.js';
 export { GLOBAL_ACCOUNT_DATA } from './user-data-store.js';

@@ -217,6 +217,17 @@ export interface MediaTable {
   created_ts: number;
 }
 
+export interface RemoteMediaTable {
+  server_name: string;
+  media_id: string;
+  blob_id: string;
+  content_type: string;
+  upload_name: string | null;
+  size_bytes: number;
+  sha256: string;
+  fetched_ts: number;
+}
+
 export interface ServerKeysTable {
   server_name: string;
   key_id: string;
@@ -295,6 +306,7 @@ export interface Database {
   bridge_room_feeds: BridgeRoomFeedsTable;
   bridge_feed_seen: BridgeFeedSeenTable;
   media: MediaTable;
+  remote_media: RemoteMediaTable;
   state_groups: StateGroupsTable;
   state_group_entries: StateGroupEntriesTable;
   server_keys: ServerKeysTable;

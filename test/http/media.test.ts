@@ -116,12 +116,14 @@ describe('media in memory', () => {
     expect(got.headers['content-type']).toBe('application/octet-stream');
   });
 
-  it('never serves media that does not exist, is on another server or has an impossible id', async () => {
+  it('never serves media that does not exist or has an impossible id', async () => {
     const res = await upload(PNG, 'image/png');
     const id = mediaIdOf(res.body.content_uri);
+    // Another server's media is fetched over federation; one that may not be contacted (loopback,
+    // in ip_range_blacklist) is a 502, and never our own media of the same id.
+    expectMatrixError(await hs.http.get(`/_matrix/media/v3/download/127.0.0.1:8448/${id}`), 502, 'M_UNKNOWN');
     for (const path of [
       '/_matrix/media/v3/download/test.local/NoSuchMediaIdAtAllHere',
-      `/_matrix/media/v3/download/other.server/${id}`,
       '/_matrix/media/v3/download/test.local/..%2F..%2Fetc%2Fpasswd',
       '/_matrix/media/v3/thumbnail/test.local/NoSuchMediaIdAtAllHere',
     ]) {

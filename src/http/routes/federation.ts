@@ -6,7 +6,9 @@
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { multipartMedia } from '../../federation/media.js';
+import { baseType, contentDisposition, THUMBNAIL_TYPES } from '../../media/content-disposition.js';
 import { MatrixError } from '../../core/errors.js';
 import { InboundLimiter } from '../../federation/inbound-limiter.js';
 import type { Services } from '../../services.js';
@@ -160,6 +162,23 @@ export function federationRoutes(services: Services): FastifyPluginAsyncTypebox 
     app.post('/v1/publicRooms', { schema: { body: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 0 })), since: Type.Optional(Type.String()) }, { additionalProperties: true }) } }, async (request) =>
       services.rooms.publicRooms(request.body.limit, request.body.since),
     );
+    // ---- media (authenticated federation media, spec v1.11) ----
+    const serveMedia = async (mediaId: string, reply: FastifyReply, thumbnail: boolean) => {
+      const media = await services.media.open(config.server_name, mediaId);
+      if (thumbnail && !THUMBNAIL_TYPES.has(baseType(media.row.content_type))) {
+        media.stream.destroy();
+        throw new MatrixError('M_NOT_FOUND', 'No thumbnail for this media type');
+      }
+      const answer = multipartMedia(media.row.content_type, contentDisposition(media.row.content_type, media.row.upload_name), Number(media.row.size_bytes), media.stream);
+      return reply.header('Content-Type', answer.contentType).header('Content-Length', String(answer.length)).send(answer.body);
+    };
+    app.get('/v1/media/download/:mediaId', { schema: { params: Type.Object({ mediaId: Type.String({ maxLength: 255 }) }) } }, async (request, reply) =>
+      limited(request, () => serveMedia(request.params.mediaId, reply, false)),
+    );
+    app.get('/v1/media/thumbnail/:mediaId', { schema: { params: Type.Object({ mediaId: Type.String({ maxLength: 255 }) }), querystring: Type.Object({}, { additionalProperties: true }) } }, async (request, reply) =>
+      limited(request, () => serveMedia(request.params.mediaId, reply, true)),
+    );
+
     /** GET /v1/user/devices/{userId}: no devices are published until end-to-end encryption lands. */
     app.get('/v1/user/devices/:userId', { schema: { params: Type.Object({ userId: Type.String() }) } }, async (request) => {
       const userId = request.params.userId;
