@@ -104,6 +104,32 @@ export class FederatedMembership implements RemoteRooms {
     }
   }
 
+  async knock(userId: string, roomId: string, servers: readonly string[], content: JsonObject): Promise<void> {
+    let lastError: unknown;
+    for (const server of this.candidates(servers)) {
+      try {
+        const versions = SUPPORTED_ROOM_VERSIONS.map((id) => `ver=${encodeURIComponent(id)}`).join('&');
+        const made = await this.deps.client.request<{ event?: unknown; room_version?: unknown }>(server, {
+          method: 'GET',
+          path: `/_matrix/federation/v1/make_knock/${encodeURIComponent(roomId)}/${encodeURIComponent(userId)}?${versions}`,
+        });
+        const version = versionOf(made.room_version);
+        const signed = this.sign(templateOf(made.event, roomId, userId), version, { ...content, membership: 'knock' });
+        const answer = await this.deps.client.request<{ knock_room_state?: unknown; knock_state_events?: unknown }>(server, {
+          method: 'PUT',
+          path: `/_matrix/federation/v1/send_knock/${encodeURIComponent(roomId)}/${encodeURIComponent(signed.eventId)}`,
+          body: signed.pdu,
+        });
+        const stripped = strippedList(answer.knock_room_state ?? answer.knock_state_events);
+        await this.recordOutOfRoom(roomId, userId, 'knock', signed.eventId, version, JSON.stringify(stripped), signed.pdu);
+        return;
+      } catch (err) {
+        lastError = err;
+      }
+    }
+    throw toClientError(lastError, `Could not knock on ${roomId} through ${servers.join(', ') || 'any server'}`);
+  }
+
   async leave(userId: string, roomId: string, servers: readonly string[], reason: string | undefined): Promise<void> {
     const kept = await this.deps.storage.federation.remoteMembership(roomId, userId);
     const content: JsonObject = { membership: 'leave', ...(reason !== undefined ? { reason } : {}) };
@@ -243,6 +269,14 @@ export class FederatedMembership implements RemoteRooms {
     };
     return finishPdu(draft, version, this.deps.signer);
   }
+}
+
+/** Stripped state events as another server sent them, bounded and reduced to their four keys. */
+export function strippedList(value: unknown): JsonObject[] {
+  return (Array.isArray(value) ? value : [])
+    .filter((entry): entry is JsonObject => typeof entry === 'object' && entry !== null && typeof (entry as JsonObject).type === 'string')
+    .slice(0, 50)
+    .map((entry) => ({ type: entry.type, state_key: typeof entry.state_key === 'string' ? entry.state_key : '', sender: entry.sender, content: typeof entry.content === 'object' && entry.content !== null ? entry.content : {} }));
 }
 
 function versionOf(value: unknown): RoomVersion {

@@ -26,6 +26,7 @@ import type { TypingTracker } from '../sync/typing.js';
 import type { FederationClient } from './http-client.js';
 import type { KeyRing } from './key-ring.js';
 import { checkPdu } from './pdu-checks.js';
+import { strippedList } from './membership.js';
 import { FederatedEventSource } from './remote-source.js';
 import type { FederationSender } from './sender.js';
 
@@ -210,10 +211,7 @@ export class RoomFederation {
   }
 
   private async keepInvite(roomId: string, invitee: string, eventId: string, version: RoomVersion, signed: Pdu, inviteRoomState: unknown): Promise<void> {
-    const stripped = (Array.isArray(inviteRoomState) ? inviteRoomState : [])
-      .filter((entry): entry is JsonObject => typeof entry === 'object' && entry !== null && typeof (entry as JsonObject).type === 'string')
-      .slice(0, 50)
-      .map((entry) => ({ type: entry.type, state_key: typeof entry.state_key === 'string' ? entry.state_key : '', sender: entry.sender, content: typeof entry.content === 'object' && entry.content !== null ? entry.content : {} }));
+    const stripped = strippedList(inviteRoomState);
     const position = await writeAtNextPosition(this.deps.storage, this.deps.stream, async (stores, position) => {
       await stores.federation.putRemoteMembership({
         room_id: roomId,

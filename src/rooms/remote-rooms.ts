@@ -10,6 +10,8 @@ import type { RoomVersion } from './room-versions.js';
 export interface RemoteRooms {
   /** Joins `userId` through one of `servers`; resolves once the room is stored here, joined. */
   join(userId: string, roomId: string, servers: readonly string[], content: JsonObject): Promise<void>;
+  /** Knocks on a room this server is not in, through one of `servers`. */
+  knock(userId: string, roomId: string, servers: readonly string[], content: JsonObject): Promise<void>;
   /** Leaves a room this server is not in (rejects an invite), through one of `servers`. */
   leave(userId: string, roomId: string, servers: readonly string[], reason: string | undefined): Promise<void>;
   /** Has the invitee's server countersign an invite built here; returns the signed event. */

@@ -215,6 +215,34 @@ export class RoomService {
   }
 
   /**
+   * Knocks on a room (room versions 7 and later, join rule `knock`); one this server is not in is
+   * knocked on through other servers, as a join would be.
+   */
+  async knock(requester: Requester, roomIdOrAlias: string, reason: string | undefined, via: readonly string[] = []): Promise<string> {
+    let roomId: string;
+    const servers = [...via];
+    if (isRoomAlias(roomIdOrAlias) && serverOf(roomIdOrAlias) !== this.config.server_name && this.remote) {
+      const resolved = await this.remote.resolveAlias(roomIdOrAlias);
+      roomId = resolved.roomId;
+      servers.push(...resolved.servers);
+    } else {
+      roomId = await this.resolveRoom(roomIdOrAlias);
+    }
+    const room = await this.cache.room(roomId);
+    if (this.remote && (!room || (!room.legacy && !this.isResident(room)))) {
+      const candidates = await this.remoteCandidates(requester.userId, roomId, room, servers);
+      if (candidates.length === 0) throw new MatrixError('M_NOT_FOUND', 'No known servers');
+      const profile = await this.profileOf(requester.userId);
+      await this.remote.knock(requester.userId, roomId, candidates, { ...profile, ...(reason !== undefined ? { reason } : {}) });
+      return roomId;
+    }
+    if (!room) throw new MatrixError('M_NOT_FOUND', 'No known servers');
+    const profile = await this.profileOf(requester.userId);
+    await this.writer.submit({ roomId, prepare: () => [memberDraft(requester.userId, requester.userId, { ...profile, membership: 'knock' }, reason)] });
+    return roomId;
+  }
+
+  /**
    * A user of another server is invited in two steps: the invite is built and checked here, their
    * server countersigns it, and then it is written (on whatever the room's head is by then).
    */

@@ -165,6 +165,7 @@ export class SyncService {
     const join: Record<string, JsonObject> = {};
     const invite: Record<string, JsonObject> = {};
     const leave: Record<string, JsonObject> = {};
+    const knock: Record<string, JsonObject> = {};
     const rooms = await this.cache.roomsOf(userId);
     for (const [roomId, entry] of rooms) {
       if (entry.forgotten || !filter.includesRoom(roomId)) continue;
@@ -177,9 +178,10 @@ export class SyncService {
       const room = await this.cache.room(roomId);
       // An invite to (or its rejection in) a room of another server this server is not in.
       if (!room || (entry.membership !== 'join' && room.membership(userId) !== entry.membership)) {
-        const include = entry.membership === 'invite' ? !since || fullState || entry.stream > since.stream : since ? entry.stream > since.stream : filter.includeLeave;
+        const pending = entry.membership === 'invite' || entry.membership === 'knock';
+        const include = pending ? !since || fullState || entry.stream > since.stream : since ? entry.stream > since.stream : filter.includeLeave;
         const section = include ? await this.outOfRoomSection(roomId, userId, entry.membership) : undefined;
-        if (section) (entry.membership === 'invite' ? invite : leave)[roomId] = section;
+        if (section) (entry.membership === 'invite' ? invite : entry.membership === 'knock' ? knock : leave)[roomId] = section;
         continue;
       }
       const context: RoomContext = { room, entry, since, upTo, typingSerial, filter, viewer, fullState, accountData: roomAccountData.get(roomId) ?? [] };
@@ -197,6 +199,8 @@ export class SyncService {
             if (section) leave[roomId] = section;
           }
         }
+      } else if (entry.membership === 'knock') {
+        if (!since || fullState || entry.stream > since.stream) knock[roomId] = this.knockedRoom(room, userId);
       } else if (entry.membership === 'leave' || entry.membership === 'ban') {
         const include = since ? entry.stream > since.stream || (fullState && filter.includeLeave) : filter.includeLeave;
         if (include && entry.stream <= upTo) {
@@ -210,12 +214,13 @@ export class SyncService {
       Object.keys(join).length === 0 &&
       Object.keys(invite).length === 0 &&
       Object.keys(leave).length === 0 &&
+      Object.keys(knock).length === 0 &&
       globalAccountData.length === 0;
     return {
       empty,
       body: {
         next_batch: formatSyncToken({ stream: upTo, typing: typingSerial }),
-        rooms: { join, invite, leave, knock: {} },
+        rooms: { join, invite, leave, knock },
         account_data: { events: globalAccountData },
         presence: { events: [] },
         to_device: { events: [] },
@@ -403,15 +408,23 @@ export class SyncService {
       event_id: kept.event_id,
       origin_server_ts: pdu.origin_server_ts,
     };
-    if (membership === 'invite') {
+    if (membership === 'invite' || membership === 'knock') {
       const stripped = parseStoredJson<JsonObject[]>(kept.stripped_state, []);
-      return { invite_state: { events: [...stripped, event] } };
+      return membership === 'invite' ? { invite_state: { events: [...stripped, event] } } : { knock_state: { events: [...stripped, event] } };
     }
     return {
       timeline: { events: [{ ...event, room_id: roomId, unsigned: {} }], limited: false },
       state: { events: [] },
       account_data: { events: [] },
     };
+  }
+
+  /** A room the user knocked on: its stripped state and the knock. */
+  private knockedRoom(room: RoomSnapshot, userId: string): JsonObject {
+    const events: JsonObject[] = room.strippedState();
+    const own = room.get('m.room.member', userId);
+    if (own) events.push({ ...toStrippedState(own), event_id: own.eventId, origin_server_ts: own.originServerTs });
+    return { knock_state: { events } };
   }
 
   /** A left room's section, or undefined when there is nothing the user may see in it (as Synapse). */

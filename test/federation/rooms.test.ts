@@ -107,4 +107,17 @@ describe('invites across servers', () => {
     const again = await botA.request('POST', `/join/${encodeURIComponent(roomId)}`, {}, { server_name: 'b.test' });
     expect(again.status).toBe(403);
   });
+
+  it('a user on A knocks on a room of B, is let in by an invite, and joins', async () => {
+    const roomId = await aliceB.createRoom({ preset: 'private_chat', name: 'Knock here', initial_state: [{ type: 'm.room.join_rules', state_key: '', content: { join_rule: 'knock' } }] });
+    const knocked = await botA.ok('POST', `/knock/${encodeURIComponent(roomId)}`, { reason: 'let me in' }, { server_name: 'b.test' });
+    expect(knocked.room_id).toBe(roomId);
+    const state = await botA.syncUntil((sync) => sync.rooms?.knock?.[roomId]?.knock_state?.events as Json[] | undefined);
+    expect(state.find((event) => event.type === 'm.room.name')?.content.name).toBe('Knock here');
+    await aliceB.waitForEvent(roomId, (event) => event.type === 'm.room.member' && event.state_key === botA.userId && event.content.membership === 'knock');
+    await aliceB.invite(roomId, botA.userId);
+    await botA.waitForInvite(roomId);
+    await botA.join(roomId);
+    await aliceB.waitForEvent(roomId, (event) => event.type === 'm.room.member' && event.state_key === botA.userId && event.content.membership === 'join');
+  });
 });

@@ -158,6 +158,22 @@ describe('membership', () => {
     expectMatrixError(await carol.request('POST', `/join/${enc('garbage')}`, {}), 400, 'M_INVALID_PARAM');
   });
 
+  it('knock: only where the join rule says so; the knocker sees knock_state, a moderator lets them in', async () => {
+    const closed = await alice.createRoom({ preset: 'private_chat' });
+    expectMatrixError(await bob.request('POST', `/knock/${enc(closed)}`, {}), 403, 'M_FORBIDDEN');
+    const roomId = await alice.createRoom({ preset: 'private_chat', name: 'Door', initial_state: [{ type: 'm.room.join_rules', state_key: '', content: { join_rule: 'knock' } }] });
+    expect((await bob.ok('POST', `/knock/${enc(roomId)}`, { reason: 'hello' })).room_id).toBe(roomId);
+    const sync = await bob.sync();
+    const events = sync.rooms.knock[roomId].knock_state.events as Array<Record<string, any>>;
+    expect(events.find((e) => e.type === 'm.room.name')?.content.name).toBe('Door');
+    expect(events.find((e) => e.type === 'm.room.member' && e.state_key === bob.userId)?.content).toMatchObject({ membership: 'knock', reason: 'hello' });
+    const v6 = await alice.createRoom({ room_version: '6', initial_state: [{ type: 'm.room.join_rules', state_key: '', content: { join_rule: 'knock' } }] });
+    expectMatrixError(await carol.request('POST', `/knock/${enc(v6)}`, {}), 403, 'M_FORBIDDEN');
+    await alice.invite(roomId, bob.userId);
+    await bob.join(roomId);
+    expect((await bob.sync()).rooms.join[roomId]).toBeDefined();
+  });
+
   it('forget hides a left room from sync; it needs leaving first', async () => {
     const roomId = await alice.createRoom({ preset: 'public_chat' });
     await bob.join(roomId);

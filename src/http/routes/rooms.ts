@@ -56,6 +56,13 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
       return { room_id: roomId };
     });
 
+    /** POST /knock/{roomIdOrAlias} */
+    app.post('/knock/:roomIdOrAlias', { schema: { params: Type.Object({ roomIdOrAlias: Type.String() }), querystring: JoinServersQuery, body: ReasonBody } }, async (request) => {
+      const via = [...listOf(request.query.via), ...listOf(request.query.server_name)];
+      const roomId = await services.rooms.knock(requesterOf(request), request.params.roomIdOrAlias, request.body?.reason, via);
+      return { room_id: roomId };
+    });
+
     /** POST /rooms/{roomId}/join */
     app.post('/rooms/:roomId/join', { schema: { params: RoomIdParams, body: ReasonBody } }, async (request) => {
       const roomId = await services.rooms.join(requesterOf(request), request.params.roomId, request.body?.reason);
