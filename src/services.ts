@@ -112,6 +112,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const roomFederation = new RoomFederation({
     signer, storage, cache: roomCache, graph, remote: remoteEvents, keyRing: federation.keyRing, client: federation.client, sender: federationSender,
     stream, notifier, typing, receipts, clock,
+    membership,
     userExists: async (userId) => {
       const user = await storage.users.get(userId);
       return user !== undefined && user.deactivated !== 1;

@@ -173,7 +173,7 @@ export class FederatedMembership implements RemoteRooms {
   }
 
   /** A membership in a room this server is not in: kept with its event, shown to the user by sync. */
-  private async recordOutOfRoom(roomId: string, userId: string, membership: string, eventId: string, version: RoomVersion, strippedState: string, pdu: Pdu): Promise<void> {
+  async recordOutOfRoom(roomId: string, userId: string, membership: string, eventId: string, version: RoomVersion, strippedState: string, pdu: Pdu): Promise<void> {
     const position = await writeAtNextPosition(this.deps.storage, this.deps.stream, async (stores, position) => {
       await stores.federation.putRemoteMembership({
         room_id: roomId,

@@ -21,12 +21,12 @@ import { roomVersion, type RoomVersion } from '../rooms/room-versions.js';
 import { serverAllowedByAcl } from '../rooms/server-acl.js';
 import type { Storage } from '../storage/index.js';
 import type { Notifier } from '../sync/notifier.js';
-import { writeAtNextPosition, type StreamCounter } from '../sync/stream.js';
+import type { StreamCounter } from '../sync/stream.js';
 import type { TypingTracker } from '../sync/typing.js';
 import type { FederationClient } from './http-client.js';
 import type { KeyRing } from './key-ring.js';
 import { checkPdu } from './pdu-checks.js';
-import { strippedList } from './membership.js';
+import { strippedList, type FederatedMembership } from './membership.js';
 import { FederatedEventSource } from './remote-source.js';
 import type { FederationSender } from './sender.js';
 
@@ -58,6 +58,8 @@ export interface RoomFederationDeps {
   clock: Clock;
   /** Whether a local user exists (and is not deactivated). */
   userExists: (userId: string) => Promise<boolean>;
+  /** Where memberships in rooms this server is not in are kept. */
+  membership: FederatedMembership;
   log?: FastifyBaseLogger | undefined;
 }
 
@@ -211,22 +213,28 @@ export class RoomFederation {
   }
 
   private async keepInvite(roomId: string, invitee: string, eventId: string, version: RoomVersion, signed: Pdu, inviteRoomState: unknown): Promise<void> {
-    const stripped = strippedList(inviteRoomState);
-    const position = await writeAtNextPosition(this.deps.storage, this.deps.stream, async (stores, position) => {
-      await stores.federation.putRemoteMembership({
-        room_id: roomId,
-        user_id: invitee,
-        membership: 'invite',
-        event_id: eventId,
-        room_version: version.id,
-        stripped_state: JSON.stringify(stripped),
-        pdu: JSON.stringify(signed),
-        updated_ts: this.deps.clock.now(),
-      });
-      await stores.rooms.setMembership({ room_id: roomId, user_id: invitee, membership: 'invite', event_id: eventId, stream_ordering: position });
-    });
-    this.deps.cache.setUserRoom(invitee, roomId, { membership: 'invite', stream: position, forgotten: false });
-    this.deps.notifier.notify([invitee]);
+    await this.deps.membership.recordOutOfRoom(roomId, invitee, 'invite', eventId, version, JSON.stringify(strippedList(inviteRoomState)), signed);
+  }
+
+  /**
+   * PDUs of a room this server is not in are not ours to check, except one: the withdrawal of an
+   * invite (or the refusal of a knock) of one of our users, which their server is told of. It must
+   * be signed by the origin, whose invite (or the room it knocked on) we hold.
+   */
+  private async outOfRoomMemberships(origin: string, roomId: string, raws: readonly unknown[]): Promise<void> {
+    for (const raw of raws) {
+      const pdu = raw as Partial<Pdu>;
+      if (pdu.type !== 'm.room.member' || typeof pdu.state_key !== 'string' || domainOf(pdu.state_key) !== this.serverName) continue;
+      const membership = (pdu.content as JsonObject | undefined)?.membership;
+      if (membership !== 'leave' && membership !== 'ban') continue;
+      const kept = await this.deps.storage.federation.remoteMembership(roomId, pdu.state_key);
+      if (!kept || (kept.membership !== 'invite' && kept.membership !== 'knock')) continue;
+      const version = roomVersion(kept.room_version);
+      if (!version || typeof pdu.sender !== 'string' || domainOf(pdu.sender) !== origin) continue;
+      const checked = await checkPdu(raw, version, roomId, this.deps.keyRing);
+      if (!('verified' in checked)) continue;
+      await this.deps.membership.recordOutOfRoom(roomId, pdu.state_key, membership, checked.verified.eventId, version, kept.stripped_state, checked.verified.pdu);
+    }
   }
 
   // ---- reading rooms ----
@@ -359,7 +367,10 @@ export class RoomFederation {
             if (id) results[id] = { error: reason };
           }
         };
-        if (!room || room.legacy || !this.isResident(room)) return refuse('This server is not in the room');
+        if (!room || room.legacy || !this.isResident(room)) {
+          await this.outOfRoomMemberships(origin, roomId, raws).catch((err: unknown) => this.deps.log?.debug({ err, roomId }, 'federation: an out-of-room membership was ignored'));
+          return refuse('This server is not in the room');
+        }
         if (!serverAllowedByAcl(room.lookup, origin)) return refuse('Server is banned from this room');
         const verified: VerifiedPdu[] = [];
         for (const raw of raws) {

@@ -96,6 +96,15 @@ describe('invites across servers', () => {
     expect(left.timeline.events.at(-1).content.membership).toBe('leave');
   });
 
+  it('an invite withdrawn on B (a kick of the invitee) is withdrawn on A', async () => {
+    const roomId = await aliceB.createRoom({ preset: 'private_chat' });
+    await aliceB.invite(roomId, botA.userId);
+    await botA.waitForInvite(roomId);
+    await aliceB.ok('POST', `/rooms/${encodeURIComponent(roomId)}/kick`, { user_id: botA.userId, reason: 'sorry, wrong bot' });
+    const left = await botA.syncUntil((sync) => sync.rooms?.leave?.[roomId]);
+    expect(left.timeline.events.at(-1)).toMatchObject({ sender: aliceB.userId, content: { membership: 'leave', reason: 'sorry, wrong bot' } });
+  });
+
   it('kick and ban of a remote user reach their server', async () => {
     const roomId = await aliceB.createRoom({ preset: 'public_chat' });
     await botA.ok('POST', `/join/${encodeURIComponent(roomId)}`, {}, { server_name: 'b.test' });
