@@ -121,11 +121,13 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   const bridge = config.bridge.enabled ? new Bridge(services, server, app.log, deps.bridge) : undefined;
   app.decorate('homeserver', { config, services, server, bridge });
   app.decorateRequest('requester', null);
-  // Expired tokens are deleted once a day has passed since they expired; the tables would only grow.
+  // Expired tokens are deleted once a day has passed since they expired, and federation
+  // transactions a day after they came: the tables would only grow.
   let pruning: NodeJS.Timeout | undefined;
   app.addHook('onReady', async () => {
     pruning = setInterval(() => {
       services.sessions.pruneExpiredTokens().catch((err: unknown) => app.log.error({ err }, 'pruning expired tokens failed'));
+      services.roomFederation.pruneTransactions().catch((err: unknown) => app.log.error({ err }, 'pruning federation transactions failed'));
     }, TOKEN_PRUNE_INTERVAL_MS);
     pruning.unref();
     await services.media.start();

@@ -73,6 +73,18 @@ export class FederatedEventSource implements RemoteEventSource {
     return answer ?? { stateIds: [], authChainIds: [] };
   }
 
+  async stateBefore(roomId: string, eventId: string): Promise<VerifiedPdu[]> {
+    const raws = await this.firstAnswer(async (server) => {
+      const body = await this.client.request<{ pdus?: unknown; auth_chain?: unknown }>(server, {
+        method: 'GET',
+        path: `/_matrix/federation/v1/state/${encodeURIComponent(roomId)}?event_id=${encodeURIComponent(eventId)}`,
+      });
+      if (!Array.isArray(body.pdus) || !Array.isArray(body.auth_chain) || body.pdus.length + body.auth_chain.length > MAX_STATE_IDS) return undefined;
+      return [...body.pdus, ...body.auth_chain];
+    });
+    return raws ? verifyPdus(raws, this.version, roomId, this.keyRing) : [];
+  }
+
   /** Asks each server in turn until one answers usefully. */
   private async firstAnswer<T>(ask: (server: string) => Promise<T | undefined>): Promise<T | undefined> {
     for (const server of this.servers) {

@@ -37,6 +37,10 @@ const MAX_BACKFILL = 100;
 const MAX_MISSING_EVENTS = 20;
 /** Kept EDUs (device lists, to-device messages) per origin until the encryption work reads them. */
 const MAX_KEPT_EDUS_PER_ORIGIN = 1000;
+/** Invites from other servers a user may hold unanswered; more are refused (they are stored). */
+export const MAX_PENDING_REMOTE_INVITES = 1000;
+/** Transactions are remembered this long, for answering retries. */
+const INBOUND_TXN_RETENTION_MS = 86_400_000;
 /** Remote typing notices last this long unless renewed (Synapse's federation timeout). */
 const REMOTE_TYPING_TIMEOUT_MS = 30_000;
 /** EDU types accepted and kept for end-to-end encryption (a later issue). */
@@ -208,7 +212,12 @@ export class RoomFederation {
     const signed = cosignPdu(pdu, version, this.deps.signer);
     // In a room we are in, the invite reaches us again as a PDU of the room, and the user sees it
     // from the room's state; otherwise it is kept with the stripped state the inviter sent.
-    if (!room || !this.isResident(room)) await this.keepInvite(roomId, invitee, eventId, version, signed, body.invite_room_state);
+    if (!room || !this.isResident(room)) {
+      if ((await this.deps.storage.federation.pendingRemoteInvites(invitee)) >= MAX_PENDING_REMOTE_INVITES) {
+        throw new MatrixError('M_FORBIDDEN', `${invitee} has too many invites waiting for an answer`);
+      }
+      await this.keepInvite(roomId, invitee, eventId, version, signed, body.invite_room_state);
+    }
     return { event: signed };
   }
 
@@ -439,6 +448,11 @@ export class RoomFederation {
         await this.deps.receipts.setRemoteReceipt(room, userId, eventId, threadId);
       }
     }
+  }
+
+  /** Forgets transactions older than a day (run periodically). */
+  async pruneTransactions(): Promise<void> {
+    await this.deps.storage.federation.pruneInboundTxns(this.deps.clock.now() - INBOUND_TXN_RETENTION_MS);
   }
 
   // ---- helpers ----

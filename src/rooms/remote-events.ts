@@ -38,7 +38,12 @@ export interface RemoteEventSource {
   missingEvents(roomId: string, earliest: readonly string[], latest: readonly string[], limit: number): Promise<VerifiedPdu[]>;
   /** The state before an event, as ids (with its auth chain), for a gap we cannot fill. */
   stateIdsBefore(roomId: string, eventId: string): Promise<{ stateIds: string[]; authChainIds: string[] }>;
+  /** The same as whole events, checked: one request instead of one per event we lack. */
+  stateBefore(roomId: string, eventId: string): Promise<VerifiedPdu[]>;
 }
+
+/** Past this many events missing at a gap, they are fetched in one /state answer, not one by one. */
+const FETCH_ONE_BY_ONE_LIMIT = 50;
 
 /** A room could not be joined with what the resident server answered. */
 export class JoinRefused extends Error {
@@ -230,7 +235,16 @@ export class RemoteEvents {
       const { stateIds, authChainIds } = await source.stateIdsBefore(roomId, prevId);
       const wanted = [...new Set([...authChainIds, ...stateIds, prevId])];
       const missingIds = await this.unknown(wanted, pending);
-      const events = await source.events(roomId, missingIds);
+      let events: VerifiedPdu[];
+      if (missingIds.length > FETCH_ONE_BY_ONE_LIMIT) {
+        const missing = new Set(missingIds);
+        const bulk = (await source.stateBefore(roomId, prevId)).filter((event) => missing.has(event.eventId));
+        // The prev itself is not part of the state before it.
+        const found = new Set(bulk.map((event) => event.eventId));
+        events = [...bulk, ...(await source.events(roomId, missingIds.filter((id) => !found.has(id)).slice(0, FETCH_ONE_BY_ONE_LIMIT)))];
+      } else {
+        events = await source.events(roomId, missingIds);
+      }
       // Outliers: their auth is checked against their own auth events only.
       for (const event of events.sort((a, b) => a.pdu.depth - b.pdu.depth)) {
         if (!pending.has(event.eventId) && room) await this.admit(room, version, event, batch, source, { outlier: event.eventId !== prevId, knownStateBefore: event.eventId === prevId ? stateIds : undefined });

@@ -128,6 +128,17 @@ export class FederationStore {
     return this.db.selectFrom('remote_memberships').selectAll().where('room_id', '=', roomId).where('user_id', '=', userId).executeTakeFirst();
   }
 
+  /** How many invites from other servers a user has not answered. */
+  async pendingRemoteInvites(userId: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('remote_memberships')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('user_id', '=', userId)
+      .where('membership', '=', 'invite')
+      .executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
   async deleteRemoteMembership(roomId: string, userId: string): Promise<void> {
     await this.db.deleteFrom('remote_memberships').where('room_id', '=', roomId).where('user_id', '=', userId).execute();
   }

@@ -64,4 +64,47 @@ describe('a partition', () => {
     await aliceB.send(roomId, { msgtype: 'm.text', body: 'after' });
     await botA.waitForEvent(roomId, (event) => event.content?.body === 'after');
   });
+
+  it('fills a gap: what get_missing_events returns, and beyond its reach the state at the gap', async () => {
+    const roomId = await aliceB.createRoom({ preset: 'public_chat' });
+    await botA.ok('POST', `/join/${encodeURIComponent(roomId)}`, {}, { server_name: 'b.test' });
+    await aliceB.waitForEvent(roomId, (event) => event.type === 'm.room.member' && event.state_key === botA.userId);
+    const a = federation.servers.get('a.test')!;
+    const dropOutbox = async () => {
+      const rows = await a.services.storage.federation.nextBatch('b.test', 1000, 1000);
+      await a.services.storage.federation.dequeue(rows.map((row) => row.id));
+    };
+
+    // A small gap: three events B never got, then one it gets.
+    federation.partition('a.test', 'b.test');
+    for (const body of ['lost 1', 'lost 2', 'lost 3']) await botA.send(roomId, { msgtype: 'm.text', body });
+    await dropOutbox();
+    federation.heal();
+    await a.services.federationSender.resetConnection('b.test');
+    await botA.send(roomId, { msgtype: 'm.text', body: 'after the small gap' });
+    await aliceB.waitForEvent(roomId, (event) => event.content?.body === 'after the small gap');
+    const page = await aliceB.ok('GET', `/rooms/${encodeURIComponent(roomId)}/messages`, undefined, { dir: 'b', limit: 10 });
+    expect((page.chunk as Json[]).map((event) => event.content?.body).filter(Boolean).slice(0, 4)).toEqual(['after the small gap', 'lost 3', 'lost 2', 'lost 1']);
+
+    // A gap wider than get_missing_events reaches (20): bridged with the state before the event.
+    await aliceB.ok('PUT', `/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`, {
+      ...(await aliceB.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`)),
+      users: { [aliceB.userId]: 100, [botA.userId]: 50 },
+    });
+    await botA.waitForEvent(roomId, (event) => event.type === 'm.room.power_levels' && event.content.users?.[botA.userId] === 50);
+    federation.partition('a.test', 'b.test');
+    for (let i = 0; i < 40; i++) await botA.send(roomId, { msgtype: 'm.text', body: `far ${i}` });
+    await botA.setState(roomId, 'm.room.topic', '', { topic: 'set during the wide gap' });
+    for (let i = 40; i < 45; i++) await botA.send(roomId, { msgtype: 'm.text', body: `far ${i}` });
+    await dropOutbox();
+    federation.heal();
+    await a.services.federationSender.resetConnection('b.test');
+    await botA.send(roomId, { msgtype: 'm.text', body: 'after the wide gap' });
+    await aliceB.waitForEvent(roomId, (event) => event.content?.body === 'after the wide gap', 20_000);
+    // The state changed in the gap arrived with the state at it.
+    expect((await aliceB.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.topic/`)).topic).toBe('set during the wide gap');
+    // And the room goes on from both sides.
+    await aliceB.send(roomId, { msgtype: 'm.text', body: 'B after the gap' });
+    await botA.waitForEvent(roomId, (event) => event.content?.body === 'B after the gap');
+  });
 });
