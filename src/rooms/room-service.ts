@@ -249,8 +249,10 @@ export class RoomService {
   private async inviteRemote(requester: Requester, roomId: string, target: string, reason: string | undefined): Promise<void> {
     const room = await this.reader.roomOrForbidden(roomId, requester.userId);
     if (room.legacy) throw new MatrixError('M_FORBIDDEN', 'This room was made before federation here and stays local');
-    const draft = memberDraft(requester.userId, target, { membership: 'invite' }, reason);
-    assertAllowed(room, draft);
+    assertAllowed(room, memberDraft(requester.userId, target, { membership: 'invite' }, reason));
+    // The invitee's name and avatar, as their server tells them (Synapse's include_profile_data_on_invite).
+    const profile = (await this.remote!.profile(target)) ?? {};
+    const draft = memberDraft(requester.userId, target, { ...profile, membership: 'invite' }, reason);
     if (room.membership(target) === 'invite') return;
     const built = await this.writer.preview(roomId, draft);
     const stripped = inviteStateOf(room, requester.userId);

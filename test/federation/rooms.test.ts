@@ -84,6 +84,11 @@ describe('invites across servers', () => {
     expect(own?.sender).toBe(botA.userId);
     await aliceB.join(roomId);
     await botA.waitForEvent(roomId, (event) => event.type === 'm.room.member' && event.state_key === aliceB.userId && event.content.membership === 'join');
+    // The invite carried Alice's profile as B gave it.
+    const invite = (await botA.ok('GET', `/rooms/${encodeURIComponent(roomId)}/messages`, undefined, { dir: 'b', limit: 20 })).chunk.find(
+      (event: Json) => event.type === 'm.room.member' && event.state_key === aliceB.userId && event.content.membership === 'invite',
+    );
+    expect(invite.content.displayname).toBe('Alice');
   });
 
   it('an invite from B is rejected from A through make_leave and send_leave', async () => {
