@@ -233,23 +233,42 @@ export class RemoteEvents {
     }
     for (const prevId of await this.unknown(incoming.pdu.prev_events, pending)) {
       const { stateIds, authChainIds } = await source.stateIdsBefore(roomId, prevId);
-      const wanted = [...new Set([...authChainIds, ...stateIds, prevId])];
-      const missingIds = await this.unknown(wanted, pending);
-      let events: VerifiedPdu[];
-      if (missingIds.length > FETCH_ONE_BY_ONE_LIMIT) {
-        const missing = new Set(missingIds);
-        const bulk = (await source.stateBefore(roomId, prevId)).filter((event) => missing.has(event.eventId));
-        // The prev itself is not part of the state before it.
-        const found = new Set(bulk.map((event) => event.eventId));
-        events = [...bulk, ...(await source.events(roomId, missingIds.filter((id) => !found.has(id)).slice(0, FETCH_ONE_BY_ONE_LIMIT)))];
-      } else {
-        events = await source.events(roomId, missingIds);
-      }
+      const events = await this.fetchEvents(roomId, [...new Set([...authChainIds, ...stateIds, prevId])], prevId, batch, source);
       // Outliers: their auth is checked against their own auth events only.
       for (const event of events.sort((a, b) => a.pdu.depth - b.pdu.depth)) {
         if (!pending.has(event.eventId) && room) await this.admit(room, version, event, batch, source, { outlier: event.eventId !== prevId, knownStateBefore: event.eventId === prevId ? stateIds : undefined });
       }
     }
+  }
+
+  /**
+   * The events among `wanted` we lack, from the sender: one by one when few, else in one /state
+   * answer (the state before `at`) plus the few it does not hold.
+   */
+  private async fetchEvents(roomId: string, wanted: readonly string[], at: string, batch: Batch, source: RemoteEventSource): Promise<VerifiedPdu[]> {
+    const missingIds = await this.unknown(wanted, batch.pending);
+    if (missingIds.length <= FETCH_ONE_BY_ONE_LIMIT) return source.events(roomId, missingIds);
+    const missing = new Set(missingIds);
+    const bulk = (await source.stateBefore(roomId, at)).filter((event) => missing.has(event.eventId));
+    const found = new Set(bulk.map((event) => event.eventId));
+    return [...bulk, ...(await source.events(roomId, missingIds.filter((id) => !found.has(id)).slice(0, FETCH_ONE_BY_ONE_LIMIT)))];
+  }
+
+  /**
+   * The state after a prev we hold without state of its own (an outlier, or history from before
+   * a join): the state before it as its sender says, fetched and stored as outliers, plus itself.
+   */
+  private async stateAfterStateless(room: RoomSnapshot, version: RoomVersion, prev: StoredEvent, batch: Batch, source: RemoteEventSource): Promise<StateMap | undefined> {
+    const { stateIds, authChainIds } = await source.stateIdsBefore(room.roomId, prev.eventId).catch(() => ({ stateIds: [], authChainIds: [] }));
+    if (stateIds.length === 0) return undefined;
+    const events = await this.fetchEvents(room.roomId, [...new Set([...authChainIds, ...stateIds])], prev.eventId, batch, source);
+    for (const event of events.sort((a, b) => a.pdu.depth - b.pdu.depth)) {
+      if (!batch.pending.has(event.eventId)) await this.admit(room, version, event, batch, source, { outlier: true });
+    }
+    const state = new Map<string, string>();
+    for (const event of await this.eventsOfIds(stateIds, batch.pending)) if (event.stateKey !== undefined && event.rejected === undefined) state.set(stateKeyOf(event.type, event.stateKey), event.eventId);
+    if (prev.stateKey !== undefined && prev.rejected === undefined) state.set(stateKeyOf(prev.type, prev.stateKey), prev.eventId);
+    return state;
   }
 
   private async unknown(eventIds: readonly string[], pending: Map<string, Pending>): Promise<string[]> {
@@ -289,7 +308,7 @@ export class RemoteEvents {
     }
 
     // Step 5: the state before it (outliers and history have none here: their auth events stand in).
-    const before = stateless ? { state: new Map<string, string>(), group: undefined } : await this.stateBefore(room, version, pdu, pending, options.knownStateBefore);
+    const before = stateless ? { state: new Map<string, string>(), group: undefined } : await this.stateBefore(room, version, pdu, batch, source, options.knownStateBefore);
     const beforeEvents = stateless ? new Map(authEvents.map((event) => [event.eventId, event])) : await this.eventsOfState(before.state, pending);
     if (rejected === undefined && !stateless) {
       const byState = checkEventAuth(proposedOf(pdu), lookupFromState(beforeEvents, version, room.roomId, await this.createEvent(room, pending)), version, signed);
@@ -399,9 +418,11 @@ export class RemoteEvents {
     room: RoomSnapshot,
     version: RoomVersion,
     pdu: Pdu,
-    pending: Map<string, Pending>,
+    batch: Batch,
+    source: RemoteEventSource,
     known: readonly string[] | undefined,
   ): Promise<{ state: StateMap; group: { groupId: number; deltaDepth: number } | undefined }> {
+    const { pending } = batch;
     if (known) {
       const events = await this.eventsOfIds(known, pending);
       const state = new Map<string, string>();
@@ -411,13 +432,16 @@ export class RemoteEvents {
     const afters: Array<{ state: StateMap; group: { groupId: number; deltaDepth: number } | undefined }> = [];
     for (const prevId of pdu.prev_events) {
       const inBatch = pending.get(prevId);
-      if (inBatch) {
-        if (!inBatch.stateless) afters.push({ state: inBatch.stateAfter, group: inBatch.group });
+      if (inBatch && !inBatch.stateless) {
+        afters.push({ state: inBatch.stateAfter, group: inBatch.group });
         continue;
       }
-      const prev = await this.graph.event(prevId);
+      const prev = inBatch?.event ?? (await this.graph.event(prevId));
       if (prev?.stateGroup !== undefined) {
         afters.push({ state: await this.stateGroups.stateOf(prev.stateGroup), group: { groupId: prev.stateGroup, deltaDepth: await this.stateGroups.deltaDepthOf(prev.stateGroup) } });
+      } else if (prev) {
+        const state = await this.stateAfterStateless(room, version, prev, batch, source);
+        if (state) afters.push({ state, group: undefined });
       }
     }
     // A create event, or an event whose prevs we could not get: nothing (it fails auth if it needs state).

@@ -111,6 +111,33 @@ describe('PDUs that are refused', () => {
   });
 });
 
+describe('PDUs built on events held without state', () => {
+  it('an event whose parent we hold only as an outlier is placed with the state its sender gives', async () => {
+    // (Unbanned above, the bot is out of the room: back in.)
+    await botA.ok('POST', `/join/${encodeURIComponent(roomId)}`, {}, { server_name: 'b.test' });
+    const room = (await b.services.roomCache.room(roomId))!;
+    // Known on A only as part of the state it was given when it joined: no state of its own there.
+    const parent = room.get('m.room.history_visibility')!;
+    expect((await a.services.storage.rooms.getEvent(parent.eventId))?.outlier).toBe(1);
+    const authEvents = ['m.room.create', 'm.room.power_levels'].map((type) => room.get(type)!.eventId);
+    authEvents.push(room.get('m.room.member', aliceB.userId)!.eventId);
+    const { pdu, eventId } = finishPdu(
+      { room_id: roomId, sender: aliceB.userId, type: 'm.room.message', content: { msgtype: 'm.text', body: 'from an old fork' }, origin_server_ts: Date.now(), depth: parent.depth + 1, prev_events: [parent.eventId], auth_events: authEvents },
+      room.version,
+      b.services.signer,
+    );
+    const answer = await b.services.federation.client.request<Json>('a.test', {
+      method: 'PUT',
+      path: `/_matrix/federation/v1/send/fork-${++txn}`,
+      body: { origin: 'b.test', origin_server_ts: Date.now(), pdus: [pdu], edus: [] },
+    });
+    expect(answer.pdus[eventId], JSON.stringify(answer.pdus[eventId])).toEqual({});
+    const seen = await botA.request('GET', `/rooms/${encodeURIComponent(roomId)}/event/${encodeURIComponent(eventId)}`);
+    expect(seen.status).toBe(200);
+    expect(seen.body.content.body).toBe('from an old fork');
+  });
+});
+
 describe('requests that are refused', () => {
   it('answers 401 to a request without a valid X-Matrix signature', async () => {
     const unsigned = await b.http.put('/_matrix/federation/v1/send/x1').send({ origin: 'a.test', pdus: [], edus: [] });
