@@ -14,8 +14,8 @@ import type { WriteHook } from '../rooms/event-writer.js';
 import { pduOf } from '../rooms/pdu.js';
 import type { RoomCache } from '../rooms/room-cache.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
-import type { Storage } from '../storage/index.js';
-import type { FederationClient } from './http-client.js';
+import type { OutboxRow, Storage } from '../storage/index.js';
+import { FederationError, type FederationClient } from './http-client.js';
 
 export const MAX_PDUS_PER_TXN = 50;
 export const MAX_EDUS_PER_TXN = 100;
@@ -34,7 +34,16 @@ interface DestinationState {
   failures: number;
   /** Typing notices: kept in memory only (a stale one is worthless after a restart). */
   ephemeral: Array<Record<string, unknown>>;
+  /** Transactions in a row the destination answered with an error (it is up, but refuses them). */
+  refusals: number;
 }
+
+/**
+ * After this many refused transactions in a row, the head of the queue is sent one item at a
+ * time: one event the destination cannot take (Synapse answers 500 to an event nested deeper
+ * than its JSON encoder recurses) must not hold back everything after it.
+ */
+const REFUSALS_BEFORE_ISOLATING = 3;
 
 export class FederationSender {
   private readonly destinations = new Map<string, DestinationState>();
@@ -177,7 +186,7 @@ export class FederationSender {
   private state(destination: string): DestinationState {
     let state = this.destinations.get(destination);
     if (!state) {
-      state = { sending: false, timer: undefined, retryAfter: 0, failures: 0, ephemeral: [] };
+      state = { sending: false, timer: undefined, retryAfter: 0, failures: 0, ephemeral: [], refusals: 0 };
       this.destinations.set(destination, state);
     }
     return state;
@@ -215,42 +224,92 @@ export class FederationSender {
       const rows = await this.storage.federation.nextBatch(destination, MAX_PDUS_PER_TXN, MAX_EDUS_PER_TXN);
       const ephemeral = state.ephemeral.splice(0);
       if (rows.length === 0 && ephemeral.length === 0) return;
-      const pduIds = rows.filter((row) => row.kind === 'pdu').map((row) => row.payload);
-      const stored = await this.graph.events(pduIds);
-      const pdus: unknown[] = [];
-      for (const id of pduIds) {
-        const event = stored.get(id);
-        const room = event ? await this.cache.room(event.roomId) : undefined;
-        const pdu = event && room ? pduOf(event, room.version) : undefined;
-        if (pdu) pdus.push(pdu);
+      if (state.refusals >= REFUSALS_BEFORE_ISOLATING && rows.length > 0) {
+        if (!(await this.isolate(destination, state, rows))) return;
+        continue;
       }
-      const edus = [...rows.filter((row) => row.kind === 'edu').map((row) => JSON.parse(row.payload) as unknown), ...ephemeral];
-      const txnId = `${this.clock.now()}-${++this.txnCounter}`;
       try {
-        await this.client.request(destination, {
-          method: 'PUT',
-          path: `/_matrix/federation/v1/send/${encodeURIComponent(txnId)}`,
-          body: { origin: this.options.serverName, origin_server_ts: this.clock.now(), pdus, edus },
-        });
+        await this.sendTransaction(destination, rows, ephemeral);
       } catch (err) {
         // Typing notices are dropped rather than replayed late; the rest waits in the outbox.
-        state.failures += 1;
-        const delay = Math.min(this.options.minRetryMs * 2 ** (state.failures - 1), this.options.maxRetryMs);
-        state.retryAfter = this.clock.now() + delay;
-        this.log?.warn({ destination, err: (err as Error).message, retryInMs: delay }, 'federation: sending a transaction failed');
-        await this.storage.federation
-          .setDestination({ destination, failures: state.failures, retry_after_ts: state.retryAfter, last_success_ts: null, last_error: (err as Error).message.slice(0, 500) })
-          .catch(() => undefined);
+        await this.failed(destination, state, err);
         return;
       }
       await this.storage.federation.dequeue(rows.map((row) => row.id));
-      if (state.failures > 0) {
-        state.failures = 0;
-        state.retryAfter = 0;
-        await this.storage.federation
-          .setDestination({ destination, failures: 0, retry_after_ts: 0, last_success_ts: this.clock.now(), last_error: null })
-          .catch(() => undefined);
+      await this.succeeded(destination, state);
+    }
+  }
+
+  /**
+   * Sends the items of a refused batch one per transaction. Those the destination still refuses
+   * are dropped (it can fetch events it misses with get_missing_events), but only when others
+   * went through: a destination refusing everything is broken, not picky, and keeps its queue.
+   */
+  private async isolate(destination: string, state: DestinationState, rows: OutboxRow[]): Promise<boolean> {
+    const refused: Array<{ row: OutboxRow; err: unknown }> = [];
+    let delivered = 0;
+    for (const row of rows) {
+      try {
+        await this.sendTransaction(destination, [row], []);
+        await this.storage.federation.dequeue([row.id]);
+        delivered += 1;
+      } catch (err) {
+        if (!(err instanceof FederationError) || err.status === undefined) {
+          await this.failed(destination, state, err);
+          return false;
+        }
+        refused.push({ row, err });
       }
     }
+    if (delivered === 0 && refused.length > 0) {
+      await this.failed(destination, state, refused[0]!.err);
+      return false;
+    }
+    for (const { row, err } of refused) {
+      this.log?.warn({ destination, kind: row.kind, item: row.kind === 'pdu' ? row.payload : undefined, err: (err as Error).message }, 'federation: the destination refuses this item on its own; dropped');
+    }
+    await this.storage.federation.dequeue(refused.map(({ row }) => row.id));
+    await this.succeeded(destination, state);
+    return true;
+  }
+
+  private async sendTransaction(destination: string, rows: readonly OutboxRow[], ephemeral: ReadonlyArray<Record<string, unknown>>): Promise<void> {
+    const pduIds = rows.filter((row) => row.kind === 'pdu').map((row) => row.payload);
+    const stored = await this.graph.events(pduIds);
+    const pdus: unknown[] = [];
+    for (const id of pduIds) {
+      const event = stored.get(id);
+      const room = event ? await this.cache.room(event.roomId) : undefined;
+      const pdu = event && room ? pduOf(event, room.version) : undefined;
+      if (pdu) pdus.push(pdu);
+    }
+    const edus = [...rows.filter((row) => row.kind === 'edu').map((row) => JSON.parse(row.payload) as unknown), ...ephemeral];
+    const txnId = `${this.clock.now()}-${++this.txnCounter}`;
+    await this.client.request(destination, {
+      method: 'PUT',
+      path: `/_matrix/federation/v1/send/${encodeURIComponent(txnId)}`,
+      body: { origin: this.options.serverName, origin_server_ts: this.clock.now(), pdus, edus },
+    });
+  }
+
+  private async failed(destination: string, state: DestinationState, err: unknown): Promise<void> {
+    state.failures += 1;
+    if (err instanceof FederationError && err.status !== undefined) state.refusals += 1;
+    const delay = Math.min(this.options.minRetryMs * 2 ** (state.failures - 1), this.options.maxRetryMs);
+    state.retryAfter = this.clock.now() + delay;
+    this.log?.warn({ destination, err: (err as Error).message, retryInMs: delay }, 'federation: sending a transaction failed');
+    await this.storage.federation
+      .setDestination({ destination, failures: state.failures, retry_after_ts: state.retryAfter, last_success_ts: null, last_error: (err as Error).message.slice(0, 500) })
+      .catch(() => undefined);
+  }
+
+  private async succeeded(destination: string, state: DestinationState): Promise<void> {
+    state.refusals = 0;
+    if (state.failures === 0) return;
+    state.failures = 0;
+    state.retryAfter = 0;
+    await this.storage.federation
+      .setDestination({ destination, failures: 0, retry_after_ts: 0, last_success_ts: this.clock.now(), last_error: null })
+      .catch(() => undefined);
   }
 }

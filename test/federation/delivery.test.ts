@@ -71,6 +71,32 @@ describe('delivery across a restart', () => {
   });
 });
 
+describe('an event the destination cannot take', () => {
+  it('is sent on its own, refused again and dropped from the queue; what came after it is delivered', async () => {
+    const b = federation.servers.get('b.test')!;
+    const roomFederation = b.services.roomFederation;
+    const original = roomFederation.transaction.bind(roomFederation);
+    // B fails any transaction holding this event, as Synapse does one nested deeper than it can encode.
+    roomFederation.transaction = async (origin, txnId, body) => {
+      if (JSON.stringify(body.pdus ?? []).includes('TOXIC')) throw new Error('simulated failure');
+      return original(origin, txnId, body);
+    };
+    try {
+      await botA.send(roomId, { msgtype: 'm.text', body: 'TOXIC' });
+      for (let i = 0; i < 3; i++) await botA.send(roomId, { msgtype: 'm.text', body: `behind the poison ${i}` });
+      const alice = client(b.hs, { ...aliceB.user });
+      await alice.waitForEvent(roomId, (event) => event.content?.body === 'behind the poison 2', 20_000);
+      const page = await alice.ok('GET', `/rooms/${encodeURIComponent(roomId)}/messages`, undefined, { dir: 'b', limit: 10 });
+      // (B pulls the dropped event itself through get_missing_events when the next one names it.)
+      expect(messages(page.chunk as Json[]).slice(0, 3).reverse()).toEqual(['behind the poison 0', 'behind the poison 1', 'behind the poison 2']);
+      const a = federation.servers.get('a.test')!;
+      expect((await a.services.federationSender.status('b.test')).queued).toBe(0);
+    } finally {
+      roomFederation.transaction = original;
+    }
+  });
+});
+
 describe('EDUs', () => {
   it('typing and read receipts of a local user reach the other server', async () => {
     const b = federation.servers.get('b.test')!;
