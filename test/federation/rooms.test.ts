@@ -74,6 +74,21 @@ describe('joining rooms across servers', () => {
   });
 });
 
+describe('every room version across servers', () => {
+  it.each(['3', '4', '6', '8', '11', '12'])('room version %s: a bot on A joins a room of B and both chat', async (version) => {
+    const roomId = await aliceB.createRoom({ preset: 'public_chat', room_version: version });
+    await botA.ok('POST', `/join/${encodeURIComponent(roomId)}`, {}, { server_name: 'b.test' });
+    await botA.send(roomId, { msgtype: 'm.text', body: `A in v${version}` });
+    await aliceB.waitForEvent(roomId, (event) => event.content?.body === `A in v${version}`);
+    await aliceB.send(roomId, { msgtype: 'm.text', body: `B in v${version}` });
+    const seen = await botA.waitForEvent(roomId, (event) => event.content?.body === `B in v${version}`);
+    // v3 ids are standard base64, v4+ url-safe (no '/' or '+').
+    if (version !== '3') expect(seen.event_id).not.toMatch(/[+/]/);
+    const create = await botA.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.create/`);
+    expect(create.room_version).toBe(version);
+  });
+});
+
 describe('invites across servers', () => {
   it('a user on A invites a user on B, who sees the invite and joins', async () => {
     const roomId = await botA.createRoom({ preset: 'private_chat', name: 'Private' });
