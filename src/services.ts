@@ -111,7 +111,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const profiles = new ProfileService(storage, rooms, limiters, config.server_name, membership);
   const roomFederation = new RoomFederation({
     signer, storage, cache: roomCache, graph, remote: remoteEvents, keyRing: federation.keyRing, client: federation.client, sender: federationSender,
-    stream, notifier, typing, receipts, clock,
+    typing, receipts, clock,
     membership,
     userExists: async (userId) => {
       const user = await storage.users.get(userId);

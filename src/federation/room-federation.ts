@@ -20,8 +20,6 @@ import type { RoomSnapshot } from '../rooms/room-snapshot.js';
 import { roomVersion, type RoomVersion } from '../rooms/room-versions.js';
 import { serverAllowedByAcl } from '../rooms/server-acl.js';
 import type { Storage } from '../storage/index.js';
-import type { Notifier } from '../sync/notifier.js';
-import type { StreamCounter } from '../sync/stream.js';
 import type { TypingTracker } from '../sync/typing.js';
 import type { FederationClient } from './http-client.js';
 import type { KeyRing } from './key-ring.js';
@@ -55,8 +53,6 @@ export interface RoomFederationDeps {
   keyRing: KeyRing;
   client: FederationClient;
   sender: FederationSender;
-  stream: StreamCounter;
-  notifier: Notifier;
   typing: TypingTracker;
   receipts: ReceiptService;
   clock: Clock;
