@@ -86,14 +86,7 @@ export class FederationClient {
 
   /** Sends a signed request to `destination` and returns its JSON answer; throws FederationError. */
   async request<T = unknown>(destination: string, request: FederationRequest): Promise<T> {
-    if (destination === this.options.signer.serverName) throw new FederationError('refusing to send a federation request to ourselves', destination);
-    if (!this.options.isAllowedDestination(destination)) throw new FederationError(`${destination} is not in federation_domain_whitelist`, destination);
-    let addresses: ServerAddress[];
-    try {
-      addresses = await this.resolver.resolve(destination);
-    } catch (err) {
-      throw new FederationError(`cannot find ${destination}: ${(err as Error).message}`, destination, undefined, undefined, { cause: err });
-    }
+    const addresses = await this.addressesOf(destination);
     const authorization = this.authorization(destination, request);
     let lastError: unknown;
     for (const address of addresses) {
@@ -114,6 +107,17 @@ export class FederationClient {
 
   close(): void {
     this.agent.destroy();
+  }
+
+  /** Where a destination may be reached; refuses ourselves and servers outside the whitelist. */
+  private async addressesOf(destination: string): Promise<ServerAddress[]> {
+    if (destination === this.options.signer.serverName) throw new FederationError('refusing to send a federation request to ourselves', destination);
+    if (!this.options.isAllowedDestination(destination)) throw new FederationError(`${destination} is not in federation_domain_whitelist`, destination);
+    try {
+      return await this.resolver.resolve(destination);
+    } catch (err) {
+      throw new FederationError(`cannot find ${destination}: ${(err as Error).message}`, destination, undefined, undefined, { cause: err });
+    }
   }
 
   /** Closes the pooled connections (the next requests connect again, through the address checks). */
@@ -148,14 +152,7 @@ export class FederationClient {
    * error answer (its JSON body kept) or when nothing answers.
    */
   async requestBytes(destination: string, request: { path: string; maxResponseBytes: number; timeoutMs?: number }): Promise<{ headers: IncomingMessage['headers']; bytes: Buffer }> {
-    if (destination === this.options.signer.serverName) throw new FederationError('refusing to send a federation request to ourselves', destination);
-    if (!this.options.isAllowedDestination(destination)) throw new FederationError(`${destination} is not in federation_domain_whitelist`, destination);
-    let addresses: ServerAddress[];
-    try {
-      addresses = await this.resolver.resolve(destination);
-    } catch (err) {
-      throw new FederationError(`cannot find ${destination}: ${(err as Error).message}`, destination, undefined, undefined, { cause: err });
-    }
+    const addresses = await this.addressesOf(destination);
     const authorization = this.authorization(destination, { method: 'GET', path: request.path });
     let lastError: unknown;
     for (const address of addresses) {

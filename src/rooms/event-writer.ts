@@ -482,19 +482,7 @@ export class EventWriter {
     }
     for (const [index, event] of item.events.entries()) {
       await stores.rooms.insertEvent(rowFromEvent(event));
-      if (event.stateKey !== undefined) {
-        await stores.rooms.setCurrentState(event.roomId, event.type, event.stateKey, event.eventId);
-        if (event.type === 'm.room.member') {
-          const membership = event.content.membership;
-          await stores.rooms.setMembership({
-            room_id: event.roomId,
-            user_id: event.stateKey,
-            membership: typeof membership === 'string' ? membership : 'leave',
-            event_id: event.eventId,
-            stream_ordering: event.stream,
-          });
-        }
-      }
+      await this.writeCurrent(stores, event);
       const redaction = item.drafts[index]?.redaction;
       if (redaction) await stores.rooms.markRedacted(redaction.eventId, JSON.stringify(redaction.redactedContent), event.eventId);
     }

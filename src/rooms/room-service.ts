@@ -164,24 +164,13 @@ export class RoomService {
    * through other servers: those named (`via`), the alias's, the inviter's and the room id's.
    */
   async join(requester: Requester, roomIdOrAlias: string, reason?: string, via: readonly string[] = []): Promise<string> {
-    let roomId: string;
-    const servers = [...via];
-    if (isRoomAlias(roomIdOrAlias) && serverOf(roomIdOrAlias) !== this.config.server_name && this.remote) {
-      const resolved = await this.remote.resolveAlias(roomIdOrAlias);
-      roomId = resolved.roomId;
-      servers.push(...resolved.servers);
-    } else {
-      roomId = await this.resolveRoom(roomIdOrAlias);
-    }
-    const room = await this.cache.room(roomId);
-    if (this.remote && (!room || (!room.legacy && !this.isResident(room)))) {
-      const candidates = await this.remoteCandidates(requester.userId, roomId, room, servers);
-      if (candidates.length > 0 || !room) {
-        if (candidates.length === 0) throw new MatrixError('M_NOT_FOUND', 'No known servers');
-        const profile = await this.profileOf(requester.userId);
-        await this.remote.join(requester.userId, roomId, candidates, { ...profile, ...(reason !== undefined ? { reason } : {}) });
-        return roomId;
-      }
+    const { roomId, room, candidates } = await this.membershipTarget(requester.userId, roomIdOrAlias, via);
+    // A room we knew but are no longer in, with nobody to ask, is joined here (it may be ours).
+    if (candidates && (candidates.length > 0 || !room)) {
+      if (candidates.length === 0) throw new MatrixError('M_NOT_FOUND', 'No known servers');
+      const profile = await this.profileOf(requester.userId);
+      await this.remote!.join(requester.userId, roomId, candidates, { ...profile, ...(reason !== undefined ? { reason } : {}) });
+      return roomId;
     }
     if (!room) throw new MatrixError('M_NOT_FOUND', 'No known servers');
     const profile = await this.profileOf(requester.userId);
@@ -219,21 +208,11 @@ export class RoomService {
    * knocked on through other servers, as a join would be.
    */
   async knock(requester: Requester, roomIdOrAlias: string, reason: string | undefined, via: readonly string[] = []): Promise<string> {
-    let roomId: string;
-    const servers = [...via];
-    if (isRoomAlias(roomIdOrAlias) && serverOf(roomIdOrAlias) !== this.config.server_name && this.remote) {
-      const resolved = await this.remote.resolveAlias(roomIdOrAlias);
-      roomId = resolved.roomId;
-      servers.push(...resolved.servers);
-    } else {
-      roomId = await this.resolveRoom(roomIdOrAlias);
-    }
-    const room = await this.cache.room(roomId);
-    if (this.remote && (!room || (!room.legacy && !this.isResident(room)))) {
-      const candidates = await this.remoteCandidates(requester.userId, roomId, room, servers);
+    const { roomId, room, candidates } = await this.membershipTarget(requester.userId, roomIdOrAlias, via);
+    if (candidates && (candidates.length > 0 || !room)) {
       if (candidates.length === 0) throw new MatrixError('M_NOT_FOUND', 'No known servers');
       const profile = await this.profileOf(requester.userId);
-      await this.remote.knock(requester.userId, roomId, candidates, { ...profile, ...(reason !== undefined ? { reason } : {}) });
+      await this.remote!.knock(requester.userId, roomId, candidates, { ...profile, ...(reason !== undefined ? { reason } : {}) });
       return roomId;
     }
     if (!room) throw new MatrixError('M_NOT_FOUND', 'No known servers');
@@ -258,6 +237,25 @@ export class RoomService {
     const stripped = inviteStateOf(room, requester.userId);
     const signed = await this.remote!.countersignInvite(roomId, room.version, built, stripped);
     await this.writer.submit({ roomId, prepare: () => [{ ...draft, prebuilt: { pdu: signed, eventId: built.eventId } }] });
+  }
+
+  /**
+   * The room a join or knock is for (an alias of another server is asked there), and, when this
+   * server is not in it, the servers to go through (`candidates`; undefined when it is local).
+   */
+  private async membershipTarget(userId: string, roomIdOrAlias: string, via: readonly string[]): Promise<{ roomId: string; room: RoomSnapshot | undefined; candidates: string[] | undefined }> {
+    let roomId: string;
+    const servers = [...via];
+    if (isRoomAlias(roomIdOrAlias) && serverOf(roomIdOrAlias) !== this.config.server_name && this.remote) {
+      const resolved = await this.remote.resolveAlias(roomIdOrAlias);
+      roomId = resolved.roomId;
+      servers.push(...resolved.servers);
+    } else {
+      roomId = await this.resolveRoom(roomIdOrAlias);
+    }
+    const room = await this.cache.room(roomId);
+    const remote = this.remote !== undefined && (!room || (!room.legacy && !this.isResident(room)));
+    return { roomId, room, candidates: remote ? await this.remoteCandidates(userId, roomId, room, servers) : undefined };
   }
 
   /** Whether a member of this server is joined: the room's events reach us and we may build on them. */
