@@ -13,6 +13,7 @@ import * as pdus from './0007-pdus.js';
 import * as federation from './0008-federation.js';
 import * as remoteMemberships from './0009-remote-memberships.js';
 import * as remoteMedia from './0010-remote-media.js';
+import * as eventsTopological from './0011-events-topological.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -25,4 +26,5 @@ export const migrations: Record<string, Migration> = {
   '0008-federation': federation,
   '0009-remote-memberships': remoteMemberships,
   '0010-remote-media': remoteMedia,
+  '0011-events-topological': eventsTopological,
 };

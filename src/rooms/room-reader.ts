@@ -4,7 +4,7 @@
  */
 import type { Clock } from '../core/clock.js';
 import { MatrixError } from '../core/errors.js';
-import type { Storage } from '../storage/index.js';
+import type { Storage, TopologicalPosition } from '../storage/index.js';
 import { formatSyncToken, parseSyncToken, type StreamCounter } from '../sync/stream.js';
 import { eventFromRow, stateKeyOf, toClientEvent, type ClientEvent, type JsonObject, type StoredEvent, type Viewer } from './events.js';
 import type { RoomCache } from './room-cache.js';
@@ -193,6 +193,47 @@ export class RoomReader {
     }
     return { events, more: true, lastScanned };
   }
+
+  /**
+   * Events the user may see in topological order (depth, then arrival), walking from `from`
+   * towards `to`, at most `limit`, with positions up to `maxStream`. Positions are points between
+   * events (Synapse's tokens): (depth, position) is right after the event at that place. `last`
+   * is where the next page starts.
+   */
+  async pageTopological(
+    room: RoomSnapshot,
+    options: { dir: 'b' | 'f'; from: TopologicalPosition; to: TopologicalPosition | undefined; maxStream: number; limit: number; visibility: VisibilityContext | undefined; matches?: EventPredicate | undefined },
+  ): Promise<{ events: StoredEvent[]; more: boolean; last: TopologicalPosition }> {
+    const events: StoredEvent[] = [];
+    let from = options.from;
+    for (let pages = 0; pages < PAGE_SCAN_LIMIT; pages++) {
+      const want = options.limit - events.length;
+      const rows =
+        options.dir === 'b'
+          ? await this.storage.rooms.eventsTopologicalBackwards(room.roomId, from, options.to, options.maxStream, want + 1)
+          : await this.storage.rooms.eventsTopologicalForwards(room.roomId, from, options.to, options.maxStream, want + 1);
+      for (const row of rows.slice(0, want)) {
+        const event = eventFromRow(row);
+        // Going back, the next page starts just before this event; going forward, just after it.
+        from = { depth: event.depth, stream: options.dir === 'b' ? event.stream - 1 : event.stream };
+        if (options.visibility && !canSeeEvent(event, options.visibility)) continue;
+        if (options.matches && !options.matches(event)) continue;
+        events.push(event);
+      }
+      if (rows.length <= want) return { events, more: false, last: from };
+      if (events.length >= options.limit) return { events, more: true, last: from };
+    }
+    return { events, more: true, last: from };
+  }
+
+  /**
+   * A stream position (a sync token, which clients page back from) as a place in topological
+   * order: after the deepest event at or before it. Going back from it yields everything up to
+   * that position (and events of a lower depth that arrived later, as in Synapse).
+   */
+  async topologicalAt(room: RoomSnapshot, position: number): Promise<TopologicalPosition> {
+    return { depth: await this.storage.rooms.maxDepthAtPosition(room.roomId, position), stream: position };
+  }
 }
 
 export interface MessagesQuery {
@@ -219,22 +260,32 @@ export class RoomHistory {
     return { room, visibility };
   }
 
+  /**
+   * `/messages`: a page of the room in topological order (depth, then arrival), as Synapse pages
+   * it; tokens are `t<depth>-<position>`, and a sync token (`s…`, a `prev_batch`) works as `from`.
+   */
   async messages(viewer: Viewer, roomId: string, query: MessagesQuery): Promise<JsonObject> {
     const { room, visibility } = await this.roomForHistory(roomId, viewer.userId);
-    const from = parsePosition(query.from, 'from') ?? (query.dir === 'b' ? this.stream.current : -1);
-    const to = parsePosition(query.to, 'to');
     // Someone no longer in the room (and not reading a world-readable one) has nothing to find
     // after their last membership change: do not scan there.
     const last = visibility.currentMembership === 'join' || room.historyVisibility() === 'world_readable' ? Infinity : (visibility.history.at(-1)?.stream ?? -1);
-    const page =
-      query.dir === 'b'
-        ? await this.reader.pageBackwards(room, { before: Math.min(from, last), stopAt: to ?? -1, limit: query.limit, visibility, matches: query.matches })
-        : await this.reader.pageForwards(room, { after: from, upTo: Math.min(to ?? this.stream.current, last), limit: query.limit, visibility, matches: query.matches });
+    const backwards = query.dir === 'b';
+    const from = (await this.boundOf(room, query.from, 'from')) ?? (backwards ? TOPMOST : BOTTOMMOST);
+    const to = await this.boundOf(room, query.to, 'to');
+    const page = await this.reader.pageTopological(room, {
+      dir: query.dir,
+      from,
+      to,
+      maxStream: Math.min(last, this.stream.current),
+      limit: query.limit,
+      visibility,
+      matches: query.matches,
+    });
     const response: JsonObject = {
       chunk: await this.reader.render(page.events, viewer),
-      start: query.from ?? positionToken(from),
+      start: query.from ?? (backwards ? positionToken(this.stream.current) : topologicalToken(BOTTOMMOST)),
     };
-    if (page.events.length > 0 || page.more) response.end = positionToken(page.lastScanned);
+    if (page.events.length > 0 || page.more) response.end = topologicalToken(page.last);
     if (query.lazyLoadMembers) {
       const newest = page.events.reduce((max, e) => Math.max(max, e.stream), -1);
       const state = newest < 0 ? [] : await this.reader.stateAt(room, newest);
@@ -243,13 +294,24 @@ export class RoomHistory {
     return response;
   }
 
+  /** A pagination token as a place: `t<depth>-<position>` as it is; a sync token through topologicalAt. */
+  private async boundOf(room: RoomSnapshot, token: string | undefined, name: string): Promise<TopologicalPosition | undefined> {
+    if (token === undefined || token === '') return undefined;
+    const topological = /^t(\d{1,15})-(\d{1,15})$/.exec(token);
+    if (topological) return { depth: Number(topological[1]), stream: Number(topological[2]) };
+    return this.reader.topologicalAt(room, parsePosition(token, name)!);
+  }
+
   async context(viewer: Viewer, roomId: string, eventId: string, limit: number, matches: EventPredicate, lazyLoadMembers: boolean): Promise<JsonObject> {
     const { room, visibility } = await this.roomForHistory(roomId, viewer.userId);
     const event = await this.reader.getEvent(eventId);
     if (!event || event.roomId !== roomId || !canSeeEvent(event, visibility)) throw new MatrixError('M_NOT_FOUND', 'Event not found.');
     const beforeLimit = Math.floor(limit / 2);
-    const before = await this.reader.pageBackwards(room, { before: event.stream - 1, stopAt: -1, limit: beforeLimit, visibility, matches });
-    const after = await this.reader.pageForwards(room, { after: event.stream, upTo: this.stream.current, limit: limit - beforeLimit, visibility, matches });
+    const maxStream = this.stream.current;
+    const justBefore: TopologicalPosition = { depth: event.depth, stream: event.stream - 1 };
+    const justAfter: TopologicalPosition = { depth: event.depth, stream: event.stream };
+    const before = await this.reader.pageTopological(room, { dir: 'b', from: justBefore, to: undefined, maxStream, limit: beforeLimit, visibility, matches });
+    const after = await this.reader.pageTopological(room, { dir: 'f', from: justAfter, to: undefined, maxStream, limit: limit - beforeLimit, visibility, matches });
     const [rendered] = await this.reader.render([event], viewer);
     const all = [...before.events, event, ...after.events];
     // The state at the last event returned, which the caller could see, never the current state:
@@ -261,8 +323,8 @@ export class RoomHistory {
       event: rendered,
       events_before: await this.reader.render(before.events, viewer),
       events_after: await this.reader.render(after.events, viewer),
-      start: positionToken(before.events.length > 0 ? before.lastScanned : event.stream - 1),
-      end: positionToken(after.events.length > 0 ? after.lastScanned : event.stream),
+      start: topologicalToken(before.last),
+      end: topologicalToken(after.last),
       state: await this.reader.render(shown, viewer),
     };
   }
@@ -322,7 +384,16 @@ function memberEventsOf(state: StoredEvent[], events: StoredEvent[]): StoredEven
   return state.filter((e) => e.type === 'm.room.member' && senders.has(e.stateKey ?? ''));
 }
 
-/** Pagination tokens are stream positions in the sync token's form, so either works as `from`. */
+/** Bounds for paging a whole room: above every event, and below every event. */
+const TOPMOST: TopologicalPosition = { depth: Number.MAX_SAFE_INTEGER, stream: Number.MAX_SAFE_INTEGER };
+const BOTTOMMOST: TopologicalPosition = { depth: 0, stream: 0 };
+
+/** A place in a room's topological order as a pagination token (Synapse's form). */
+export function topologicalToken(position: TopologicalPosition): string {
+  return `t${Math.max(0, position.depth)}-${Math.max(0, position.stream)}`;
+}
+
+/** Stream positions in the sync token's form (what sync's prev_batch is). */
 export function positionToken(position: number): string {
   return formatSyncToken({ stream: Math.max(position, 0), typing: 0 });
 }

@@ -9,6 +9,12 @@ export type RoomRow = Selectable<RoomsTable>;
 export type NewRoomRow = Insertable<RoomsTable>;
 export type MembershipRow = Selectable<MembershipsTable>;
 
+/** A place in a room's topological order: depth, then stream position. */
+export interface TopologicalPosition {
+  depth: number;
+  stream: number;
+}
+
 // The queries every send and every sync run, compiled once (see QueryTemplate).
 const EVENT_COLUMNS = [
   'stream_ordering', 'event_id', 'room_id', 'type', 'state_key', 'sender', 'origin_server_ts', 'content', 'replaces_state',
@@ -210,6 +216,51 @@ export class RoomStore {
    */
   async eventsNewestFirst(roomId: string, after: number, upTo: number, limit: number): Promise<EventRow[]> {
     return eventsNewestFirstQuery.all(this.db, roomId, after, upTo, limit);
+  }
+
+  /**
+   * Events of a room in topological order (depth, then position), newest first: those at or
+   * before `below` and after `above` (as [depth, position]; a token is the point right after the
+   * event it names), with positions in (0, maxStream], at most `limit`. Outliers, rejected and
+   * soft-failed events (positions below zero) are never among them.
+   */
+  async eventsTopologicalBackwards(roomId: string, below: TopologicalPosition, above: TopologicalPosition | undefined, maxStream: number, limit: number): Promise<EventRow[]> {
+    let query = this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('room_id', '=', roomId)
+      .where('stream_ordering', '>', 0)
+      .where('stream_ordering', '<=', maxStream)
+      .where((eb) => eb.or([eb('depth', '<', below.depth), eb.and([eb('depth', '=', below.depth), eb('stream_ordering', '<=', below.stream)])]));
+    if (above) query = query.where((eb) => eb.or([eb('depth', '>', above.depth), eb.and([eb('depth', '=', above.depth), eb('stream_ordering', '>', above.stream)])]));
+    return query.orderBy('depth', 'desc').orderBy('stream_ordering', 'desc').limit(limit).execute();
+  }
+
+  /** The same, oldest first: events after `above` and at or before `below`. */
+  async eventsTopologicalForwards(roomId: string, above: TopologicalPosition, below: TopologicalPosition | undefined, maxStream: number, limit: number): Promise<EventRow[]> {
+    let query = this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('room_id', '=', roomId)
+      .where('stream_ordering', '>', 0)
+      .where('stream_ordering', '<=', maxStream)
+      .where((eb) => eb.or([eb('depth', '>', above.depth), eb.and([eb('depth', '=', above.depth), eb('stream_ordering', '>', above.stream)])]));
+    if (below) query = query.where((eb) => eb.or([eb('depth', '<', below.depth), eb.and([eb('depth', '=', below.depth), eb('stream_ordering', '<=', below.stream)])]));
+    return query.orderBy('depth', 'asc').orderBy('stream_ordering', 'asc').limit(limit).execute();
+  }
+
+  /** The greatest depth among a room's shown events at or below a position (0 when none). */
+  async maxDepthAtPosition(roomId: string, position: number): Promise<number> {
+    const row = await this.db
+      .selectFrom('events')
+      .select('depth')
+      .where('room_id', '=', roomId)
+      .where('stream_ordering', '>', 0)
+      .where('stream_ordering', '<=', position)
+      .orderBy('depth', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return Number(row?.depth ?? 0);
   }
 
   /** Events of a room with `from <= stream_ordering < until`, oldest first, at most `limit`. */

@@ -63,6 +63,16 @@ describe('a partition', () => {
     // And the room goes on: the next events build on both forks.
     await aliceB.send(roomId, { msgtype: 'm.text', body: 'after' });
     await botA.waitForEvent(roomId, (event) => event.content?.body === 'after');
+
+    // /messages pages in topological order on both servers (depth, then arrival), whatever order
+    // the forks arrived in; sync showed them in arrival order.
+    for (const [name, viewer] of [['a.test', botA], ['b.test', aliceB]] as const) {
+      const page = await viewer.ok('GET', `/rooms/${encodeURIComponent(roomId)}/messages`, undefined, { dir: 'b', limit: 50 });
+      const storage = federation.servers.get(name)!.services.storage;
+      const depths = await Promise.all((page.chunk as Json[]).map(async (event) => Number((await storage.rooms.getEvent(event.event_id as string))!.depth)));
+      expect(depths).toEqual([...depths].sort((x, y) => y - x));
+      expect((page.chunk as Json[]).map((event) => event.content?.body)).toEqual(expect.arrayContaining(['A while apart', 'B while apart', 'after']));
+    }
   });
 
   it('fills a gap: what get_missing_events returns, and beyond its reach the state at the gap', async () => {
