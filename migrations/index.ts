@@ -14,6 +14,7 @@ import * as federation from './0008-federation.js';
 import * as remoteMemberships from './0009-remote-memberships.js';
 import * as remoteMedia from './0010-remote-media.js';
 import * as eventsTopological from './0011-events-topological.js';
+import * as stateResets from './0012-state-resets.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -27,4 +28,5 @@ export const migrations: Record<string, Migration> = {
   '0009-remote-memberships': remoteMemberships,
   '0010-remote-media': remoteMedia,
   '0011-events-topological': eventsTopological,
+  '0012-state-resets': stateResets,
 };

@@ -73,6 +73,12 @@ export interface RemoteBatch {
   head?: RoomHead | undefined;
   /** Redactions among the events that take effect (their targets are stored). */
   redactions?: Array<{ eventId: string; redactedContent: JsonObject; redactedBy: string }> | undefined;
+  /**
+   * The current state changes other than by the batch's own shown state events (resolution
+   * brought back an older event, or one known only as an outlier, or dropped a key): syncs from
+   * before this batch must get the room's whole state again.
+   */
+  stateReset?: boolean | undefined;
 }
 
 /** What a write hook learns of each request: its events, the room after them, whose they are to send. */
@@ -108,6 +114,8 @@ interface Prepared {
   currentState?: StoredEvent[];
   removedState?: Array<[string, string]>;
   redactions?: RemoteBatch['redactions'];
+  /** The position of a state reset the batch makes. */
+  stateReset?: number | undefined;
 }
 
 interface NewStateGroup {
@@ -222,6 +230,7 @@ export class EventWriter {
         }
         for (const item of prepared) {
           for (const event of item.events) maxStream = Math.max(maxStream, event.stream);
+          if (item.stateReset !== undefined) maxStream = Math.max(maxStream, item.stateReset);
           await this.write(stores, item);
           const fanOut = item.pending.request.fanOut ?? item.pending.request.remote === undefined;
           for (const hook of this.writeHooks) await hook(stores, item.events, item.room, { fanOut });
@@ -336,9 +345,16 @@ export class EventWriter {
       pending.reject(err);
       return undefined;
     }
+    let newest = 0;
     for (const event of batch.events) {
       const shown = !event.outlier && event.rejected === undefined && !event.softFailed;
       event.stream = shown ? this.stream.next() : this.outlierPositions.next();
+      if (shown) newest = event.stream;
+    }
+    if (batch.stateReset) {
+      // A position of its own when nothing in the batch is shown, so syncs are woken past it.
+      room.stateResetStream = newest > 0 ? newest : this.stream.next();
+      if (room.stateResetStream > room.latestStream) room.latestStream = room.stateResetStream;
     }
     for (const event of batch.currentState) room.apply(event);
     for (const [type, stateKey] of batch.removedState) room.removeState(type, stateKey);
@@ -351,7 +367,17 @@ export class EventWriter {
       }
     }
     if (!pending.request.newRoom && batch.events.length > 0) touchedRooms.add(room.roomId);
-    return { pending, room, events: batch.events, drafts: [], stateGroups: [], currentState: batch.currentState, removedState: batch.removedState, redactions: batch.redactions };
+    return {
+      pending,
+      room,
+      events: batch.events,
+      drafts: [],
+      stateGroups: [],
+      currentState: batch.currentState,
+      removedState: batch.removedState,
+      redactions: batch.redactions,
+      stateReset: batch.stateReset ? room.stateResetStream : undefined,
+    };
   }
 
   /**
@@ -478,6 +504,7 @@ export class EventWriter {
       for (const event of item.currentState) await this.writeCurrent(stores, event);
       for (const [type, stateKey] of item.removedState ?? []) await stores.rooms.deleteCurrentState(item.room.roomId, type, stateKey);
       for (const redaction of item.redactions ?? []) await stores.rooms.markRedacted(redaction.eventId, JSON.stringify(redaction.redactedContent), redaction.redactedBy);
+      if (item.stateReset !== undefined) await stores.rooms.setStateReset(item.room.roomId, item.stateReset);
       return;
     }
     for (const [index, event] of item.events.entries()) {

@@ -493,7 +493,7 @@ export class RemoteEvents {
           prepare: () => [],
           remote: (latest): RemoteBatch => {
             if (!sameList(latest.head.extremities, expected)) throw new HeadMoved('the room moved on while the batch was checked');
-            return { events: order, currentState: changes.current, removedState: changes.removed, head, redactions };
+            return { events: order, currentState: changes.current, removedState: changes.removed, head, redactions, stateReset: isStateReset(order, changes, pending) };
           },
         });
         for (const event of order) this.graph.forget(event.eventId);
@@ -575,6 +575,16 @@ export class RemoteEvents {
     }
     return { current: await this.eventsOfIds(changedIds, pending), removed };
   }
+}
+
+/**
+ * Whether the current state changes other than by the batch's own shown state events: a key
+ * dropped, or a key set to an event that is not one of them (older, or an outlier).
+ */
+function isStateReset(order: StoredEvent[], changes: { current: StoredEvent[]; removed: Array<[string, string]> }, pending: Map<string, Pending>): boolean {
+  if (changes.removed.length > 0) return true;
+  const shown = new Set(order.filter((event) => !event.outlier && event.rejected === undefined && !event.softFailed && !pending.get(event.eventId)?.stateless).map((event) => event.eventId));
+  return changes.current.some((event) => !shown.has(event.eventId));
 }
 
 function proposedOf(pdu: Pdu) {

@@ -92,6 +92,7 @@ export class RoomCache {
       // Events written from now on are remembered; older ones are read from disk.
       snapshot.recentFloor = snapshot.latestStream;
       snapshot.latestReceiptStream = latestReceipt;
+      snapshot.stateResetStream = Number(row.state_reset_stream);
       const raced = this.peek(roomId);
       if (raced) return raced;
       this.hold(snapshot);

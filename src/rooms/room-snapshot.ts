@@ -38,6 +38,11 @@ export class RoomSnapshot {
   /** Stream position of the newest receipt in the room: syncs skip the receipts query below it. */
   latestReceiptStream = 0;
   /**
+   * The last position at which the room's state changed other than by a new state event (state
+   * resolution over other servers' events): a sync from before it gets the whole state again.
+   */
+  stateResetStream = 0;
+  /**
    * The room's newest events, oldest first: every event with a position above `recentFloor` is
    * here. An incremental sync (the bot's loop) reads its timeline from this instead of querying
    * the events it was just woken for.

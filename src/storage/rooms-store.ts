@@ -74,6 +74,10 @@ export class RoomStore {
   }
 
   /** Where the room's DAG ends now: its forward extremities, their depth, its current state group. */
+  async setStateReset(roomId: string, position: number): Promise<void> {
+    await this.db.updateTable('rooms').set({ state_reset_stream: position }).where('room_id', '=', roomId).execute();
+  }
+
   async setRoomHead(roomId: string, head: { extremities: readonly string[]; depth: number; stateGroup: number | undefined }): Promise<void> {
     await setRoomHeadQuery.all(this.db, JSON.stringify(head.extremities), head.depth, head.stateGroup ?? null, roomId);
   }

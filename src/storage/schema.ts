@@ -63,6 +63,8 @@ export interface RoomsTable {
   depth: Generated<number>;
   /** The state group holding the room's current state; null until its first state event as a PDU. */
   state_group: number | null;
+  /** The last position at which state resolution changed the state other than by a new event. */
+  state_reset_stream: Generated<number>;
 }
 
 export interface EventsTable {

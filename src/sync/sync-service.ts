@@ -265,7 +265,9 @@ export class SyncService {
     const firstStream = timelineEvents[0]?.stream ?? upTo + 1;
     // An unfiltered, unlimited timeline of a user joined throughout holds every change since the
     // token: there is no state to add. Otherwise the state is derived (see stateDelta).
-    const timelineHoldsEverything = !fullState && !page.more && !filter.timeline.restrictive && visibility === undefined;
+    // (Not when state resolution changed the state since the token other than by new events.)
+    const stateReset = since !== undefined && room.stateResetStream > since.stream;
+    const timelineHoldsEverything = !fullState && !stateReset && !page.more && !filter.timeline.restrictive && visibility === undefined;
     const stateEvents = timelineHoldsEverything
       ? []
       : await this.stateDelta(room, timelineEvents, firstStream, upTo, fullState ? undefined : since!.stream);
@@ -329,7 +331,11 @@ export class SyncService {
   private async stateDelta(room: RoomSnapshot, timeline: StoredEvent[], firstStream: number, upTo: number, previousPosition: number | undefined): Promise<StoredEvent[]> {
     const inTimeline = new Set(timeline.map((e) => e.eventId));
     const candidates: StoredEvent[] = [];
-    if (previousPosition === undefined) {
+    // State resolution changed the state since the token other than by new events: the client
+    // gets it all again (what it had may have been replaced by older events, or dropped).
+    if (previousPosition !== undefined && room.stateResetStream > previousPosition) {
+      candidates.push(...room.stateEvents());
+    } else if (previousPosition === undefined) {
       candidates.push(...(await this.reader.stateAt(room, firstStream - 1)), ...(await this.reader.stateAt(room, upTo)));
     } else {
       const changesByKey = new Map<string, StoredEvent[]>();

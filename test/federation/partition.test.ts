@@ -117,4 +117,36 @@ describe('a partition', () => {
     await aliceB.send(roomId, { msgtype: 'm.text', body: 'B after the gap' });
     await botA.waitForEvent(roomId, (event) => event.content?.body === 'B after the gap');
   });
+
+  it('a change undone by state resolution reaches clients in their next sync', async () => {
+    const a = federation.servers.get('a.test')!;
+    const carolA = client(a.hs, await createUser(a.hs, 'carol'));
+    const roomId = await aliceB.createRoom({ preset: 'public_chat' });
+    await aliceB.setState(roomId, 'm.room.topic', '', { topic: 'before' });
+    await botA.ok('POST', `/join/${encodeURIComponent(roomId)}`, {}, { server_name: 'b.test' });
+    await carolA.ok('POST', `/join/${encodeURIComponent(roomId)}`, {});
+    await aliceB.ok('PUT', `/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`, {
+      ...(await aliceB.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`)),
+      users: { [aliceB.userId]: 100, [botA.userId]: 50 },
+    });
+    await carolA.waitForEvent(roomId, (event) => event.type === 'm.room.power_levels' && event.content.users?.[botA.userId] === 50);
+
+    federation.partition('a.test', 'b.test');
+    // On A the bot changes the topic; on B, meanwhile, it is banned (Alice outranks it).
+    await botA.setState(roomId, 'm.room.topic', '', { topic: 'set by the bot while apart' });
+    await carolA.waitForEvent(roomId, (event) => event.type === 'm.room.topic' && event.content.topic === 'set by the bot while apart');
+    await aliceB.ok('POST', `/rooms/${encodeURIComponent(roomId)}/ban`, { user_id: botA.userId });
+    federation.heal();
+    await a.services.federationSender.resetConnection('b.test');
+    await federation.servers.get('b.test')!.services.federationSender.resetConnection('a.test');
+
+    // A resolves its fork against B's: the ban stands and the bot's topic falls. Carol's sync,
+    // incremental, must bring the old topic back (its event is not new).
+    const topic = await carolA.syncUntil((sync) =>
+      (sync.rooms?.join?.[roomId]?.state?.events as Json[] | undefined)?.find((event) => event.type === 'm.room.topic' && event.content.topic === 'before'),
+    );
+    expect(topic.content.topic).toBe('before');
+    expect((await carolA.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.topic/`)).topic).toBe('before');
+    expect((await aliceB.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.topic/`)).topic).toBe('before');
+  });
 });
