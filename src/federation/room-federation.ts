@@ -10,7 +10,8 @@ import type { Clock } from '../core/clock.js';
 import { MatrixError } from '../core/errors.js';
 import type { Signer } from '../core/signed-json.js';
 import type { ReceiptService } from '../rooms/receipts-service.js';
-import { authEventKeys, checkEventAuth, domainOf, effectivePowerLevels, joinRuleOf, userPowerLevel, type ProposedEvent } from '../rooms/auth-rules.js';
+import { authEventKeys, checkEventAuth, domainOf, type ProposedEvent } from '../rooms/auth-rules.js';
+import { allowedRoomIds, chooseAuthoriser, needsAuthoriser } from '../rooms/restricted-joins.js';
 import type { EventGraph } from '../rooms/event-graph.js';
 import type { JsonObject, StoredEvent } from '../rooms/events.js';
 import { cosignPdu, eventIdOf, pduOf, type Pdu } from '../rooms/pdu.js';
@@ -92,7 +93,7 @@ export class RoomFederation {
     if (membership === 'knock' && !version.knocking) throw new MatrixError('M_FORBIDDEN', `Room version ${version.id} has no knocking`);
     const content: JsonObject = { membership };
     if (membership === 'join') {
-      const via = this.authorisingUser(room, userId);
+      const via = await this.authorisingUser(room, userId);
       if (via) content.join_authorised_via_users_server = via;
     }
     const proposed: ProposedEvent = { type: 'm.room.member', state_key: userId, sender: userId, content, prev_events: [...room.head.extremities] };
@@ -117,25 +118,13 @@ export class RoomFederation {
    * For a restricted room: a local member who may invite, named in the join as the one who
    * authorises it, when the user is in one of the rooms the join rule allows (rooms we know).
    */
-  private authorisingUser(room: RoomSnapshot, userId: string): string | undefined {
-    const rule = joinRuleOf(room.lookup);
-    if ((rule !== 'restricted' && rule !== 'knock_restricted') || !room.version.restrictedJoins) return undefined;
-    const membership = room.membership(userId);
-    if (membership === 'join' || membership === 'invite') return undefined;
-    const allow = room.get('m.room.join_rules')?.content.allow;
-    const allowedRooms = Array.isArray(allow)
-      ? allow.flatMap((entry) => (typeof entry === 'object' && entry !== null && (entry as JsonObject).type === 'm.room_membership' && typeof (entry as JsonObject).room_id === 'string' ? [(entry as JsonObject).room_id as string] : []))
-      : [];
-    const isInAllowedRoom = allowedRooms.some((allowedId) => this.deps.cache.peek(allowedId)?.isJoined(userId) === true);
-    if (!isInAllowedRoom) {
-      throw new MatrixError('M_UNABLE_TO_AUTHORISE_JOIN', 'The user is not in any room this room allows joining from (as far as this server knows)', { status: 400 });
+  private async authorisingUser(room: RoomSnapshot, userId: string): Promise<string | undefined> {
+    if (!needsAuthoriser(room, userId)) return undefined;
+    let inAllowedRoom = false;
+    for (const allowedId of allowedRoomIds(room)) {
+      if ((await this.deps.cache.room(allowedId))?.isJoined(userId)) inAllowedRoom = true;
     }
-    const levels = effectivePowerLevels(room.lookup, room.version);
-    const needed = levels.invite;
-    for (const member of room.joinedUsers()) {
-      if (domainOf(member) === this.serverName && userPowerLevel(levels, member) >= needed) return member;
-    }
-    throw new MatrixError('M_UNABLE_TO_GRANT_JOIN', 'No user on this server may invite to the room', { status: 400 });
+    return chooseAuthoriser(room, this.serverName, inAllowedRoom);
   }
 
   /**

@@ -22,6 +22,7 @@ import type { RoomCache } from './room-cache.js';
 import { notInRoom, type RoomReader } from './room-reader.js';
 import type { RoomSnapshot } from './room-snapshot.js';
 import type { RemoteRooms } from './remote-rooms.js';
+import { allowedRoomIds, chooseAuthoriser, needsAuthoriser } from './restricted-joins.js';
 
 
 /**
@@ -174,13 +175,16 @@ export class RoomService {
     }
     if (!room) throw new MatrixError('M_NOT_FOUND', 'No known servers');
     const profile = await this.profileOf(requester.userId);
+    // A restricted room: a member of ours who may invite vouches for the join.
+    const authoriser = needsAuthoriser(room, requester.userId) ? chooseAuthoriser(room, this.config.server_name, await this.isInAnyRoom(requester.userId, allowedRoomIds(room))) : undefined;
     await this.writer.submit({
       roomId,
       prepare: (current) => {
         const previous = current.get('m.room.member', requester.userId)?.content;
         // An invite to a direct chat stays marked as one in the join, as Synapse does.
         const isDirect = current.membership(requester.userId) === 'invite' && previous?.is_direct === true;
-        const draft = memberDraft(requester.userId, requester.userId, { ...profile, membership: 'join', ...(isDirect ? { is_direct: true } : {}) }, reason);
+        const vouched = authoriser !== undefined && needsAuthoriser(current, requester.userId) ? { join_authorised_via_users_server: authoriser } : {};
+        const draft = memberDraft(requester.userId, requester.userId, { ...profile, membership: 'join', ...(isDirect ? { is_direct: true } : {}), ...vouched }, reason);
         // Joining again with nothing changed writes nothing, as in Synapse.
         if (current.isJoined(requester.userId) && isDeepStrictEqual(previous, draft.content)) return [];
         return [draft];
@@ -256,6 +260,11 @@ export class RoomService {
     const room = await this.cache.room(roomId);
     const remote = this.remote !== undefined && (!room || (!room.legacy && !this.isResident(room)));
     return { roomId, room, candidates: remote ? await this.remoteCandidates(userId, roomId, room, servers) : undefined };
+  }
+
+  private async isInAnyRoom(userId: string, roomIds: readonly string[]): Promise<boolean> {
+    const rooms = await this.cache.roomsOf(userId);
+    return roomIds.some((roomId) => rooms.get(roomId)?.membership === 'join');
   }
 
   /** Whether a member of this server is joined: the room's events reach us and we may build on them. */

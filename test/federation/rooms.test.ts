@@ -74,6 +74,27 @@ describe('joining rooms across servers', () => {
   });
 });
 
+describe('restricted rooms across servers', () => {
+  it('a bot on A joins a restricted room of B because it is in the allowed room; B vouches and countersigns', async () => {
+    const lobby = await aliceB.createRoom({ preset: 'public_chat' });
+    const restricted = await aliceB.createRoom({
+      room_version: '10',
+      preset: 'private_chat',
+      initial_state: [{ type: 'm.room.join_rules', state_key: '', content: { join_rule: 'restricted', allow: [{ type: 'm.room_membership', room_id: lobby }] } }],
+    });
+    const refused = await botA.request('POST', `/join/${encodeURIComponent(restricted)}`, {}, { server_name: 'b.test' });
+    expect(refused.status).toBe(400);
+    expect(refused.body.errcode).toBe('M_UNABLE_TO_AUTHORISE_JOIN');
+    await botA.ok('POST', `/join/${encodeURIComponent(lobby)}`, {}, { server_name: 'b.test' });
+    await aliceB.waitForEvent(lobby, (event) => event.type === 'm.room.member' && event.state_key === botA.userId);
+    await botA.ok('POST', `/join/${encodeURIComponent(restricted)}`, {}, { server_name: 'b.test' });
+    const join = await aliceB.waitForEvent(restricted, (event) => event.type === 'm.room.member' && event.state_key === botA.userId && event.content.membership === 'join');
+    expect(join.content.join_authorised_via_users_server).toBe(aliceB.userId);
+    const stored = await federation.servers.get('a.test')!.services.storage.rooms.getEvent(join.event_id as string);
+    expect(Object.keys(JSON.parse(stored!.pdu_extra!).signatures).sort()).toEqual(['a.test', 'b.test']);
+  });
+});
+
 describe('every room version across servers', () => {
   it.each(['3', '4', '6', '8', '11', '12'])('room version %s: a bot on A joins a room of B and both chat', async (version) => {
     const roomId = await aliceB.createRoom({ preset: 'public_chat', room_version: version });

@@ -174,6 +174,20 @@ describe('membership', () => {
     expect((await bob.sync()).rooms.join[roomId]).toBeDefined();
   });
 
+  it('restricted rooms (v8+): members of an allowed room join without an invite, vouched for by a member who may invite', async () => {
+    const lobby = await alice.createRoom({ preset: 'public_chat' });
+    const restricted = await alice.createRoom({
+      room_version: '9',
+      preset: 'private_chat',
+      initial_state: [{ type: 'm.room.join_rules', state_key: '', content: { join_rule: 'restricted', allow: [{ type: 'm.room_membership', room_id: lobby }] } }],
+    });
+    expectMatrixError(await bob.request('POST', `/join/${enc(restricted)}`, {}), 400, 'M_UNABLE_TO_AUTHORISE_JOIN');
+    await bob.join(lobby);
+    await bob.join(restricted);
+    const member = await bob.ok('GET', `/rooms/${enc(restricted)}/state/m.room.member/${enc(bob.userId)}`);
+    expect(member).toMatchObject({ membership: 'join', join_authorised_via_users_server: alice.userId });
+  });
+
   it('forget hides a left room from sync; it needs leaving first', async () => {
     const roomId = await alice.createRoom({ preset: 'public_chat' });
     await bob.join(roomId);
