@@ -315,7 +315,9 @@ export class RoomFederation {
   // ---- transactions ----
 
   /** PUT /send/{txnId}: PDUs and EDUs from `origin`, answered once per transaction id. */
-  async transaction(origin: string, txnId: string, body: { pdus?: unknown[] | undefined; edus?: unknown[] | undefined }): Promise<JsonObject> {
+  async transaction(origin: string, txnId: string, body: { origin?: string | undefined; pdus?: unknown[] | undefined; edus?: unknown[] | undefined }): Promise<JsonObject> {
+    // The signed request says who sent it; a body that claims another origin is not believed.
+    if (body.origin !== undefined && body.origin !== origin) throw new MatrixError('M_FORBIDDEN', `The transaction says it is from ${body.origin}, the request was signed by ${origin}`);
     const key = `${origin}\u0000${txnId}`;
     const inflight = this.inflightTxns.get(key);
     if (inflight) return inflight;

@@ -150,6 +150,13 @@ describe('requests that are refused', () => {
     expect(forged.status).toBe(401);
   });
 
+  it('refuses a transaction whose body claims another origin than the signature', async () => {
+    const claimed = await a.services.federation.client
+      .request('b.test', { method: 'PUT', path: `/_matrix/federation/v1/send/claim-${++txn}`, body: { origin: 'c.test', origin_server_ts: Date.now(), pdus: [], edus: [] } })
+      .catch((err: { status?: number; errcode?: string }) => err);
+    expect(claimed).toMatchObject({ status: 403, errcode: 'M_FORBIDDEN' });
+  });
+
   it('refuses events from a server the room\u2019s ACL denies', async () => {
     const room = await aliceB.createRoom({ preset: 'public_chat' });
     await botA.ok('POST', `/join/${encodeURIComponent(room)}`, {}, { server_name: 'b.test' });
