@@ -159,6 +159,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   // (A callback hook: an async one costs a promise on every answer.)
   app.addHook('onSend', (_request, reply, payload, done) => {
     if (!reply.hasHeader('cache-control')) reply.header('Cache-Control', 'no-cache, no-store, must-revalidate');
+    // Synapse answers JSON as exactly `application/json` (JSON is UTF-8 by definition); strict
+    // clients and conformance tests compare the header as a whole.
+    if (reply.getHeader('content-type') === 'application/json; charset=utf-8') reply.header('Content-Type', 'application/json');
     done(null, payload);
   });
 

@@ -60,6 +60,8 @@ export const ConfigSchema = Type.Object(
     ),
     registration_shared_secret: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
     enable_registration: Type.Boolean({ default: false }),
+    // Profiles are public (the spec, Synapse); true requires an access token to read one.
+    require_auth_for_profile_requests: Type.Boolean({ default: false }),
     password_hashing: Type.Object(
       {
         memory_cost_kib: Type.Integer({ minimum: 8, maximum: 4_194_304, default: 19_456 }),

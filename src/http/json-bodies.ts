@@ -19,10 +19,19 @@ export const NOT_JSON: unique symbol = Symbol('body is not JSON');
 /** Stands in for a body nested deeper than the limit (never parsed). */
 export const TOO_DEEP: unique symbol = Symbol('body is nested too deeply');
 
+/** JSON is UTF-8: a body that is not (a lone byte 0xff, a truncated sequence) is not JSON. */
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
 export function installJsonBodies(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => {
-    const text = body as string;
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
+    let text: string;
+    try {
+      text = strictUtf8.decode(body as Buffer);
+    } catch {
+      done(null, NOT_JSON);
+      return;
+    }
     if (text.trim().length === 0) {
       done(null, undefined);
       return;

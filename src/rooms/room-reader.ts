@@ -330,7 +330,10 @@ export class RoomHistory {
   }
 
   async event(viewer: Viewer, roomId: string, eventId: string): Promise<ClientEvent> {
-    const { visibility } = await this.roomForHistory(roomId, viewer.userId);
+    // Someone outside the room learns nothing, not even that the event exists (the spec's 404).
+    const { visibility } = await this.roomForHistory(roomId, viewer.userId).catch((err: unknown) => {
+      throw err instanceof MatrixError && err.errcode === 'M_FORBIDDEN' ? new MatrixError('M_NOT_FOUND', 'Event not found.') : err;
+    });
     const event = await this.reader.getEvent(eventId);
     if (!event || event.roomId !== roomId || !canSeeEvent(event, visibility)) throw new MatrixError('M_NOT_FOUND', 'Event not found.');
     const [rendered] = await this.reader.render([event], viewer);

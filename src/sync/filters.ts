@@ -8,6 +8,7 @@ import { MatrixError } from '../core/errors.js';
 import { JsonTooDeepError, parseJsonSafely, parseStoredJson } from '../core/json.js';
 import type { ClientEvent, JsonObject } from '../rooms/events.js';
 import { compiledOnFirstUse, StringEnum } from '../schemas.js';
+import { isRoomId, isUserId } from '../rooms/ids.js';
 
 /** Lists in a filter are capped: each entry costs work on every event a sync looks at. */
 const MAX_LIST = 500;
@@ -210,12 +211,40 @@ const checkEventFilter = lazyValidator(EventFilterSchema as TSchema);
 
 /** Reads a filter given inline as JSON (a query parameter); refuses what a stored one could not be. */
 export function parseInlineFilter(text: string): FilterDefinition {
-  return parseChecked(text, checkFilter) as FilterDefinition;
+  const filter = parseChecked(text, checkFilter) as FilterDefinition;
+  assertFilterIds(filter);
+  return filter;
 }
 
 /** Reads an event filter given inline (`/messages`, `/context`). */
 export function parseInlineEventFilter(text: string): EventFilterDefinition {
-  return parseChecked(text, checkEventFilter) as EventFilterDefinition;
+  const filter = parseChecked(text, checkEventFilter) as EventFilterDefinition;
+  assertEventFilterIds(filter);
+  return filter;
+}
+
+/**
+ * Room and sender lists must hold room ids and user ids (Synapse refuses a filter that names
+ * `not_a_room_id`): 400 `M_INVALID_PARAM`.
+ */
+export function assertFilterIds(filter: FilterDefinition): void {
+  assertIds(filter.room?.rooms, 'room.rooms', isRoomId, 'room id');
+  assertIds(filter.room?.not_rooms, 'room.not_rooms', isRoomId, 'room id');
+  for (const [name, part] of [['presence', filter.presence], ['account_data', filter.account_data], ['room.timeline', filter.room?.timeline], ['room.state', filter.room?.state], ['room.ephemeral', filter.room?.ephemeral], ['room.account_data', filter.room?.account_data]] as const) {
+    if (part) assertEventFilterIds(part, `${name}.`);
+  }
+}
+
+function assertEventFilterIds(filter: EventFilterDefinition, prefix = ''): void {
+  assertIds(filter.rooms, `${prefix}rooms`, isRoomId, 'room id');
+  assertIds(filter.not_rooms, `${prefix}not_rooms`, isRoomId, 'room id');
+  assertIds(filter.senders, `${prefix}senders`, isUserId, 'user id');
+  assertIds(filter.not_senders, `${prefix}not_senders`, isUserId, 'user id');
+}
+
+function assertIds(list: readonly string[] | undefined, name: string, valid: (value: string) => boolean, what: string): void {
+  const bad = list?.find((value) => !valid(value));
+  if (bad !== undefined) throw new MatrixError('M_INVALID_PARAM', `filter ${name}: ${JSON.stringify(bad.slice(0, 100))} is not a ${what}`);
 }
 
 /** Reads a stored filter (validated when it was stored). */

@@ -14,7 +14,7 @@ import { membershipAt, type MembershipChange, type VisibilityContext } from '../
 import { BoundedCache } from '../core/bounded-cache.js';
 import { GLOBAL_ACCOUNT_DATA, type AccountDataRow, type Storage } from '../storage/index.js';
 import type { Requester } from '../users/session-service.js';
-import { compileFilter, DEFAULT_TIMELINE_LIMIT, parseInlineFilter, parseStoredFilter, type CompiledFilter, type FilterDefinition } from './filters.js';
+import { assertFilterIds, compileFilter, DEFAULT_TIMELINE_LIMIT, parseInlineFilter, parseStoredFilter, type CompiledFilter, type FilterDefinition } from './filters.js';
 import type { Notifier } from './notifier.js';
 import { formatSyncToken, parseSyncToken, type StreamCounter, type SyncToken } from './stream.js';
 import type { TypingTracker } from './typing.js';
@@ -104,6 +104,7 @@ export class SyncService {
 
   /** `POST /user/{userId}/filter`: stores a filter (validated by the route's schema); its id. */
   async createFilter(userId: string, definition: FilterDefinition): Promise<string> {
+    assertFilterIds(definition);
     const text = JSON.stringify(definition);
     if (Buffer.byteLength(text) > MAX_FILTER_BYTES) throw new MatrixError('M_TOO_LARGE', 'Filter is too large');
     return String(await this.storage.userData.insertFilter(userId, text));

@@ -37,6 +37,24 @@ describe('profiles', () => {
     expect(joined.joined[alice.userId]).toEqual({ display_name: 'Alice Bot', avatar_url: 'mxc://test.local/abc' });
   });
 
+  it('profiles are public (no token needed) unless require_auth_for_profile_requests says otherwise', async () => {
+    await alice.ok('PUT', `/profile/${enc(alice.userId)}/displayname`, { displayname: 'Public Alice' });
+    for (const path of ['', '/displayname']) {
+      const res = await hs.http.get(`/_matrix/client/v3/profile/${enc(alice.userId)}${path}`);
+      expect(res.status).toBe(200);
+      expect(res.body.displayname).toBe('Public Alice');
+    }
+    expect((await hs.http.get(`/_matrix/client/v3/profile/${enc(alice.userId)}/avatar_url`)).status).toBe(200);
+    const closed = await startTestHomeserver({ require_auth_for_profile_requests: true });
+    try {
+      const carol = await createUser(closed, 'carol');
+      expectMatrixError(await closed.http.get(`/_matrix/client/v3/profile/${enc(carol.userId)}`), 401, 'M_MISSING_TOKEN');
+      expect((await closed.http.get(`/_matrix/client/v3/profile/${enc(carol.userId)}`).auth(carol.accessToken, { type: 'bearer' })).status).toBe(200);
+    } finally {
+      await closed.close();
+    }
+  });
+
   it('refuses changing someone else, unknown users and too-long names', async () => {
     expectMatrixError(await bob.request('PUT', `/profile/${enc(alice.userId)}/displayname`, { displayname: 'x' }), 403, 'M_FORBIDDEN');
     expectMatrixError(await bob.request('GET', `/profile/${enc('@ghost:test.local')}`), 404, 'M_NOT_FOUND');

@@ -37,6 +37,27 @@ describe('HTTP protocol', () => {
     expectMatrixError(await hs.http.get('/'), 404, 'M_UNRECOGNIZED');
   });
 
+  it('answers JSON as exactly application/json, as Synapse does, errors included', async () => {
+    hs = await startTestHomeserver();
+    expect((await hs.http.get('/_matrix/client/versions')).headers['content-type']).toBe('application/json');
+    expect((await hs.http.get('/_matrix/client/v3/no/such/thing')).headers['content-type']).toBe('application/json');
+    expect((await hs.http.post('/_matrix/client/v3/login').send({ type: 42 })).headers['content-type']).toBe('application/json');
+  });
+
+  it('refuses a body that is not UTF-8 with 400 M_NOT_JSON', async () => {
+    hs = await startTestHomeserver();
+    const alice = await createUser(hs, 'alice');
+    const room = await hs.http.post('/_matrix/client/v3/createRoom').auth(alice.accessToken, { type: 'bearer' }).send({});
+    const invalid = Buffer.concat([Buffer.from('{"msgtype":"m.text","body":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]);
+    const res = await hs.http
+      .put(`/_matrix/client/v3/rooms/${encodeURIComponent(room.body.room_id)}/send/m.room.message/t1`)
+      .auth(alice.accessToken, { type: 'bearer' })
+      // (Not application/json: supertest would serialize the Buffer; we read any type as JSON.)
+      .set('Content-Type', 'text/plain')
+      .send(invalid);
+    expectMatrixError(res, 400, 'M_NOT_JSON');
+  });
+
   it('sends the CORS headers the spec asks for, and answers preflights', async () => {
     hs = await startTestHomeserver();
     const res = await hs.http.get('/_matrix/client/versions').set('Origin', 'https://app.example');

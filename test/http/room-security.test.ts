@@ -90,6 +90,13 @@ describe('what leavers, outsiders and the banned see', () => {
     expect(timelineOf(back, roomId).map((e) => e.event_id)).not.toContain(away);
   });
 
+  it('an event of a room one is not in is 404, as if it did not exist', async () => {
+    const roomId = await alice.createRoom({ preset: 'private_chat' });
+    const eventId = await alice.send(roomId, { msgtype: 'm.text', body: 'private' });
+    expectMatrixError(await bob.request('GET', `/rooms/${encodeURIComponent(roomId)}/event/${encodeURIComponent(eventId)}`), 404, 'M_NOT_FOUND');
+    expectMatrixError(await bob.request('GET', `/rooms/${encodeURIComponent(roomId)}/event/${encodeURIComponent('$nope')}`), 404, 'M_NOT_FOUND');
+  });
+
   it('typing and receipts need membership, even in a world-readable room', async () => {
     const roomId = await alice.createRoom({ preset: 'public_chat', initial_state: [{ type: 'm.room.history_visibility', content: { history_visibility: 'world_readable' } }] });
     const eventId = await alice.send(roomId);

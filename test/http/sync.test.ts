@@ -242,6 +242,11 @@ describe('filters', () => {
     expectMatrixError(await alice.request('GET', `/user/${enc(bob.userId)}/filter/0`), 403, 'M_FORBIDDEN');
     expectMatrixError(await alice.request('POST', `/user/${enc(alice.userId)}/filter`, { room: { timeline: { limit: 'ten' } } }), 400, 'M_BAD_JSON');
     expectMatrixError(await alice.request('GET', '/sync', undefined, { filter: '{not json' }), 400, 'M_INVALID_PARAM');
+    // Room and sender lists hold ids (as Synapse checks).
+    expectMatrixError(await alice.request('POST', `/user/${enc(alice.userId)}/filter`, { room: { rooms: ['not_a_room_id'] } }), 400, 'M_INVALID_PARAM');
+    expectMatrixError(await alice.request('POST', `/user/${enc(alice.userId)}/filter`, { room: { timeline: { senders: ['nobody'] } } }), 400, 'M_INVALID_PARAM');
+    expectMatrixError(await alice.request('GET', '/sync', undefined, { filter: JSON.stringify({ room: { not_rooms: ['#alias:test.local'] } }) }), 400, 'M_INVALID_PARAM');
+    expect((await alice.request('POST', `/user/${enc(alice.userId)}/filter`, { room: { rooms: ['!abc:test.local'], timeline: { not_senders: ['@x:test.local'] } } })).status).toBe(200);
   });
 
   it('applies each user their own stored filter, also when the ids are the same, and a filter id made after first use', async () => {

@@ -11,18 +11,20 @@ const UserParams = Type.Object({ userId: Type.String() });
 export function profileRoutes(services: Services): FastifyPluginAsyncTypebox {
   return async (app) => {
     const requireUser = authenticate(services.sessions);
+    // Reading a profile needs no token unless the operator asks for one.
+    const readProfile = services.config.require_auth_for_profile_requests ? { onRequest: requireUser } : {};
 
     /** GET /profile/{userId} */
-    app.get('/profile/:userId', { onRequest: requireUser, schema: { params: UserParams } }, async (request) =>
+    app.get('/profile/:userId', { ...readProfile, schema: { params: UserParams } }, async (request) =>
       services.profiles.get(request.params.userId),
     );
 
     /** GET /profile/{userId}/displayname and /avatar_url */
-    app.get('/profile/:userId/displayname', { onRequest: requireUser, schema: { params: UserParams } }, async (request) => {
+    app.get('/profile/:userId/displayname', { ...readProfile, schema: { params: UserParams } }, async (request) => {
       const profile = await services.profiles.get(request.params.userId);
       return profile.displayname === undefined ? {} : { displayname: profile.displayname };
     });
-    app.get('/profile/:userId/avatar_url', { onRequest: requireUser, schema: { params: UserParams } }, async (request) => {
+    app.get('/profile/:userId/avatar_url', { ...readProfile, schema: { params: UserParams } }, async (request) => {
       const profile = await services.profiles.get(request.params.userId);
       return profile.avatar_url === undefined ? {} : { avatar_url: profile.avatar_url };
     });
