@@ -129,41 +129,42 @@ export class RoomReader {
 
   /**
    * Events the user may see, walking back from `before` (exclusive of nothing: `stream <= before`)
-   * down to `stopAt` (exclusive), newest first, at most `limit`. `more` tells whether older events
-   * might remain.
+   * down to `stopAt` (exclusive), newest first, at most `limit`. `more` tells whether an older
+   * event the user may see, and the filter matches, remains (a filtered timeline is `limited` only
+   * then); `lastScanned` is just below the last event returned, where the next page starts.
    */
   async pageBackwards(
     room: RoomSnapshot,
     options: { before: number; stopAt: number; limit: number; visibility: VisibilityContext | undefined; matches?: EventPredicate | undefined },
   ): Promise<{ events: StoredEvent[]; more: boolean; lastScanned: number }> {
     const events: StoredEvent[] = [];
-    let upper = Math.min(options.before, this.stream.current);
+    const upper = Math.min(options.before, this.stream.current);
     let lastScanned = upper;
+    /** Takes one event; true when it is one more than the page holds (so older ones remain). */
+    const take = (event: StoredEvent): boolean => {
+      const wanted = (!options.visibility || canSeeEvent(event, options.visibility)) && (!options.matches || options.matches(event));
+      if (wanted && events.length >= options.limit) return true;
+      // Events passed over before the page is full need not be scanned again.
+      if (events.length < options.limit) lastScanned = event.stream - 1;
+      if (wanted) events.push(event);
+      return false;
+    };
     const recent = room.recentEvents(options.stopAt, upper);
     if (recent) {
       // Everything in range is in memory (the common incremental sync): no query at all.
-      for (const event of recent) {
-        if (events.length >= options.limit) return { events, more: true, lastScanned };
-        lastScanned = event.stream - 1;
-        if (options.visibility && !canSeeEvent(event, options.visibility)) continue;
-        if (options.matches && !options.matches(event)) continue;
-        events.push(event);
-      }
+      for (const event of recent) if (take(event)) return { events, more: true, lastScanned };
       return { events, more: false, lastScanned };
     }
+    let cursor = upper;
     for (let pages = 0; pages < PAGE_SCAN_LIMIT; pages++) {
-      const want = options.limit - events.length;
-      const rows = await this.storage.rooms.eventsNewestFirst(room.roomId, options.stopAt, upper, want + 1);
-      for (const row of rows.slice(0, want)) {
+      const want = options.limit - events.length + 1;
+      const rows = await this.storage.rooms.eventsNewestFirst(room.roomId, options.stopAt, cursor, want);
+      for (const row of rows) {
         const event = eventFromRow(row);
-        lastScanned = event.stream - 1;
-        if (options.visibility && !canSeeEvent(event, options.visibility)) continue;
-        if (options.matches && !options.matches(event)) continue;
-        events.push(event);
+        cursor = event.stream - 1;
+        if (take(event)) return { events, more: true, lastScanned };
       }
-      if (rows.length <= want) return { events, more: false, lastScanned };
-      if (events.length >= options.limit) return { events, more: true, lastScanned };
-      upper = lastScanned;
+      if (rows.length < want) return { events, more: false, lastScanned };
     }
     return { events, more: true, lastScanned };
   }

@@ -504,6 +504,43 @@ describe('unread counts kept between syncs', () => {
   });
 });
 
+describe('a filtered timeline', () => {
+  it('is limited only when a matching event was left out', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const since = (await bob.sync()).next_batch as string;
+    await alice.send(roomId, text('the only message'));
+    for (let i = 0; i < 3; i++) await alice.send(roomId, { n: i }, 'org.example.other');
+    const filter = JSON.stringify({ room: { timeline: { limit: 1, types: ['m.room.message'] } } });
+    const timeline = (await bob.sync({ since, filter })).rooms.join[roomId].timeline;
+    expect((timeline.events as Json[]).map((event) => event.content.body)).toEqual(['the only message']);
+    expect(timeline.limited).toBe(false);
+    // The same from the database (an initial sync reads the room's history there).
+    const initial = (await bob.sync({ filter })).rooms.join[roomId].timeline;
+    expect((initial.events as Json[]).map((event) => event.content.body)).toEqual(['the only message']);
+    expect(initial.limited).toBe(false);
+    await alice.send(roomId, text('a second one'));
+    const both = (await bob.sync({ since, filter })).rooms.join[roomId].timeline;
+    expect((both.events as Json[]).map((event) => event.content.body)).toEqual(['a second one']);
+    expect(both.limited).toBe(true);
+  });
+});
+
+describe('a room with nothing to show', () => {
+  it('is left out of an incremental sync whose new events the filter all leaves out', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const filter = JSON.stringify({ room: { timeline: { types: ['m.room.message'] } } });
+    const since = (await bob.sync({ filter })).next_batch as string;
+    for (let i = 0; i < 3; i++) await alice.send(roomId, { n: i }, 'org.example.other');
+    const answer = await bob.sync({ since, filter });
+    expect(answer.rooms.join[roomId]).toBeUndefined();
+    // Also when the room's recent events are not in memory (read from the database).
+    hs.services.roomCache.forgetRoom(roomId);
+    expect((await bob.sync({ since, filter })).rooms.join[roomId]).toBeUndefined();
+  });
+});
+
 describe('a filtered timeline that scans long runs of other events', () => {
   it('still lists the room, limited, when it stops scanning before finding a match', async () => {
     const roomId = await alice.createRoom({ preset: 'public_chat' });
