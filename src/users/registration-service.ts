@@ -59,9 +59,20 @@ export interface SharedSecretRegistration {
   refresh_token?: unknown;
 }
 
+/**
+ * A user-interactive-auth session of `POST /register`: the first request's parameters (a later
+ * request may carry only `auth`) and, once completed, its result (sent again to a retry, as the
+ * spec's user-interactive auth says and Synapse does).
+ */
+interface UiaSession {
+  createdAt: number;
+  params: Pick<OpenRegistration, 'username' | 'password' | 'deviceId' | 'initialDeviceDisplayName' | 'inhibitLogin' | 'refreshable'>;
+  result?: Promise<RegistrationOutcome>;
+}
+
 export class RegistrationService {
-  /** id -> creation time; Map order is creation order, which pruning relies on. */
-  private readonly uiaSessions = new Map<string, number>();
+  /** Map order is creation order, which pruning relies on. */
+  private readonly uiaSessions = new Map<string, UiaSession>();
   private readonly nonces = new Map<string, number>();
 
   constructor(
@@ -79,29 +90,49 @@ export class RegistrationService {
       throw new MatrixError('M_UNRECOGNIZED', `Do not understand membership kind: ${request.kind}`, { status: 400 });
     }
     this.assertOpenRegistrationEnabled();
-    const localpart = request.username?.toLowerCase();
+    const now = this.clock.now();
+    pruneOlderThan(this.uiaSessions, now - UIA_SESSION_LIFETIME_MS);
+    const auth = request.auth;
+    const known = auth?.session !== undefined ? this.uiaSessions.get(auth.session) : undefined;
+    if (auth?.type !== undefined && auth.session !== undefined && !known) throw new MatrixError('M_UNKNOWN', 'Unknown session ID', { status: 400 });
+    // A completed session answers again what it answered (the same account and login).
+    if (known?.result) return known.result;
+    // The first request's parameters hold for the session; a later one may add what it lacked.
+    const params = { ...(known?.params ?? {}), ...definedOf(request) };
+    const localpart = params.username?.toLowerCase();
     if (localpart !== undefined) await this.accounts.assertAvailable(localpart);
-    if (request.password !== undefined) assertPasswordLength(request.password);
-    assertDeviceIdLength(request.deviceId);
+    if (params.password !== undefined) assertPasswordLength(params.password);
+    assertDeviceIdLength(params.deviceId);
 
-    const challenge = this.checkUserInteractiveAuth(request.auth);
-    if (challenge) return challenge;
-
-    if (request.password === undefined) throw new MatrixError('M_MISSING_PARAM', 'Missing params: password');
-    const user = await this.accounts.createUser({
-      localpart: localpart ?? (await this.generateLocalpart()),
-      password: request.password,
-    });
-    this.limiters.registration.record(request.address);
-    return {
-      status: 200,
-      body: await this.loginAfterRegistration(user.user_id, {
-        inhibitLogin: request.inhibitLogin,
-        deviceId: request.deviceId,
-        initialDeviceDisplayName: request.initialDeviceDisplayName,
-        refreshable: request.refreshable,
-      }),
-    };
+    if (!auth || auth.type === undefined) {
+      const session = known && auth?.session !== undefined ? auth.session : this.newUiaSession(now, params);
+      if (known) known.params = params;
+      return { status: 401, body: { session, flows: [{ stages: [DUMMY_STAGE] }], params: {} } };
+    }
+    if (auth.type !== DUMMY_STAGE) throw new MatrixError('M_UNRECOGNIZED', 'Unrecognised login type', { status: 400 });
+    if (params.password === undefined) throw new MatrixError('M_MISSING_PARAM', 'Missing params: password');
+    const password = params.password;
+    const result = (async (): Promise<RegistrationOutcome> => {
+      const user = await this.accounts.createUser({ localpart: localpart ?? (await this.generateLocalpart()), password });
+      this.limiters.registration.record(request.address);
+      return {
+        status: 200,
+        body: await this.loginAfterRegistration(user.user_id, {
+          inhibitLogin: params.inhibitLogin,
+          deviceId: params.deviceId,
+          initialDeviceDisplayName: params.initialDeviceDisplayName,
+          refreshable: params.refreshable,
+        }),
+      };
+    })();
+    if (known) {
+      known.result = result;
+      // A failed registration may be tried again in the same session.
+      result.catch(() => {
+        if (known.result === result) delete known.result;
+      });
+    }
+    return result;
   }
 
   /** `GET /register/available`. */
@@ -168,25 +199,9 @@ export class RegistrationService {
     if (!this.config.enable_registration) throw new MatrixError('M_FORBIDDEN', 'Registration has been disabled');
   }
 
-  /** Returns the 401 challenge until the client completes `m.login.dummy`, then null. */
-  private checkUserInteractiveAuth(auth: OpenRegistration['auth']): RegistrationOutcome | null {
-    const now = this.clock.now();
-    pruneOlderThan(this.uiaSessions, now - UIA_SESSION_LIFETIME_MS);
-    if (!auth || auth.type === undefined) {
-      const session = auth?.session && this.uiaSessions.has(auth.session) ? auth.session : this.newUiaSession(now);
-      return { status: 401, body: { session, flows: [{ stages: [DUMMY_STAGE] }], params: {} } };
-    }
-    if (auth.session !== undefined && !this.uiaSessions.has(auth.session)) {
-      throw new MatrixError('M_UNKNOWN', 'Unknown session ID', { status: 400 });
-    }
-    if (auth.type !== DUMMY_STAGE) throw new MatrixError('M_UNRECOGNIZED', 'Unrecognised login type', { status: 400 });
-    if (auth.session !== undefined) this.uiaSessions.delete(auth.session);
-    return null;
-  }
-
-  private newUiaSession(now: number): string {
+  private newUiaSession(now: number, params: UiaSession['params']): string {
     const id = randomBytes(18).toString('base64url');
-    this.uiaSessions.set(id, now);
+    this.uiaSessions.set(id, { createdAt: now, params });
     return id;
   }
 
@@ -212,8 +227,21 @@ export class RegistrationService {
  * Forgets entries created before `cutoff`, and the oldest beyond `MAX_PENDING`. Entries are kept
  * in creation order, so this stops at the first one to keep: its cost is what it removes.
  */
-function pruneOlderThan(pending: Map<string, number>, cutoff: number): void {
-  for (const [key, created] of pending) {
+/** The registration parameters a request actually gave. */
+function definedOf(request: OpenRegistration): UiaSession['params'] {
+  const params: UiaSession['params'] = {};
+  if (request.username !== undefined) params.username = request.username;
+  if (request.password !== undefined) params.password = request.password;
+  if (request.deviceId !== undefined) params.deviceId = request.deviceId;
+  if (request.initialDeviceDisplayName !== undefined) params.initialDeviceDisplayName = request.initialDeviceDisplayName;
+  if (request.inhibitLogin !== undefined) params.inhibitLogin = request.inhibitLogin;
+  if (request.refreshable !== undefined) params.refreshable = request.refreshable;
+  return params;
+}
+
+function pruneOlderThan(pending: Map<string, number> | Map<string, { createdAt: number }>, cutoff: number): void {
+  for (const [key, entry] of pending) {
+    const created = typeof entry === 'number' ? entry : entry.createdAt;
     if (created >= cutoff && pending.size < MAX_PENDING) break;
     pending.delete(key);
   }

@@ -39,13 +39,28 @@ describe('open registration', () => {
     const login = await hs.http.post(`${V3}/login`).send({ type: 'm.login.password', user: 'alice', password: 'pw' });
     expect(login.status).toBe(200);
 
-    // The session was spent.
+    // The session is complete: the same request again gets the same answer (user-interactive
+    // auth, as Synapse), and no second account.
     const replay = await hs.http.post(`${V3}/register`).send({
-      username: 'alice2',
+      username: 'Alice',
       password: 'pw',
+      initial_device_display_name: 'test bot',
       auth: { type: 'm.login.dummy', session: challenge.body.session },
     });
-    expectMatrixError(replay, 400, 'M_UNKNOWN');
+    expect(replay.status).toBe(200);
+    expect(replay.body).toEqual(done.body);
+    expectMatrixError(await hs.http.post(`${V3}/register`).send({ password: 'pw', auth: { type: 'm.login.dummy', session: 'nope' } }), 400, 'M_UNKNOWN');
+  });
+
+  it('remembers the first request\u2019s parameters: a second one may carry only auth', async () => {
+    hs = await startTestHomeserver({ enable_registration: true });
+    const challenge = await hs.http.post(`${V3}/register`).send({ username: 'bob', password: 'pw', device_id: 'BOBDEVICE', inhibit_login: false });
+    expect(challenge.status).toBe(401);
+    const done = await hs.http.post(`${V3}/register`).send({ auth: { type: 'm.login.dummy', session: challenge.body.session } });
+    expect(done.status).toBe(200);
+    expect(done.body).toMatchObject({ user_id: `@bob:${SERVER_NAME}`, device_id: 'BOBDEVICE' });
+    const login = await hs.http.post(`${V3}/login`).send({ type: 'm.login.password', user: 'bob', password: 'pw' });
+    expect(login.status).toBe(200);
   });
 
   it('refuses taken and invalid names, and says which', async () => {
