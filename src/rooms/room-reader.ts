@@ -341,14 +341,26 @@ export class RoomHistory {
     return rendered!;
   }
 
+  /**
+   * The room's state as the user may see it: the current state for a member (or anyone in a
+   * world-readable room); for a former member, the state as it was when they left (the spec,
+   * Synapse); for anyone else, 403.
+   */
+  private async visibleState(roomId: string, userId: string): Promise<StoredEvent[]> {
+    const room = await this.reader.roomOrForbidden(roomId, userId);
+    if (room.isJoined(userId) || room.historyVisibility() === 'world_readable') return [...room.stateEvents()].sort((a, b) => a.stream - b.stream);
+    const { history } = await this.reader.visibilityFor(room, userId);
+    const left = history.at(-1);
+    if (!left || !history.some((change) => change.membership === 'join') || (left.membership !== 'leave' && left.membership !== 'ban')) throw notInRoom(userId, roomId);
+    return this.reader.stateAt(room, left.stream);
+  }
+
   async state(viewer: Viewer, roomId: string): Promise<ClientEvent[]> {
-    const room = await this.reader.roomForMember(roomId, viewer.userId);
-    return this.reader.render([...room.stateEvents()].sort((a, b) => a.stream - b.stream), viewer);
+    return this.reader.render(await this.visibleState(roomId, viewer.userId), viewer);
   }
 
   async stateEvent(viewer: Viewer, roomId: string, type: string, stateKey: string): Promise<ClientEvent> {
-    const room = await this.reader.roomForMember(roomId, viewer.userId);
-    const event = room.get(type, stateKey);
+    const event = (await this.visibleState(roomId, viewer.userId)).find((e) => e.type === type && (e.stateKey ?? '') === stateKey);
     if (!event) throw new MatrixError('M_NOT_FOUND', 'Event not found.');
     const [rendered] = await this.reader.render([event], viewer);
     return rendered!;
@@ -356,8 +368,7 @@ export class RoomHistory {
 
   /** Member events, optionally only some memberships. */
   async members(viewer: Viewer, roomId: string, membership: string | undefined, notMembership: string | undefined): Promise<ClientEvent[]> {
-    const room = await this.reader.roomForMember(roomId, viewer.userId);
-    const events = [...room.stateEvents()].filter((e) => {
+    const events = (await this.visibleState(roomId, viewer.userId)).filter((e) => {
       if (e.type !== 'm.room.member') return false;
       const value = typeof e.content.membership === 'string' ? e.content.membership : 'leave';
       if (membership !== undefined && value !== membership) return false;

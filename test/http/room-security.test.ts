@@ -90,6 +90,19 @@ describe('what leavers, outsiders and the banned see', () => {
     expect(timelineOf(back, roomId).map((e) => e.event_id)).not.toContain(away);
   });
 
+  it('a former member reads the state as it was when they left; someone never in gets 403', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat', topic: 'when bob was here' });
+    await bob.join(roomId);
+    await bob.ok('POST', `/rooms/${encodeURIComponent(roomId)}/leave`, {});
+    await alice.setState(roomId, 'm.room.topic', '', { topic: 'after bob left' });
+    const state = (await bob.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state`)) as unknown as Json[];
+    expect(state.find((event) => event.type === 'm.room.topic')?.content.topic).toBe('when bob was here');
+    expect((await bob.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.topic/`)).topic).toBe('when bob was here');
+    const members = (await bob.ok('GET', `/rooms/${encodeURIComponent(roomId)}/members`)).chunk as Json[];
+    expect(members.find((event) => event.state_key === bob.userId)?.content.membership).toBe('leave');
+    expectMatrixError(await mallory.request('GET', `/rooms/${encodeURIComponent(roomId)}/state`), 403, 'M_FORBIDDEN');
+  });
+
   it('an event of a room one is not in is 404, as if it did not exist', async () => {
     const roomId = await alice.createRoom({ preset: 'private_chat' });
     const eventId = await alice.send(roomId, { msgtype: 'm.text', body: 'private' });
