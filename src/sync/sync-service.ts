@@ -444,17 +444,27 @@ export class SyncService {
       stopAt: since?.stream ?? -1,
       limit,
       visibility,
-      matches: (e) => filter.timeline.matches(e) || e.stream === entry.stream,
+      matches: (e) => filter.timeline.matches(e),
     });
     const timeline = page.events.reverse();
-    if (timeline.length === 0 && context.accountData.length === 0) return undefined;
+    // The state as of the leave: what changed since the token when the user was in the room then;
+    // all of it when they joined after the token (and left again); none when they were not in the
+    // room at all in between (a ban long after leaving). Never what came after the leave.
+    const joinedAtToken = since !== undefined && membershipAt(visibility.history, since.stream) === 'join';
+    const joinedSince = visibility.history.some((c) => c.membership === 'join' && c.stream > (since?.stream ?? -1) && c.stream <= entry.stream);
+    const firstStream = timeline[0]?.stream ?? entry.stream + 1;
+    const state =
+      joinedAtToken || joinedSince
+        ? (await this.stateDelta(room, timeline, firstStream, entry.stream, joinedAtToken ? since.stream : undefined)).filter((e) => filter.state.matches(e))
+        : [];
+    if (timeline.length === 0 && state.length === 0 && context.accountData.length === 0) return undefined;
     return {
       timeline: {
         events: await this.renderFor(timeline, viewer, filter),
         limited: page.more,
         prev_batch: formatSyncToken({ stream: (timeline[0]?.stream ?? entry.stream) - 1, typing: 0 }),
       },
-      state: { events: [] },
+      state: { events: await this.renderFor(state, viewer, filter) },
       account_data: {
         events: context.accountData.map((row) => ({ type: row.type, content: parseStoredJson<JsonObject>(row.content, {}) })),
       },

@@ -526,6 +526,27 @@ describe('a filtered timeline', () => {
   });
 });
 
+describe('the leave section', () => {
+  it('invited, joined and left between two syncs: the state as of the leave; the filter applies to the timeline', async () => {
+    const roomId = await alice.createRoom({ preset: 'private_chat', name: 'Passing through' });
+    const since = (await bob.sync()).next_batch as string;
+    await alice.invite(roomId, bob.userId);
+    await bob.join(roomId);
+    await bob.ok('POST', `/rooms/${enc(roomId)}/leave`, {});
+    await alice.setState(roomId, 'm.room.name', '', { name: 'After bob left' });
+    const left = (await bob.sync({ since })).rooms.leave[roomId];
+    const stateNames = (left.state.events as Json[]).filter((event) => event.type === 'm.room.name').map((event) => event.content.name);
+    expect(stateNames).toEqual(['Passing through']);
+    expect((left.state.events as Json[]).some((event) => event.type === 'm.room.create')).toBe(true);
+    // A timeline filtered to nothing shows nothing, not even the leave; the room is still listed.
+    for (const types of [[], ['m.room.message']]) {
+      const filtered = (await bob.sync({ since, filter: JSON.stringify({ room: { timeline: { types } } }) })).rooms.leave[roomId];
+      expect(filtered.timeline.events).toEqual([]);
+      expect(filtered.state.events.length).toBeGreaterThan(0);
+    }
+  });
+});
+
 describe('a room with nothing to show', () => {
   it('is left out of an incremental sync whose new events the filter all leaves out', async () => {
     const roomId = await alice.createRoom({ preset: 'public_chat' });
