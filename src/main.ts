@@ -4,6 +4,7 @@
  */
 import { Command, Option } from 'commander';
 import { randomBytes } from 'node:crypto';
+import { fstatSync } from 'node:fs';
 import { loadConfig, ConfigError, type Config } from './config/index.js';
 import { MatrixError } from './core/errors.js';
 import { startServer } from './server.js';
@@ -79,9 +80,15 @@ export async function main(argv: string[]): Promise<void> {
         await hs.close();
         throw err;
       }
-      const stop = () => void hs.close().then(() => process.exit(0));
+      let stopping = false;
+      const stop = () => {
+        if (stopping) return;
+        stopping = true;
+        void hs.close().then(() => process.exit(0));
+      };
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
+      stopWhenOrphaned(stop);
     });
 
   program
@@ -145,6 +152,33 @@ export async function main(argv: string[]): Promise<void> {
     });
 
   await program.parseAsync(argv);
+}
+
+/**
+ * A test double must not outlive the test that started it. Runners and wrappers (npx, a pytest
+ * fixture's Popen) often kill only their direct child, which leaves this process re-parented and
+ * serving. So `dev` also stops when its stdin is a pipe and that pipe closes (the parent closed it
+ * or died), and when its parent process goes away (its parent id changes).
+ */
+function stopWhenOrphaned(stop: () => void): void {
+  let stdinIsPipe = false;
+  try {
+    const stat = fstatSync(0);
+    stdinIsPipe = stat.isFIFO() || stat.isSocket();
+  } catch {
+    // No stdin at all: nothing to watch there.
+  }
+  if (stdinIsPipe) {
+    process.stdin.on('data', () => {}); // what the parent writes is not read, only the end of it
+    process.stdin.once('end', stop);
+    process.stdin.once('error', stop);
+    process.stdin.once('close', stop);
+  }
+  const parent = process.ppid;
+  const watch = setInterval(() => {
+    if (process.ppid !== parent) stop();
+  }, 500);
+  watch.unref();
 }
 
 async function withServices(configFile: string | undefined, work: (services: Services) => Promise<void>) {

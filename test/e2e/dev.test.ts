@@ -3,7 +3,7 @@
  * process; its one line of JSON must be enough to act as the users and bots it names.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -85,4 +85,74 @@ describe('bot-homeserver dev', () => {
     expect(unknownOwner.status).toBe(1);
     expect(unknownOwner.stderr).toContain('rooms.x.owner names nobody');
   });
+
+  it('stops when the pipe on its stdin closes (the parent closed it or died)', async () => {
+    const proc = spawn(process.execPath, [BIN, 'dev'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const exited = new Promise<number | null>((resolvePromise) => proc.once('exit', (code) => resolvePromise(code)));
+    const out = JSON.parse(await firstLine(proc, exited));
+    expect((await fetch(`${out.base_url}/_matrix/client/versions`)).status).toBe(200);
+    proc.stdin!.end();
+    expect(await withDeadline(exited, 10_000, () => proc.kill('SIGKILL'))).toBe(0);
+  });
+
+  it('stops when its parent goes away, and not before (stdin from /dev/null is not a closed pipe)', async () => {
+    // sh starts dev in the background (stdin /dev/null, as in any script), prints its pid, waits.
+    const shell = spawn('/bin/sh', ['-c', `"${process.execPath}" "${BIN}" dev & echo "pid $!"; wait`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const shellExited = new Promise<number | null>((resolvePromise) => shell.once('exit', (code) => resolvePromise(code)));
+    const lines = createInterface({ input: shell.stdout! });
+    const seen: string[] = [];
+    const ready = new Promise<void>((resolvePromise) =>
+      lines.on('line', (line) => {
+        seen.push(line);
+        if (seen.some((l) => l.startsWith('pid ')) && seen.some((l) => l.startsWith('{'))) resolvePromise();
+      }),
+    );
+    await withDeadline(ready, 15_000, () => shell.kill('SIGKILL'));
+    const pid = Number(seen.find((l) => l.startsWith('pid '))!.slice(4));
+    const out = JSON.parse(seen.find((l) => l.startsWith('{'))!);
+    try {
+      // Still serving a second later: its stdin is /dev/null, which is not a pipe to watch.
+      await new Promise((r) => setTimeout(r, 1000));
+      expect((await fetch(`${out.base_url}/_matrix/client/versions`)).status).toBe(200);
+      shell.kill('SIGKILL');
+      await shellExited;
+      const deadline = Date.now() + 10_000;
+      while (isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(isAlive(pid)).toBe(false);
+    } finally {
+      if (isAlive(pid)) process.kill(pid, 'SIGKILL');
+    }
+  });
 });
+
+function firstLine(proc: ChildProcess, exited: Promise<number | null>): Promise<string> {
+  return new Promise<string>((resolvePromise, reject) => {
+    createInterface({ input: proc.stdout! }).once('line', resolvePromise);
+    void exited.then((code) => reject(new Error(`dev exited with ${code}`)));
+  });
+}
+
+async function withDeadline<T>(promise: Promise<T>, ms: number, onTimeout: () => void): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      onTimeout();
+      reject(new Error(`not done within ${ms} ms`));
+    }, ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Running, not a zombie (whoever adopted it may not have reaped it yet). */
+function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
