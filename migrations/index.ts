@@ -15,6 +15,7 @@ import * as remoteMemberships from './0009-remote-memberships.js';
 import * as remoteMedia from './0010-remote-media.js';
 import * as eventsTopological from './0011-events-topological.js';
 import * as stateResets from './0012-state-resets.js';
+import * as serverMeta from './0013-server-meta.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -29,4 +30,5 @@ export const migrations: Record<string, Migration> = {
   '0010-remote-media': remoteMedia,
   '0011-events-topological': eventsTopological,
   '0012-state-resets': stateResets,
+  '0013-server-meta': serverMeta,
 };

@@ -32,7 +32,7 @@ import { webhookRoutes } from './http/routes/webhooks.js';
 import { Bridge, type BridgeOptions } from './bridge/bridge.js';
 import { serverInfoFor, type ServerInfo } from './server-info.js';
 import { createServices, type Services } from './services.js';
-import { migrateToLatest, openDatabase, Storage } from './storage/index.js';
+import { bindServerName, migrateToLatest, openDatabase, Storage } from './storage/index.js';
 
 /** The Client-Server API is served under both prefixes: matrix-nio speaks only r0. */
 export const CLIENT_PREFIXES = ['/_matrix/client/v3', '/_matrix/client/r0'] as const;
@@ -55,6 +55,7 @@ export function routedUrl(url: string): string {
 }
 
 const TOKEN_PRUNE_INTERVAL_MS = 3_600_000;
+const DEACTIVATED_SWEEP_INTERVAL_MS = 60_000;
 
 export interface AppDependencies {
   clock?: Clock;
@@ -89,6 +90,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   const storage = deps.storage ?? new Storage(openDatabase(config.database));
   try {
     await migrateToLatest(storage.db);
+    await bindServerName(storage.db, config.server_name);
   } catch (err) {
     if (ownsStorage) await storage.close();
     throw err;
@@ -124,12 +126,22 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   // Expired tokens are deleted once a day has passed since they expired, and federation
   // transactions a day after they came: the tables would only grow.
   let pruning: NodeJS.Timeout | undefined;
+  let deactivatedSweep: NodeJS.Timeout | undefined;
   app.addHook('onReady', async () => {
     pruning = setInterval(() => {
       services.sessions.pruneExpiredTokens().catch((err: unknown) => app.log.error({ err }, 'pruning expired tokens failed'));
       services.roomFederation.pruneTransactions().catch((err: unknown) => app.log.error({ err }, 'pruning federation transactions failed'));
     }, TOKEN_PRUNE_INTERVAL_MS);
     pruning.unref();
+    // Accounts the CLI deactivated leave their rooms here, at start and then within a minute.
+    const leaveDeactivated = () =>
+      services.rooms
+        .leaveRoomsOfDeactivatedUsers()
+        .then((users) => users.length > 0 && app.log.info({ users }, 'deactivated accounts left their rooms'))
+        .catch((err: unknown) => app.log.error({ err }, 'taking deactivated accounts out of their rooms failed'));
+    await leaveDeactivated();
+    deactivatedSweep = setInterval(() => void leaveDeactivated(), DEACTIVATED_SWEEP_INTERVAL_MS);
+    deactivatedSweep.unref();
     await services.media.start();
     services.federationSender.log = app.log;
     services.roomFederation.useLogger(app.log);
@@ -138,6 +150,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   });
   app.addHook('onClose', async () => {
     clearInterval(pruning);
+    clearInterval(deactivatedSweep);
     await bridge?.stop();
     services.federationSender.stop();
     services.federation.close();

@@ -5,12 +5,13 @@
 import { Command, Option } from 'commander';
 import { randomBytes } from 'node:crypto';
 import { fstatSync } from 'node:fs';
-import { loadConfig, ConfigError, type Config } from './config/index.js';
+import { findConfigFile, loadConfig, ConfigError, type Config, type ConfigSource } from './config/index.js';
 import { MatrixError } from './core/errors.js';
 import { startServer } from './server.js';
 import { createServices, type Services } from './services.js';
 import { systemClock } from './core/clock.js';
-import { migrateToLatest, MigrationError, openDatabase, Storage } from './storage/index.js';
+import { BOT_USER_TYPE } from './users/account-service.js';
+import { bindServerName, migrateToLatest, MigrationError, openDatabase, ServerNameMismatchError, Storage } from './storage/index.js';
 import { VERSION } from './version.js';
 import { pino } from 'pino';
 import { loggerOptions } from './http/logging.js';
@@ -22,7 +23,31 @@ function parsePort(value: string): number {
 }
 
 const configOption = () =>
-  new Option('-c, --config <file>', 'YAML config file (default: $BOT_HOMESERVER_CONFIG, else built-in defaults)');
+  new Option('-c, --config <file>', 'YAML config file (default: $BOT_HOMESERVER_CONFIG, else ./homeserver.yaml, else built-in defaults)');
+
+/** The config an operator command runs with, said on stderr so that nobody guesses. */
+function operatorConfig(option: string | undefined, quiet = false): { config: Config; source: ConfigSource } {
+  const source = findConfigFile(option);
+  if (!quiet) console.error(`bot-homeserver: config: ${source.description}`);
+  return { config: loadConfig({ file: source.file }), source };
+}
+
+/** Opens, migrates and claims the database for the configured server name, or says why not. */
+async function openStorage(config: Config, source: ConfigSource): Promise<{ storage: Storage; applied: string[] }> {
+  const storage = new Storage(openDatabase(config.database));
+  try {
+    const applied = await migrateToLatest(storage.db);
+    await bindServerName(storage.db, config.server_name);
+    return { storage, applied };
+  } catch (err) {
+    await storage.close();
+    if (err instanceof ServerNameMismatchError) {
+      throw new ConfigError(`${config.database.path}: ${err.message}
+  configuration used: ${source.description}`);
+    }
+    throw err;
+  }
+}
 
 export async function main(argv: string[]): Promise<void> {
   const program = new Command()
@@ -36,8 +61,17 @@ export async function main(argv: string[]): Promise<void> {
     .description('start the homeserver (applies pending migrations first)')
     .addOption(configOption())
     .action(async (options: { config?: string }) => {
-      const config = loadConfig({ file: options.config });
+      const { config, source } = operatorConfig(options.config, true);
+      // Claimed here, before the server starts, so a wrong name is one clear line, not a stack.
+      await (await openStorage(config, source)).storage.close();
       const server = await startServer(config);
+      server.app.log.info({ config: source.description, server_name: config.server_name }, 'configuration');
+      if (config.server_name === 'localhost') {
+        server.app.log.warn(
+          'server_name is still "localhost": user ids end in :localhost and no other server can reach this one. ' +
+            'Set server_name before creating accounts; it cannot change later.',
+        );
+      }
       let closing = false;
       const stop = (signal: string) => {
         if (closing) return;
@@ -96,18 +130,77 @@ export async function main(argv: string[]): Promise<void> {
     .description('apply pending database migrations and exit')
     .addOption(configOption())
     .action(async (options: { config?: string }) => {
-      const config = loadConfig({ file: options.config });
-      const storage = new Storage(openDatabase(config.database));
-      try {
-        const applied = await migrateToLatest(storage.db);
-        console.log(applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date');
-      } finally {
-        await storage.close();
-      }
+      const { config, source } = operatorConfig(options.config);
+      const { storage, applied } = await openStorage(config, source);
+      await storage.close();
+      console.log(applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date');
     });
 
-  program
-    .command('create-bot')
+  defineCreateBot(program.command('create-bot'));
+  defineCreateUser(program.command('create-user'));
+
+  for (const kind of ['users', 'bots'] as const) {
+    const bots = kind === 'bots';
+    const group = program.command(kind).description(bots ? 'list, create and deactivate bot accounts' : 'list, create and deactivate accounts (people and bots)');
+    // `bots create` is `create-bot` and `users create` is `create-user`, under their group.
+    (bots ? defineCreateBot : defineCreateUser)(group.command('create'));
+    group
+      .command('list')
+      .description(bots ? 'list bot accounts' : 'list accounts, people and bots')
+      .addOption(configOption())
+      .option('--deactivated', 'include deactivated accounts')
+      .option('--json', 'print one JSON object per line')
+      .action(async (options: { config?: string; deactivated?: boolean; json?: boolean }) => {
+        await withServices(options.config, async (services) => {
+          for await (const user of allUsers(services, { bots, includeDeactivated: options.deactivated === true })) {
+            const entry = {
+              user_id: user.user_id,
+              type: user.user_type === BOT_USER_TYPE ? 'bot' : 'user',
+              admin: user.admin === 1,
+              deactivated: user.deactivated === 1,
+              created: new Date(user.created_ts).toISOString(),
+              displayname: user.displayname,
+            };
+            if (options.json) console.log(JSON.stringify(entry));
+            else console.log([entry.user_id, entry.type + (entry.admin ? ' admin' : ''), entry.deactivated ? 'deactivated' : 'active', entry.created].join('\t'));
+          }
+        });
+      });
+    group
+      .command('deactivate')
+      .description(
+        bots
+          ? 'deactivate a bot: its secret and sessions stop working at once, and it leaves its rooms'
+          : 'deactivate an account: its password and sessions stop working at once, and it leaves its rooms',
+      )
+      .argument('<name>', 'localpart or full user id')
+      .addOption(configOption())
+      .option('--erase', 'also forget its display name and avatar')
+      .action(async (name: string, options: { config?: string; erase?: boolean }) => {
+        await withServices(options.config, async (services) => {
+          const localpart = services.accounts.localpartNamedBy(name);
+          const userId = services.accounts.userIdFor(localpart);
+          if (services.accounts.isReserved(localpart)) throw new ConfigError(`${userId} is a service user of this server; turn it off in the configuration instead`);
+          const user = await services.accounts.getUser(userId);
+          if (!user) throw new ConfigError(`there is no account ${userId}`);
+          if (bots && user.user_type !== BOT_USER_TYPE) throw new ConfigError(`${userId} is not a bot account (use \`users deactivate\`)`);
+          if (user.deactivated === 1) {
+            console.log(`${userId} was already deactivated.`);
+            return;
+          }
+          await services.accounts.deactivate(userId, { erase: options.erase === true });
+          console.log(
+            `Deactivated ${userId}: it can no longer log in and its sessions have ended. ` +
+              'The server takes it out of its rooms within a minute (at its next start if it is not running).',
+          );
+        });
+      });
+  }
+  await program.parseAsync(argv);
+}
+
+function defineCreateBot(command: Command): Command {
+  return command
     .description('create a bot account with a fresh secret, or rotate the secret of an existing bot')
     .argument('<name>', 'localpart or full user id of the bot')
     .addOption(configOption())
@@ -127,9 +220,10 @@ export async function main(argv: string[]): Promise<void> {
         console.log(`Password (the bot's secret; shown only now): ${bot.password}`);
       });
     });
+}
 
-  program
-    .command('create-user')
+function defineCreateUser(command: Command): Command {
+  return command
     .description('create an account for a person (a generated password unless --password is given)')
     .argument('<name>', 'localpart or full user id')
     .addOption(configOption())
@@ -150,8 +244,23 @@ export async function main(argv: string[]): Promise<void> {
         if (!options.password) console.log(`Password (shown only now): ${password}`);
       });
     });
+}
 
-  await program.parseAsync(argv);
+/** Every account, a page at a time, in user id order. */
+async function* allUsers(services: Services, options: { bots: boolean; includeDeactivated: boolean }) {
+  const page = 500;
+  for (let from = 0; ; from += page) {
+    const { users } = await services.accounts.listUsers({
+      from,
+      limit: page,
+      includeDeactivated: options.includeDeactivated,
+      ...(options.bots ? { userType: BOT_USER_TYPE } : {}),
+      orderBy: 'name',
+      direction: 'asc',
+    });
+    yield* users;
+    if (users.length < page) return;
+  }
 }
 
 /**
@@ -182,10 +291,9 @@ function stopWhenOrphaned(stop: () => void): void {
 }
 
 async function withServices(configFile: string | undefined, work: (services: Services) => Promise<void>) {
-  const config: Config = loadConfig({ file: configFile });
-  const storage = new Storage(openDatabase(config.database));
+  const { config, source } = operatorConfig(configFile);
+  const { storage } = await openStorage(config, source);
   try {
-    await migrateToLatest(storage.db);
     await work(await createServices(config, storage, systemClock));
   } finally {
     await storage.close();
@@ -198,5 +306,7 @@ export function describeFailure(err: unknown): string {
   if (err instanceof ConfigError || err instanceof MigrationError || (err instanceof Error && err.name === 'FixturesError')) return err.message;
   if (err instanceof MatrixError) return `${err.message} (${err.errcode})`;
   if (err instanceof Error && 'code' in err && err.code === 'EADDRINUSE') return err.message;
+  // The database refused something (a locked or read-only file, a full disk): its words, no stack.
+  if (err instanceof Error && err.name === 'SqliteError') return `the database refused: ${err.message}`;
   return err instanceof Error ? (err.stack ?? err.message) : String(err);
 }

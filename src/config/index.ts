@@ -1,2 +1,2 @@
-export { loadConfig, finishConfig, ConfigError, ENV_PREFIX, CONFIG_FILE_ENV, type LoadConfigOptions } from './load.js';
+export { loadConfig, finishConfig, findConfigFile, ConfigError, ENV_PREFIX, CONFIG_FILE_ENV, DEFAULT_CONFIG_FILE, type LoadConfigOptions, type ConfigSource } from './load.js';
 export type { Config, RateLimitConfig } from './schema.js';

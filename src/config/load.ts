@@ -2,7 +2,8 @@
  * Loads the configuration: YAML file, then environment overrides, then defaults and validation.
  * A bad value fails here, at start, with a message that names the key.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
 import { Value } from '@sinclair/typebox/value';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
@@ -14,6 +15,32 @@ import { DEFAULT_IP_RANGE_BLACKLIST, invalidRanges } from '../net/address-guard.
 export const ENV_PREFIX = 'BOT_HOMESERVER_';
 /** Environment variable naming the config file when `--config` is not given. */
 export const CONFIG_FILE_ENV = `${ENV_PREFIX}CONFIG`;
+
+/** The config file an operator command uses when neither `--config` nor the variable names one. */
+export const DEFAULT_CONFIG_FILE = 'homeserver.yaml';
+
+/** Which config file a command uses, and why, in words for the operator. */
+export interface ConfigSource {
+  file: string | undefined;
+  description: string;
+}
+
+/**
+ * `--config`, else `$BOT_HOMESERVER_CONFIG`, else `./homeserver.yaml` when it exists, else the
+ * built-in defaults. The server and the operator commands find their config the same way, so a
+ * command run beside a server uses the server's database.
+ */
+export function findConfigFile(option: string | undefined, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): ConfigSource {
+  if (option) return { file: option, description: `${option} (--config)` };
+  const fromEnv = env[CONFIG_FILE_ENV];
+  if (fromEnv) return { file: fromEnv, description: `${fromEnv} ($${CONFIG_FILE_ENV})` };
+  const local = resolvePath(cwd, DEFAULT_CONFIG_FILE);
+  if (existsSync(local)) return { file: local, description: `${local} (found in the working directory)` };
+  return {
+    file: undefined,
+    description: `built-in defaults (no --config, no $${CONFIG_FILE_ENV}, no ./${DEFAULT_CONFIG_FILE})`,
+  };
+}
 
 export class ConfigError extends Error {
   override name = 'ConfigError';

@@ -647,6 +647,16 @@ export class RoomService {
     }
   }
 
+  /**
+   * Takes accounts deactivated from outside the server (the CLI works on the database directly,
+   * and cannot write room events beside a running server) out of their rooms. Returns them.
+   */
+  async leaveRoomsOfDeactivatedUsers(): Promise<string[]> {
+    const users = await this.storage.rooms.deactivatedUsersInRooms();
+    for (const userId of users) await this.leaveAllRooms(userId);
+    return users;
+  }
+
   /** Writes a new member event in every room the user is joined to (after a profile change). */
   async refreshMemberEvents(userId: string): Promise<void> {
     const profile = await this.profileOf(userId);

@@ -146,6 +146,38 @@ export class MigrationError extends Error {
   override name = 'MigrationError';
 }
 
+/** The database was made for another `server_name` than the configuration gives. */
+export class ServerNameMismatchError extends Error {
+  override name = 'ServerNameMismatchError';
+  constructor(
+    readonly recorded: string,
+    readonly configured: string,
+  ) {
+    super(
+      `this database belongs to server_name "${recorded}", but the configuration says "${configured}". ` +
+        'A Matrix server cannot be renamed (every user id, room id and signature carries its name): ' +
+        `use the configuration this database was made with, or a new database for "${configured}".`,
+    );
+  }
+}
+
+/**
+ * Records `serverName` in a new database, and refuses a database made for another name. A database
+ * from before the name was recorded is judged by its users' ids.
+ */
+export async function bindServerName(db: Db, serverName: string): Promise<void> {
+  const row = await db.selectFrom('server_meta').select('value').where('key', '=', 'server_name').executeTakeFirst();
+  let recorded = row?.value;
+  if (recorded === undefined) {
+    const someUser = await db.selectFrom('users').select('user_id').limit(1).executeTakeFirst();
+    recorded = someUser ? someUser.user_id.slice(someUser.user_id.indexOf(':') + 1) : serverName;
+    if (recorded === serverName) {
+      await db.insertInto('server_meta').values({ key: 'server_name', value: serverName }).onConflict((c) => c.doNothing()).execute();
+    }
+  }
+  if (recorded !== serverName) throw new ServerNameMismatchError(recorded, serverName);
+}
+
 /** Applies every pending migration; returns the names applied now. */
 export async function migrateToLatest(db: Db): Promise<string[]> {
   // Kysely's migrator introspects every table before it finds nothing to do.

@@ -323,6 +323,19 @@ export class RoomStore {
     await this.db.updateTable('events').set({ prev_content: content }).where('replaces_state', '=', eventId).execute();
   }
 
+  /** Deactivated accounts still joined to, invited to or knocking on a room. */
+  async deactivatedUsersInRooms(): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('users')
+      .innerJoin('memberships', 'memberships.user_id', 'users.user_id')
+      .select('users.user_id')
+      .distinct()
+      .where('users.deactivated', '=', 1)
+      .where('memberships.membership', 'in', ['join', 'invite', 'knock'])
+      .execute();
+    return rows.map((row) => row.user_id);
+  }
+
   async membershipsOfUser(userId: string): Promise<MembershipRow[]> {
     return this.db.selectFrom('memberships').selectAll().where('user_id', '=', userId).execute();
   }

@@ -287,7 +287,14 @@ export interface FederationKeptEdusTable {
   received_ts: number;
 }
 
+/** Facts the database keeps about the server it belongs to (`server_name`). */
+export interface ServerMetaTable {
+  key: string;
+  value: string;
+}
+
 export interface Database {
+  server_meta: ServerMetaTable;
   users: UsersTable;
   devices: DevicesTable;
   access_tokens: AccessTokensTable;

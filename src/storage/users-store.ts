@@ -15,6 +15,8 @@ export interface UserListQuery {
   includeDeactivated: boolean;
   /** true: admins only; false: non-admins only; undefined: both. */
   admins?: boolean | undefined;
+  /** Only accounts of this type (`bot`); undefined: every type. */
+  userType?: string | undefined;
   orderBy: 'name' | 'admin' | 'deactivated' | 'user_type' | 'displayname' | 'creation_ts';
   direction: 'asc' | 'desc';
 }
@@ -48,6 +50,7 @@ export class UserStore {
     let filtered = this.db.selectFrom('users');
     if (!query.includeDeactivated) filtered = filtered.where('deactivated', '=', 0);
     if (query.admins !== undefined) filtered = filtered.where('admin', '=', query.admins ? 1 : 0);
+    if (query.userType !== undefined) filtered = filtered.where('user_type', '=', query.userType);
     if (query.userId) filtered = filtered.where(contains('user_id', query.userId));
     if (query.name) {
       const name = query.name;

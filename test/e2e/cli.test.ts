@@ -46,7 +46,11 @@ afterAll(() => {
 });
 
 function cli(...args: string[]) {
-  const result = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, BOT_HOMESERVER_CONFIG: '' } });
+  return cliIn(ROOT, {}, ...args);
+}
+
+function cliIn(cwd: string, env: Record<string, string>, ...args: string[]) {
+  const result = spawnSync(process.execPath, [BIN, ...args], { cwd, encoding: 'utf8', env: { ...process.env, BOT_HOMESERVER_CONFIG: '', ...env } });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
@@ -82,7 +86,8 @@ async function loginAs(url: string, user: string, password: string) {
 describe('bot-homeserver CLI', () => {
   it('creates a bot whose printed secret logs in, and rotates it when run again', async () => {
     const created = cli('create-bot', 'hello', '--config', config, '--json');
-    expect(created.stderr).toBe('');
+    // stdout is the JSON alone; stderr says which config was used.
+    expect(created.stderr).toBe(`bot-homeserver: config: ${config} (--config)\n`);
     expect(created.status).toBe(0);
     const bot = JSON.parse(created.stdout) as { user_id: string; password: string };
     expect(bot.user_id).toBe('@hello:cli.test');
@@ -167,6 +172,80 @@ describe('bot-homeserver CLI', () => {
     writeFileSync(fresh, `database:\n  path: ${join(dir, 'fresh.db')}\n`);
     expect(cli('migrate', '--config', fresh).stdout).toContain('applied: 0001-accounts');
     expect(cli('migrate', '--config', fresh).stdout).toContain('database is up to date');
+  });
+
+  it('finds the config as the server does, says which, and refuses a database of another server name', () => {
+    // A server's directory: its config as ./homeserver.yaml, its database under ./data.
+    const site = mkdtempSync(join(dir, 'site-'));
+    writeFileSync(join(site, 'homeserver.yaml'), 'server_name: example.test\npassword_hashing: {memory_cost_kib: 64, time_cost: 1}\n');
+    const found = cliIn(site, {}, 'create-bot', 'first', '--json');
+    expect(found.status).toBe(0);
+    expect(found.stderr).toContain(`${join(site, 'homeserver.yaml')} (found in the working directory)`);
+    expect(JSON.parse(found.stdout).user_id).toBe('@first:example.test');
+
+    // The same directory without the file: built-in defaults (server_name localhost) meet the
+    // database of example.test, and nothing is written.
+    rmSync(join(site, 'homeserver.yaml'));
+    const oops = cliIn(site, {}, 'create-bot', 'oops');
+    expect(oops.status).toBe(1);
+    expect(oops.stderr).toContain('belongs to server_name "example.test", but the configuration says "localhost"');
+    expect(oops.stderr).toContain('built-in defaults (no --config, no $BOT_HOMESERVER_CONFIG, no ./homeserver.yaml)');
+    expect(oops.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    expect(cliIn(site, {}, 'migrate').status).toBe(1);
+    const start = cliIn(site, {}, 'start');
+    expect(start.status).toBe(1);
+    expect(start.stderr).toContain('cannot be renamed');
+
+    // The variable names the file, and says so.
+    const named = join(dir, 'named.yaml');
+    writeFileSync(named, `server_name: example.test\ndatabase: {path: ${join(site, 'data', 'homeserver.db')}}\n`);
+    const listed = cliIn(site, { BOT_HOMESERVER_CONFIG: named }, 'bots', 'list');
+    expect(listed.status).toBe(0);
+    expect(listed.stderr).toContain(`${named} ($BOT_HOMESERVER_CONFIG)`);
+    expect(listed.stdout).toMatch(/^@first:example\.test\tbot\tactive\t/);
+    expect(listed.stdout).not.toContain('oops');
+  });
+
+  it('lists and deactivates accounts, people and bots, with clear refusals', async () => {
+    expect(cli('bots', 'create', 'lister', '--config', config).status).toBe(0);
+    const person = JSON.parse(cli('users', 'create', 'lister-person', '--config', config, '--json').stdout) as { password: string };
+    const users = cli('users', 'list', '--config', config, '--json');
+    expect(users.status).toBe(0);
+    const entries = users.stdout.trim().split('\n').map((line) => JSON.parse(line) as { user_id: string; type: string; deactivated: boolean });
+    expect(entries).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ user_id: '@lister:cli.test', type: 'bot', deactivated: false }),
+        expect.objectContaining({ user_id: '@lister-person:cli.test', type: 'user', deactivated: false }),
+      ]),
+    );
+    expect(cli('bots', 'list', '--config', config).stdout).not.toContain('lister-person');
+
+    // A person is not a bot; unknown names and the bridge are refused by name.
+    const notBot = cli('bots', 'deactivate', 'lister-person', '--config', config);
+    expect(notBot.status).toBe(1);
+    expect(notBot.stderr).toContain('@lister-person:cli.test is not a bot account');
+    const unknown = cli('users', 'deactivate', 'nobody-here', '--config', config);
+    expect(unknown.status).toBe(1);
+    expect(unknown.stderr).toContain('there is no account @nobody-here:cli.test');
+    expect(cli('bots', 'deactivate', 'bridge', '--config', config).stderr).toContain('service user');
+
+    const { child, url } = await startServer();
+    try {
+      const session = await loginAs(url, 'lister-person', person.password);
+      expect(session.status).toBe(200);
+      const gone = cli('users', 'deactivate', 'lister-person', '--config', config);
+      expect(gone.status).toBe(0);
+      expect(gone.stdout).toContain('Deactivated @lister-person:cli.test');
+      const whoami = await fetch(`${url}/_matrix/client/v3/account/whoami`, { headers: { Authorization: `Bearer ${session.body.access_token}` } });
+      expect(whoami.status).toBe(401);
+      expect((await loginAs(url, 'lister-person', person.password)).status).toBe(403);
+      expect(cli('users', 'deactivate', 'lister-person', '--config', config).stdout).toContain('was already deactivated');
+      expect(cli('users', 'list', '--config', config).stdout).not.toContain('lister-person');
+      expect(cli('users', 'list', '--deactivated', '--config', config).stdout).toMatch(/@lister-person:cli\.test\tuser\tdeactivated/);
+    } finally {
+      child.kill('SIGTERM');
+      expect(await exited(child)).toBe(0);
+    }
   });
 
   it('ships every lazily loaded part of the bundle in a loadable state', async () => {

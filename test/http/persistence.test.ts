@@ -2,7 +2,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { login, startTestHomeserver } from '../support/homeserver.js';
+import Database from 'better-sqlite3';
+import { createUser, login, startTestHomeserver } from '../support/homeserver.js';
 
 describe('a file database', () => {
   let dir: string;
@@ -33,6 +34,59 @@ describe('a file database', () => {
     expect(whoami.body.user_id).toBe(bot.user_id);
     expect((await hs.http.post('/_matrix/client/v3/refresh').send({ refresh_token: refreshToken })).status).toBe(200);
     expect(await login(hs, 'hello', bot.password)).toEqual(expect.any(String));
+    await hs.close();
+  });
+
+  it('belongs to one server name: another is refused, also for a database from before the name was recorded', async () => {
+    const path = join(dir, 'homeserver.db');
+    const hs = await startTestHomeserver({ database: { path } });
+    await hs.services.accounts.createOrRotateBot('hello');
+    await hs.close();
+    await expect(startTestHomeserver({ database: { path }, server_name: 'other.test' })).rejects.toThrow(
+      'this database belongs to server_name "test.local", but the configuration says "other.test"',
+    );
+
+    // A database made before 0013 has no record: its users' ids say whose it is.
+    const sqlite = new Database(path);
+    sqlite.prepare('DELETE FROM server_meta').run();
+    sqlite.close();
+    await expect(startTestHomeserver({ database: { path }, server_name: 'other.test' })).rejects.toThrow('belongs to server_name "test.local"');
+    const again = await startTestHomeserver({ database: { path } });
+    await again.close();
+    const recorded = new Database(path);
+    expect(recorded.prepare("SELECT value FROM server_meta WHERE key = 'server_name'").pluck().get()).toBe('test.local');
+    recorded.close();
+  });
+
+  it('takes an account deactivated behind its back (the CLI) out of its rooms, at start and while running', async () => {
+    const path = join(dir, 'homeserver.db');
+    let hs = await startTestHomeserver({ database: { path } });
+    const owner = await createUser(hs, 'owner');
+    const bot = await createUser(hs, 'leaver');
+    const late = await createUser(hs, 'late-leaver');
+    const room = (await hs.http.post('/_matrix/client/v3/createRoom').auth(owner.accessToken, { type: 'bearer' }).send({ preset: 'public_chat' })).body.room_id as string;
+    for (const user of [bot, late]) {
+      expect((await hs.http.post(`/_matrix/client/v3/rooms/${room}/join`).auth(user.accessToken, { type: 'bearer' }).send({})).status).toBe(200);
+    }
+    await hs.close();
+
+    // As `bot-homeserver users deactivate` does it: the account only, no room events.
+    const sqlite = new Database(path);
+    sqlite.prepare('UPDATE users SET deactivated = 1, password_hash = NULL WHERE user_id = ?').run(bot.userId);
+    sqlite.close();
+    hs = await startTestHomeserver({ database: { path } });
+    const token = await login(hs, 'owner', owner.password);
+    const memberships = async () => {
+      const members = await hs.http.get(`/_matrix/client/v3/rooms/${room}/members`).auth(token, { type: 'bearer' });
+      return Object.fromEntries((members.body.chunk as Array<{ state_key: string; content: { membership: string } }>).map((e) => [e.state_key, e.content.membership]));
+    };
+    expect(await memberships()).toMatchObject({ [bot.userId]: 'leave', [late.userId]: 'join' });
+
+    // While running, the periodic sweep does the same.
+    await hs.services.accounts.deactivate(late.userId);
+    expect(await hs.services.rooms.leaveRoomsOfDeactivatedUsers()).toEqual([late.userId]);
+    expect(await memberships()).toMatchObject({ [late.userId]: 'leave' });
+    expect(await hs.services.rooms.leaveRoomsOfDeactivatedUsers()).toEqual([]);
     await hs.close();
   });
 });
