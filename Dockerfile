@@ -3,7 +3,7 @@
 #   docker run -p 8008:8008 -v bhs-data:/data -e BOT_HOMESERVER_SERVER_NAME=example.org bot-homeserver
 #   docker exec -it <container> bot-homeserver create-bot hello
 
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 # better-sqlite3 and argon2 compile their native parts on install.
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
@@ -15,7 +15,7 @@ COPY src ./src
 COPY migrations ./migrations
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 # MALLOC_MMAP_THRESHOLD_: argon2's 19 MiB per password hash stays a separate mapping, returned to
 # the system when freed, instead of settling in glibc's per-thread pools (docs/configuration.md).
 ENV NODE_ENV=production \
