@@ -7,7 +7,7 @@ import cors from '@fastify/cors';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { systemClock, type Clock } from './core/clock.js';
-import type { Config } from './config/index.js';
+import { ConfigError, type Config } from './config/index.js';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.js';
 import { clientErrorHandler, limitConnectionsPerAddress, requestDeadlineOptions } from './http/connections.js';
 import { installJsonBodies } from './http/json-bodies.js';
@@ -214,5 +214,13 @@ function named<Plugin extends object>(name: string, plugin: Plugin): Plugin {
 
 function tlsOptions(config: Config): { https: { key: Buffer; cert: Buffer } } | Record<string, never> {
   if (config.tls_certificate_path === null || config.tls_private_key_path === null) return {};
-  return { https: { key: readFileSync(config.tls_private_key_path), cert: readFileSync(config.tls_certificate_path) } };
+  return { https: { key: readConfiguredFile('tls_private_key_path', config.tls_private_key_path), cert: readConfiguredFile('tls_certificate_path', config.tls_certificate_path) } };
+}
+
+function readConfiguredFile(key: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new ConfigError(`${key}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
 }

@@ -7,7 +7,7 @@ import { resolve as resolvePath } from 'node:path';
 import { Value } from '@sinclair/typebox/value';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
-import { ConfigSchema, type Config, type RawConfig } from './schema.js';
+import { ConfigSchema, EXPECTED, type Config, type RawConfig } from './schema.js';
 import { parseDuration } from './duration.js';
 import { DEFAULT_IP_RANGE_BLACKLIST, invalidRanges } from '../net/address-guard.js';
 
@@ -57,7 +57,7 @@ export interface LoadConfigOptions {
 
 // Run once per start: ajv's code optimizer would cost more than it could ever save here, and
 // checking our own schema against the JSON Schema meta-schema would take as long as compiling it.
-const ajv = new Ajv({ useDefaults: true, allErrors: true, allowUnionTypes: true, strict: false, validateSchema: false, code: { optimize: false } });
+const ajv = new Ajv({ useDefaults: true, allErrors: true, verbose: true, allowUnionTypes: true, strict: false, validateSchema: false, code: { optimize: false } });
 const validateConfig = ajv.compile<RawConfig>(ConfigSchema);
 
 export function loadConfig(options: LoadConfigOptions = {}): Config {
@@ -66,16 +66,17 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   const fromFile = file ? readConfigFile(file) : {};
   // Environment values arrive as text; converting them by the schema reads "8008" as a number
   // where a number is expected and leaves a digits-only secret a string where a string is.
-  const fromEnv = Value.Convert(ConfigSchema, envOverrides(env)) as Record<string, unknown>;
+  const envSources = new Map<string, string>();
+  const fromEnv = Value.Convert(ConfigSchema, envOverrides(env, envSources)) as Record<string, unknown>;
   const merged = deepMerge(deepMerge(fromFile, fromEnv), options.overrides ?? {});
-  return finishConfig(merged);
+  return finishConfig(merged, envSources);
 }
 
 /** Validates a plain object as configuration, applying defaults. */
-export function finishConfig(raw: Record<string, unknown>): Config {
+export function finishConfig(raw: Record<string, unknown>, envSources: ReadonlyMap<string, string> = new Map()): Config {
   const candidate = structuredClone(raw);
   if (!validateConfig(candidate)) {
-    throw new ConfigError(`invalid configuration:\n${describeErrors(validateConfig.errors ?? [])}`);
+    throw new ConfigError(`invalid configuration:\n${describeErrors(validateConfig.errors ?? [], envSources)}`);
   }
   const config = candidate as RawConfig;
   const finished: Config = {
@@ -150,7 +151,7 @@ function readConfigFile(file: string): Record<string, unknown> {
  * `BOT_HOMESERVER_LISTEN__PORT=0` sets `listen.port`. Values are text, converted to the key's type
  * by the caller; `null` sets a key to null. Unknown keys are reported like file keys.
  */
-function envOverrides(env: NodeJS.ProcessEnv): Record<string, unknown> {
+function envOverrides(env: NodeJS.ProcessEnv, sources: Map<string, string>): Record<string, unknown> {
   const result: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(env)) {
     // An empty variable is an unset one (`FOO= cmd` is how shells clear a value).
@@ -162,28 +163,110 @@ function envOverrides(env: NodeJS.ProcessEnv): Record<string, unknown> {
       target = isPlainObject(next) ? next : (target[key] = {});
     }
     target[path[path.length - 1]!] = value === 'null' ? null : value;
+    sources.set(path.join('.'), name);
   }
   return result;
 }
 
-function describeErrors(errors: ErrorObject[]): string {
-  const lines = new Set<string>();
+/**
+ * One sentence per wrong key, in the words an operator reads: what the key must be (the schema's
+ * `EXPECTED` text where it has one, never a regex or a list of union branches), the value given,
+ * a "did you mean" for an unknown key, and the environment variable when one set it.
+ */
+function describeErrors(errors: ErrorObject[], envSources: ReadonlyMap<string, string>): string {
+  const byKey = new Map<string, ErrorObject[]>();
   for (const error of errors) {
     const key = error.instancePath.slice(1).replaceAll('/', '.');
-    if (error.keyword === 'additionalProperties') {
-      const extra = (error.params as { additionalProperty: string }).additionalProperty;
-      lines.add(`  ${key ? `${key}.` : ''}${extra}: unknown key`);
-    } else if (error.keyword === 'enum') {
-      const allowed = (error.params as { allowedValues: unknown[] }).allowedValues;
-      lines.add(`  ${key}: must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}`);
-    } else if (error.keyword === 'anyOf') {
-      // The branches of a union already said what was wrong; keep their messages.
-      continue;
-    } else {
-      lines.add(`  ${key || '(top level)'}: ${error.message ?? 'is invalid'}`);
-    }
+    const keyed = error.keyword === 'additionalProperties' ? joinKey(key, (error.params as { additionalProperty: string }).additionalProperty) : key;
+    byKey.set(keyed, [...(byKey.get(keyed) ?? []), error]);
   }
-  return [...lines].join('\n');
+  const lines: string[] = [];
+  for (const [key, keyErrors] of byKey) {
+    const variable = envSources.get(key);
+    const where = variable ? `${variable} (${key})` : key || '(top level)';
+    lines.push(`  ${where}: ${describeKeyErrors(keyErrors, key, variable !== undefined)}`);
+  }
+  return lines.join('\n');
+}
+
+function describeKeyErrors(errors: ErrorObject[], key: string, fromEnv: boolean): string {
+  const unknown = errors.find((e) => e.keyword === 'additionalProperties');
+  if (unknown) {
+    const name = (unknown.params as { additionalProperty: string }).additionalProperty;
+    const known = Object.keys((unknown.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties ?? {});
+    const suggestion = closest(name, known);
+    if (!suggestion) return 'unknown key';
+    const path = [...key.split('.').slice(0, -1), suggestion];
+    return `unknown key; did you mean ${fromEnv ? ENV_PREFIX + path.join('__').toUpperCase() : path.join('.')}?`;
+  }
+  // The outermost schema that says what it expects (a union's own text wins over its branches').
+  const described = errors
+    .filter((e) => typeof (e.parentSchema as Record<string, unknown> | undefined)?.[EXPECTED] === 'string')
+    .sort((x, y) => x.schemaPath.length - y.schemaPath.length)[0];
+  const given = errors[0]?.data;
+  if (described) return `${shown(given)} is not ${(described.parentSchema as Record<string, string>)[EXPECTED]}`;
+  const error = errors.find((e) => e.keyword !== 'anyOf') ?? errors[0]!;
+  const params = error.params as Record<string, unknown>;
+  switch (error.keyword) {
+    case 'enum':
+      return `${shown(given)} is not one of ${(params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    case 'type':
+      return `${shown(given)} is not ${TYPE_WORDS[String(params.type)] ?? String(params.type)}`;
+    case 'minimum':
+      return `${shown(given)} is less than the smallest allowed value, ${String(params.limit)}`;
+    case 'maximum':
+      return `${shown(given)} is more than the largest allowed value, ${String(params.limit)}`;
+    case 'minLength':
+      return 'must not be empty';
+    case 'maxLength':
+      return `is longer than ${String(params.limit)} characters`;
+    case 'required':
+      return `${String(params.missingProperty)} is missing`;
+    default:
+      return `${shown(given)} is not valid here (${error.message ?? 'invalid'})`;
+  }
+}
+
+const TYPE_WORDS: Record<string, string> = {
+  integer: 'a whole number',
+  number: 'a number',
+  boolean: 'true or false',
+  string: 'text',
+  array: 'a list',
+  object: 'a mapping of keys',
+  null: 'null',
+};
+
+function shown(value: unknown): string {
+  if (value === undefined) return 'the value';
+  const text = JSON.stringify(value);
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+function joinKey(parent: string, child: string): string {
+  return parent ? `${parent}.${child}` : child;
+}
+
+/** The known key nearest to a mistyped one, when it is near enough to be what was meant. */
+function closest(name: string, known: string[]): string | undefined {
+  let best: { key: string; distance: number } | undefined;
+  for (const key of known) {
+    const distance = editDistance(name.toLowerCase(), key.toLowerCase());
+    if (!best || distance < best.distance) best = { key, distance };
+  }
+  return best && best.distance <= Math.max(2, Math.floor(name.length / 3)) ? best.key : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

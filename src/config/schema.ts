@@ -7,6 +7,12 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { StringEnum } from '../schemas.js';
 
+/**
+ * What a value must look like, in words for the operator: the config error for a key whose schema
+ * carries it is this one sentence instead of the validator's patterns and union branches.
+ */
+export const EXPECTED = 'x-expected';
+
 /** A Synapse-style rate limit: a bucket of `burst_count` actions that drains at `per_second`. */
 export interface RateLimitConfig {
   per_second: number;
@@ -14,10 +20,18 @@ export interface RateLimitConfig {
 }
 
 /** A duration as milliseconds, or a Synapse-style string such as "500ms", "30s", "5m", "1h", "7d". */
-export const DurationSchema = Type.Union([
-  Type.Integer({ minimum: 1 }),
-  Type.String({ pattern: '^[0-9]+(ms|s|m|h|d|w|y)?$' }),
-]);
+export const DurationSchema = Type.Union(
+  [Type.Integer({ minimum: 1 }), Type.String({ pattern: '^[0-9]+(ms|s|m|h|d|w|y)?$' })],
+  { [EXPECTED]: 'a duration such as 500ms, 30s, 5m, 1h or 7d (a plain number is milliseconds)' },
+);
+
+/** A duration, or null for "never" / "no limit". */
+const durationOrNull = (defaultValue: string | null) =>
+  Type.Union([DurationSchema, Type.Null()], {
+    default: defaultValue,
+    [EXPECTED]: 'a duration such as 500ms, 30s, 5m, 1h or 7d (a plain number is milliseconds), or null',
+  });
+const duration = (defaultValue: string) => Type.Union([DurationSchema], { default: defaultValue, [EXPECTED]: DurationSchema[EXPECTED] as string });
 
 /** A limit whose fields each fall back to this limiter's default, as Synapse fills in a missing one. */
 const rateLimit = (per_second: number, burst_count: number) =>
@@ -37,15 +51,16 @@ export const ConfigSchema = Type.Object(
       // A hostname (or IPv4 / [IPv6] literal) with an optional port, as the spec's server-name grammar.
       pattern: '^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$',
       default: 'localhost',
+      [EXPECTED]: 'a host name such as example.org, an IPv4 address or an [IPv6] address, with an optional :port',
     }),
-    public_baseurl: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+    public_baseurl: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$', [EXPECTED]: 'an http:// or https:// URL' })),
     listen: Type.Object(
       {
         host: Type.String({ minLength: 1, default: '127.0.0.1' }),
         port: Type.Integer({ minimum: 0, maximum: 65535, default: 8008 }),
         x_forwarded: Type.Boolean({ default: false }),
         // A request (headers and body) must arrive within this, or it is answered 408.
-        request_timeout: Type.Union([DurationSchema], { default: '60s' }),
+        request_timeout: duration('60s'),
         // Connections one client address may hold at once (0: no limit); not applied with x_forwarded.
         max_connections_per_address: Type.Integer({ minimum: 0, default: 256 }),
       },
@@ -70,9 +85,9 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
-    refreshable_access_token_lifetime: Type.Union([DurationSchema, Type.Null()], { default: '5m' }),
-    nonrefreshable_access_token_lifetime: Type.Union([DurationSchema, Type.Null()], { default: null }),
-    refresh_token_lifetime: Type.Union([DurationSchema, Type.Null()], { default: null }),
+    refreshable_access_token_lifetime: durationOrNull('5m'),
+    nonrefreshable_access_token_lifetime: durationOrNull(null),
+    refresh_token_lifetime: durationOrNull(null),
     ratelimiting_enabled: Type.Boolean({ default: true }),
     rc_message: rateLimit(50, 300),
     rc_login: Type.Object(
@@ -86,7 +101,10 @@ export const ConfigSchema = Type.Object(
     rc_registration: rateLimit(0.17, 3),
     max_request_body_bytes: Type.Integer({ minimum: 1024, default: 1_048_576 }),
     // Media uploads have their own cap (JSON bodies stay small); Synapse's name and size format.
-    max_upload_size: Type.Union([Type.Integer({ minimum: 0 }), Type.String({ pattern: '^[0-9]+[KMG]?$' })], { default: '50M' }),
+    max_upload_size: Type.Union([Type.Integer({ minimum: 0 }), Type.String({ pattern: '^[0-9]+[KMG]?$' })], {
+      default: '50M',
+      [EXPECTED]: 'a size in bytes, or a number with K, M or G such as 50M',
+    }),
     // Where uploaded files live; null: `media_store` beside the database file, or memory for `:memory:`.
     media_store_path: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
     // This server's ed25519 signing key, in Synapse's format; generated at first start. null: beside
@@ -94,12 +112,12 @@ export const ConfigSchema = Type.Object(
     signing_key_path: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
     // Keys this server signed with before, still published for checking old events (Synapse's key).
     old_signing_keys: Type.Record(
-      Type.String({ pattern: '^ed25519:[A-Za-z0-9_]+$' }),
+      Type.String({ pattern: '^ed25519:[A-Za-z0-9_]+$', [EXPECTED]: 'a key id such as ed25519:a_AbCd' }),
       Type.Object({ key: Type.String({ minLength: 1 }), expired_ts: Type.Integer({ minimum: 0 }) }, { additionalProperties: false }),
       { default: {} },
     ),
     // Longest a /sync may wait for news; longer client timeouts are cut to this.
-    max_sync_timeout: Type.Union([DurationSchema], { default: '3m' }),
+    max_sync_timeout: duration('3m'),
 
     // ---- Federation (Synapse's key names where Synapse has the setting) ----
     // Serve TLS on the listener itself (tests, small deployments); normally a reverse proxy does.
@@ -125,7 +143,7 @@ export const ConfigSchema = Type.Object(
       { default: [] },
     ),
     // How long other servers may cache our key listing.
-    key_refresh_interval: Type.Union([DurationSchema], { default: '1d' }),
+    key_refresh_interval: duration('1d'),
     // Serve /.well-known/matrix/server pointing at public_baseurl's host and port (delegation).
     serve_server_wellknown: Type.Boolean({ default: false }),
     // Inbound federation load per origin (Synapse's rc_federation: requests above sleep_limit in
@@ -143,23 +161,29 @@ export const ConfigSchema = Type.Object(
     federation: Type.Object(
       {
         // Longest one outbound federation request may take (connect to last byte).
-        request_timeout: Type.Union([DurationSchema], { default: '60s' }),
+        request_timeout: duration('60s'),
         // Largest response read from another server (a send_join of a big room is tens of MB).
         max_response_bytes: Type.Integer({ minimum: 65_536, default: 104_857_600 }),
         // After a destination fails, the first retry waits this long; each failure doubles it up
         // to max_retry_interval. Any request from the destination ends the wait at once.
-        min_retry_interval: Type.Union([DurationSchema], { default: '10s' }),
-        max_retry_interval: Type.Union([DurationSchema], { default: '1h' }),
+        min_retry_interval: duration('10s'),
+        max_retry_interval: duration('1h'),
       },
       { additionalProperties: false, default: {} },
     ),
     bridge: Type.Object(
       {
         enabled: Type.Boolean({ default: true }),
-        localpart: Type.String({ pattern: '^[a-z0-9._=/+-]+$', minLength: 1, maxLength: 64, default: 'bridge' }),
+        localpart: Type.String({
+          pattern: '^[a-z0-9._=/+-]+$',
+          minLength: 1,
+          maxLength: 64,
+          default: 'bridge',
+          [EXPECTED]: 'a user name of lower-case letters, digits and . _ = / + -',
+        }),
         displayname: Type.String({ minLength: 1, maxLength: 256, default: 'Bridge' }),
         // Where webhook URLs point; defaults to public_baseurl (or the listening address).
-        webhook_base_url: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+        webhook_base_url: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$', [EXPECTED]: 'an http:// or https:// URL' })),
         webhooks: Type.Object(
           {
             max_body_bytes: Type.Integer({ minimum: 1024, maximum: 67_108_864, default: 1_048_576 }),

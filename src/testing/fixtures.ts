@@ -91,24 +91,35 @@ export function readFixtures(file: string): Fixtures {
   return parsed;
 }
 
+/** Creating one fixture entry; a refusal names the entry it came from. */
+async function entry<T>(where: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    throw new FixturesError(`fixtures: ${where}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
 /** Creates what the fixtures describe; users and bots first, then rooms in file order. */
 export async function applyFixtures(hs: TestHomeserver, fixtures: Fixtures): Promise<FixturesOutput> {
   const accounts = new Map<string, TestAccount>();
   const output: FixturesOutput = { base_url: hs.baseUrl, server_name: hs.serverName, users: {}, bots: {}, rooms: {} };
   const describe = (a: TestAccount): AccountOutput => ({ user_id: a.userId, password: a.password, access_token: a.accessToken, device_id: a.deviceId });
 
-  for (const spec of fixtures.users ?? []) {
+  for (const [index, spec] of (fixtures.users ?? []).entries()) {
     const user = typeof spec === 'string' ? { name: spec } : spec;
-    const account = await hs.createUser(user.name, {
-      ...(user.password !== undefined ? { password: user.password } : {}),
-      ...(user.admin !== undefined ? { admin: user.admin } : {}),
-      ...(user.display_name !== undefined ? { displayName: user.display_name } : {}),
-    });
+    const account = await entry(`users[${index}] (${user.name})`, () =>
+      hs.createUser(user.name, {
+        ...(user.password !== undefined ? { password: user.password } : {}),
+        ...(user.admin !== undefined ? { admin: user.admin } : {}),
+        ...(user.display_name !== undefined ? { displayName: user.display_name } : {}),
+      }),
+    );
     accounts.set(user.name, account);
     output.users[user.name] = describe(account);
   }
-  for (const name of fixtures.bots ?? []) {
-    const bot = await hs.createBot(name);
+  for (const [index, name] of (fixtures.bots ?? []).entries()) {
+    const bot = await entry(`bots[${index}] (${name})`, () => hs.createBot(name));
     accounts.set(name, bot);
     output.bots[name] = describe(bot);
   }
@@ -118,15 +129,20 @@ export async function applyFixtures(hs: TestHomeserver, fixtures: Fixtures): Pro
     return found;
   };
   for (const [key, room] of Object.entries(fixtures.rooms ?? {})) {
-    const roomId = await hs.createRoom(account(room.owner, `rooms.${key}.owner`), {
-      ...(room.name !== undefined ? { name: room.name } : {}),
-      ...(room.topic !== undefined ? { topic: room.topic } : {}),
-      ...(room.alias !== undefined ? { alias: room.alias } : {}),
-      ...(room.preset !== undefined ? { preset: room.preset } : {}),
-      ...(room.is_direct !== undefined ? { isDirect: room.is_direct } : {}),
-      members: (room.members ?? []).map((name) => account(name, `rooms.${key}.members`)),
-      invite: (room.invite ?? []).map((name) => account(name, `rooms.${key}.invite`)),
-    });
+    const owner = account(room.owner, `rooms.${key}.owner`);
+    const members = (room.members ?? []).map((name) => account(name, `rooms.${key}.members`));
+    const invite = (room.invite ?? []).map((name) => account(name, `rooms.${key}.invite`));
+    const roomId = await entry(`rooms.${key}`, () =>
+      hs.createRoom(owner, {
+        ...(room.name !== undefined ? { name: room.name } : {}),
+        ...(room.topic !== undefined ? { topic: room.topic } : {}),
+        ...(room.alias !== undefined ? { alias: room.alias } : {}),
+        ...(room.preset !== undefined ? { preset: room.preset } : {}),
+        ...(room.is_direct !== undefined ? { isDirect: room.is_direct } : {}),
+        members,
+        invite,
+      }),
+    );
     output.rooms[key] = { room_id: roomId, ...(room.alias !== undefined ? { alias: `#${room.alias}:${hs.serverName}` } : {}) };
   }
   return output;

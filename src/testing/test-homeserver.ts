@@ -16,6 +16,7 @@ import { finishConfig, type Config } from '../config/index.js';
 import { deepMerge } from '../config/load.js';
 import { eventFromRow, type ClientEvent } from '../rooms/events.js';
 import type { Services } from '../services.js';
+import { MatrixError } from '../core/errors.js';
 
 export interface StartTestHomeserverOptions {
   /** Domain of user ids. Default `localhost`. */
@@ -85,15 +86,29 @@ export interface WaitForOptions {
   after?: string;
 }
 
-/** The HTTP error a helper got back. */
+/**
+ * Every failure of a helper. `status` and `errcode` are the Matrix error's when the server refused
+ * (as a client would have got them); both are undefined for a helper misused (`reset()` on a file
+ * database, `waitFor` timing out, ...).
+ */
 export class TestHomeserverError extends Error {
   override name = 'TestHomeserverError';
   constructor(
     message: string,
-    readonly status: number,
-    readonly errcode: string | undefined,
+    readonly status?: number,
+    readonly errcode?: string,
   ) {
     super(message);
+  }
+}
+
+/** Runs a helper's work on the services, giving a refusal the helper's name and its arguments. */
+async function asHelper<T>(what: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof MatrixError) throw new TestHomeserverError(`${what}: ${err.message} (${err.errcode})`, err.status, err.errcode);
+    throw err;
   }
 }
 
@@ -105,8 +120,11 @@ export interface TestHomeserver {
   createUser(name: string, options?: CreateUserOptions): Promise<TestAccount>;
   createBot(name: string): Promise<TestBot>;
   createRoom(owner: Actor, options?: CreateRoomOptions): Promise<string>;
+  /** Joins a room by id or alias; resolves with the room id (an alias resolved). */
   join(user: Actor, roomIdOrAlias: string): Promise<string>;
+  /** Invites someone (an account or a user id); resolves with nothing once the invite is committed. */
   invite(inviter: Actor, roomId: string, invitee: Actor | string): Promise<void>;
+  /** Leaves (or rejects an invite); resolves with nothing once the leave is committed. */
   leave(user: Actor, roomId: string): Promise<void>;
   /** Sends a message (a string is an `m.text` body); resolves with the event id. */
   send(user: Actor, roomId: string, content: string | Record<string, unknown>, type?: string): Promise<string>;
@@ -226,23 +244,25 @@ class RunningTestHomeserver implements TestHomeserver {
 
   async pollFeeds(): Promise<void> {
     const bridge = this.app.homeserver.bridge;
-    if (!bridge) throw new Error('pollFeeds: the bridge is disabled (bridge.enabled: false)');
+    if (!bridge) throw new TestHomeserverError('pollFeeds: the bridge is disabled (bridge.enabled: false)');
     await bridge.feeds.pollDue(Number.MAX_SAFE_INTEGER);
   }
 
   async createUser(name: string, options: CreateUserOptions = {}): Promise<TestAccount> {
     const password = options.password ?? `password-of-${name}`;
-    const row = await this.services.accounts.createUser({
-      localpart: name,
-      password,
-      admin: options.admin ?? false,
-      ...(options.displayName !== undefined ? { displayname: options.displayName } : {}),
-    });
+    const row = await asHelper(`createUser(${JSON.stringify(name)})`, () =>
+      this.services.accounts.createUser({
+        localpart: name,
+        password,
+        admin: options.admin ?? false,
+        ...(options.displayName !== undefined ? { displayname: options.displayName } : {}),
+      }),
+    );
     return this.login(row.user_id, row.localpart, password);
   }
 
   async createBot(name: string): Promise<TestBot> {
-    const bot = await this.services.accounts.createOrRotateBot(name);
+    const bot = await asHelper(`createBot(${JSON.stringify(name)})`, () => this.services.accounts.createOrRotateBot(name));
     const account = await this.login(bot.user_id, this.services.accounts.localpartNamedBy(name), bot.password);
     return { ...account, secret: bot.password };
   }
@@ -309,7 +329,7 @@ class RunningTestHomeserver implements TestHomeserver {
     let position = -1;
     if (options.after !== undefined) {
       const row = await services.storage.rooms.getEvent(options.after);
-      if (!row || row.room_id !== roomId) throw new Error(`waitFor: ${options.after} is not an event of ${roomId}`);
+      if (!row || row.room_id !== roomId) throw new TestHomeserverError(`waitFor: ${options.after} is not an event of ${roomId}`);
       position = row.stream_ordering;
     }
     // Watch before reading, so a commit between the read and the wait still wakes us.
@@ -330,7 +350,7 @@ class RunningTestHomeserver implements TestHomeserver {
         }
         if ((await Promise.race([change, timedOut])) === 'timeout') {
           const summary = seen.slice(-10).map((e) => `${e.sender} ${e.type} ${JSON.stringify(e.content).slice(0, 80)}`);
-          throw new Error(`waitFor: no matching event in ${roomId} within ${timeout} ms; the last events were:\n  ${summary.join('\n  ') || '(none)'}`);
+          throw new TestHomeserverError(`waitFor: no matching event in ${roomId} within ${timeout} ms; the last events were:\n  ${summary.join('\n  ') || '(none)'}`);
         }
         change = new Promise<void>((resolve) => (changed = resolve));
       }
@@ -348,9 +368,9 @@ class RunningTestHomeserver implements TestHomeserver {
   }
 
   async reset(): Promise<void> {
-    if (this.closed) throw new Error('the test homeserver is closed');
+    if (this.closed) throw new TestHomeserverError('reset(): the test homeserver is closed');
     if (this.config.database.path !== ':memory:') {
-      throw new Error('reset() needs the in-memory database: a database file would keep its data');
+      throw new TestHomeserverError('reset() needs the in-memory database: a database file would keep its data');
     }
     // One reset at a time, and close() waits for it: otherwise an app could outlive the server.
     const previous = this.resetting;
@@ -395,7 +415,8 @@ class RunningTestHomeserver implements TestHomeserver {
     const answer = (await response.json().catch(() => ({}))) as Record<string, unknown>;
     if (!response.ok) {
       const errcode = typeof answer.errcode === 'string' ? answer.errcode : undefined;
-      throw new TestHomeserverError(`${method} ${path} → ${response.status} ${errcode ?? ''}: ${String(answer.error ?? '')}`, response.status, errcode);
+      const as = user ? ` as ${user.userId}` : '';
+      throw new TestHomeserverError(`${method} ${path}${as} → ${response.status} ${errcode ?? ''}: ${String(answer.error ?? '')}`, response.status, errcode);
     }
     return answer;
   }

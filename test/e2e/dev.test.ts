@@ -84,6 +84,13 @@ describe('bot-homeserver dev', () => {
     const unknownOwner = run('users: [a]\nrooms: {x: {owner: nobody}}\n');
     expect(unknownOwner.status).toBe(1);
     expect(unknownOwner.stderr).toContain('rooms.x.owner names nobody');
+    // A refusal while creating names the entry it came from.
+    const twice = run('users: [a, a]\n');
+    expect(twice.status).toBe(1);
+    expect(twice.stderr).toContain('fixtures: users[1] (a): createUser("a"): User ID already taken.');
+    const badBot = run('bots: [ok-bot, Bad Name]\n');
+    expect(badBot.stderr).toContain('fixtures: bots[1] (Bad Name): createBot("Bad Name")');
+    expect(badBot.stderr).not.toMatch(/\n\s+at /);
   });
 
   it('stops when the pipe on its stdin closes (the parent closed it or died)', async () => {

@@ -73,6 +73,29 @@ describe('startTestHomeserver', () => {
     expect(TestHomeserverError).toBeTypeOf('function');
   });
 
+  it('throws TestHomeserverError from every helper, naming what it was asked', async () => {
+    await hs.createUser('taken');
+    const taken = await hs.createUser('taken').catch((err: unknown) => err);
+    expect(taken).toBeInstanceOf(TestHomeserverError);
+    expect(taken).toMatchObject({ status: 400, errcode: 'M_USER_IN_USE', message: expect.stringContaining('createUser("taken")') });
+    const bad = await hs.createBot('Bad Name').catch((err: unknown) => err);
+    expect(bad).toBeInstanceOf(TestHomeserverError);
+    expect(bad).toMatchObject({ errcode: 'M_INVALID_USERNAME', message: expect.stringContaining('createBot("Bad Name")') });
+    const someone = await hs.createUser('someone');
+    const refused = await hs.join(someone, '!nope:localhost').catch((err: unknown) => err);
+    expect((refused as Error).message).toContain(`as ${someone.userId}`);
+    // Misuse is the same type, without a status.
+    const timedOut = await hs.waitFor(await hs.createRoom(someone), () => false, { timeout: 10 }).catch((err: unknown) => err);
+    expect(timedOut).toBeInstanceOf(TestHomeserverError);
+    expect(timedOut).toMatchObject({ status: undefined, errcode: undefined });
+    // What join, invite and leave resolve with.
+    const room = await hs.createRoom(someone, { alias: 'helpers-answer', preset: 'public_chat' });
+    const other = await hs.createUser('other-helper');
+    expect(await hs.join(other, '#helpers-answer:localhost')).toBe(room);
+    expect(await hs.invite(someone, room, await hs.createUser('invitee-helper'))).toBeUndefined();
+    expect(await hs.leave(other, room)).toBeUndefined();
+  });
+
   it('passes config overrides through and keeps the port across reset()', async () => {
     const small = await startTestHomeserver({ serverName: 'bots.test', config: { max_upload_size: 1234 } });
     try {

@@ -73,7 +73,37 @@ describe('configuration', () => {
   });
 
   it('names an unknown environment override', () => {
-    expect(() => loadConfig({ env: { BOT_HOMESERVER_LISTEN__PROT: '1' } })).toThrow('listen.prot: unknown key');
+    expect(() => loadConfig({ env: { BOT_HOMESERVER_LISTEN__PROT: '1' } })).toThrow(
+      'BOT_HOMESERVER_LISTEN__PROT (listen.prot): unknown key; did you mean BOT_HOMESERVER_LISTEN__PORT?',
+    );
+  });
+
+  it('says in one sentence per key what a value must be, with the value given and a near key name', () => {
+    const message = (text: string, env: Record<string, string> = {}) => {
+      try {
+        loadConfig({ file: configFile(text), env });
+      } catch (err) {
+        return (err as Error).message;
+      }
+      throw new Error('no error');
+    };
+    const errors = message(
+      ['server_name: "bad name!"', 'max_sync_timeout: 5 minutes', 'max_upload_size: 10MB', 'rc_mesage: {}', 'listen: {port: 99999}', ''].join('\n'),
+      { BOT_HOMESERVER_REFRESH_TOKEN_LIFETIME: 'soon' },
+    ).split('\n');
+    expect(errors[0]).toBe('invalid configuration:');
+    expect(errors.slice(1).sort()).toEqual([
+      '  server_name: "bad name!" is not a host name such as example.org, an IPv4 address or an [IPv6] address, with an optional :port',
+      '  max_sync_timeout: "5 minutes" is not a duration such as 500ms, 30s, 5m, 1h or 7d (a plain number is milliseconds)',
+      '  max_upload_size: "10MB" is not a size in bytes, or a number with K, M or G such as 50M',
+      '  rc_mesage: unknown key; did you mean rc_message?',
+      '  listen.port: 99999 is more than the largest allowed value, 65535',
+      '  BOT_HOMESERVER_REFRESH_TOKEN_LIFETIME (refresh_token_lifetime): "soon" is not a duration such as 500ms, 30s, 5m, 1h or 7d (a plain number is milliseconds), or null',
+    ].sort());
+    // No regex, no union branches: nothing an operator has to decode.
+    expect(errors.join('\n')).not.toMatch(/pattern|\^|must match|must be integer/);
+    expect(message('bridge: {enabld: false}\n')).toContain('bridge.enabld: unknown key; did you mean bridge.enabled?');
+    expect(message('completely_unrelated_key: 1\n')).toMatch(/completely_unrelated_key: unknown key$/);
   });
 
   it('says where YAML is broken, and when the file is missing', () => {
@@ -118,7 +148,7 @@ describe('environment overrides', () => {
       'refresh_token_lifetime: must be longer than zero',
     );
     expect(() => loadConfig({ env: { BOT_HOMESERVER_DATABASE__SYNCHRONOUS: 'off' } })).toThrow(
-      'database.synchronous: must be one of "full", "normal"',
+      'BOT_HOMESERVER_DATABASE__SYNCHRONOUS (database.synchronous): "off" is not one of "full", "normal"',
     );
   });
 });
