@@ -24,7 +24,7 @@ await build({
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  external: ['better-sqlite3', 'argon2'],
+  external: ['better-sqlite3', 'better-sqlite3-node20', 'argon2'],
   // CommonJS dependencies call require() for Node built-ins; an ES module has no require of its own.
   banner: { js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);" },
   // BUNDLE_READABLE=1 keeps one statement per line, so a CPU profile's line numbers mean something.

@@ -4,7 +4,10 @@
  * { path, synchronous, warmupMs, durationMs }; answers with the count, latency summary, CPU and RSS
  * of the measured window.
  */
-import Database from 'better-sqlite3';
+import { createRequire } from 'node:module';
+// The same driver the server loads for this Node (src/storage/database.ts SqliteDriver).
+const require = createRequire(import.meta.url);
+const Database = require(Number(process.versions.node.split('.')[0]) >= 22 ? 'better-sqlite3' : 'better-sqlite3-node20');
 import { summarize } from '../lib/stats.mjs';
 
 process.once('message', ({ path, synchronous, warmupMs, durationMs }) => {

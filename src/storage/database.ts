@@ -4,13 +4,34 @@
  */
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import SqliteDatabase from 'better-sqlite3';
+import { createRequire } from 'node:module';
+import type SqliteDatabase from 'better-sqlite3';
 import { Kysely, Migrator, SqliteDialect, type CompiledQuery, type Compilable, type MigrationResult } from 'kysely';
 import { migrations } from '../../migrations/index.js';
 import { BoundedCache } from '../core/bounded-cache.js';
 import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
+
+/**
+ * better-sqlite3 for the running Node. Releases before 13 wrap their objects in node::ObjectWrap,
+ * whose destructor aborts the process on Node 24.19 and later when the garbage collector frees a
+ * statement outside a JavaScript context ("Assertion failed: (env) != nullptr"): a crash at some
+ * moment after any query. Release 13 fixed it, but crashes on Node 20. So Node 22 and later load
+ * better-sqlite3 13; Node 20, out of maintenance, loads release 12, installed as the optional
+ * dependency `better-sqlite3-node20`.
+ */
+export const SqliteDriver: typeof SqliteDatabase = loadSqliteDriver();
+
+function loadSqliteDriver(): typeof SqliteDatabase {
+  const require = createRequire(import.meta.url);
+  if (Number(process.versions.node.split('.')[0]) >= 22) return require('better-sqlite3') as typeof SqliteDatabase;
+  try {
+    return require('better-sqlite3-node20') as typeof SqliteDatabase;
+  } catch (err) {
+    throw new Error(`Node ${process.versions.node} needs the optional dependency better-sqlite3-node20, which did not install (${(err as Error).message}); use Node 22 or 24`, { cause: err });
+  }
+}
 
 export interface DatabaseOptions {
   /** SQLite file path, or `:memory:`. */
@@ -32,7 +53,7 @@ let migratedMemoryImage: Buffer | undefined;
 export function openDatabase(options: DatabaseOptions): Db {
   const inMemory = options.path === ':memory:';
   if (!inMemory) mkdirSync(dirname(resolve(options.path)), { recursive: true });
-  const sqlite = inMemory && migratedMemoryImage ? new SqliteDatabase(migratedMemoryImage) : new SqliteDatabase(options.path);
+  const sqlite = inMemory && migratedMemoryImage ? new SqliteDriver(migratedMemoryImage) : new SqliteDriver(options.path);
   if (!inMemory) sqlite.pragma('journal_mode = WAL');
   sqlite.pragma(`synchronous = ${options.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
   sqlite.pragma('foreign_keys = ON');

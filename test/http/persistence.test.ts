@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import Database from 'better-sqlite3';
+import { SqliteDriver as Database } from '../../src/storage/database.js';
 import { createUser, login, startTestHomeserver } from '../support/homeserver.js';
 
 describe('a file database', () => {
