@@ -34,6 +34,6 @@ RUN ln -s /app/bin/bot-homeserver.js /usr/local/bin/bot-homeserver \
 USER node
 VOLUME ["/data"]
 EXPOSE 8008
-HEALTHCHECK --interval=30s --timeout=3s CMD node -e "fetch('http://127.0.0.1:8008/_matrix/client/versions').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+HEALTHCHECK --interval=30s --timeout=3s CMD node -e "fetch('http://127.0.0.1:8008/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 # Set BOT_HOMESERVER_CONFIG=/data/homeserver.yaml (or mount a file) for a config file.
 CMD ["node", "bin/bot-homeserver.js", "start"]

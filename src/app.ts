@@ -29,10 +29,13 @@ import { roomEventRoutes } from './http/routes/room-events.js';
 import { directoryLookupRoutes, roomRoutes } from './http/routes/rooms.js';
 import { syncRoutes } from './http/routes/sync.js';
 import { webhookRoutes } from './http/routes/webhooks.js';
+import { opsRoutes } from './http/routes/ops.js';
+import { checkHealth } from './ops/health.js';
+import { Metrics } from './ops/metrics.js';
 import { Bridge, type BridgeOptions } from './bridge/bridge.js';
 import { serverInfoFor, type ServerInfo } from './server-info.js';
 import { createServices, type Services } from './services.js';
-import { bindServerName, migrateToLatest, openDatabase, Storage } from './storage/index.js';
+import { bindServerName, migrateToLatest, observeQueries, openDatabase, Storage } from './storage/index.js';
 
 /** The Client-Server API is served under both prefixes: matrix-nio speaks only r0. */
 export const CLIENT_PREFIXES = ['/_matrix/client/v3', '/_matrix/client/r0'] as const;
@@ -56,6 +59,8 @@ export function routedUrl(url: string): string {
 
 const TOKEN_PRUNE_INTERVAL_MS = 3_600_000;
 const DEACTIVATED_SWEEP_INTERVAL_MS = 60_000;
+/** How long a shutdown waits for requests being answered before cutting them off. */
+const SHUTDOWN_GRACE_MS = 10_000;
 
 export interface AppDependencies {
   clock?: Clock;
@@ -97,6 +102,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   }
   const services = await createServices(config, storage, deps.clock ?? systemClock, { federation: deps.federation });
   const server = serverInfoFor(config);
+  const metrics = config.metrics.enabled ? instrument(services) : undefined;
 
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: loggerOptions(config.logging.level) }),
@@ -104,7 +110,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     trustProxy: config.listen.x_forwarded,
     // Room and event ids in paths are long once percent-encoded; the default cap is 100.
     routerOptions: { maxParamLength: 2048 },
-    forceCloseConnections: true,
+    // Closing ends idle connections at once; requests being answered finish first (parked syncs
+    // are released in preClose below, so nobody gets a connection cut without an answer).
+    forceCloseConnections: 'idle',
     ...requestDeadlineOptions(config.listen),
     clientErrorHandler,
     frameworkErrors: frameworkErrorHandler,
@@ -148,10 +156,17 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     await services.federationSender.start();
     await bridge?.start();
   });
+  app.addHook('preClose', async () => {
+    // The bridge first: its own sync must not spin on a notifier that no longer parks anyone.
+    await bridge?.stop();
+    services.notifier.releaseAll();
+    // A request that still runs after this long (a slow federation join) is cut off.
+    setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
+  });
   app.addHook('onClose', async () => {
+    metrics?.registry.clear();
     clearInterval(pruning);
     clearInterval(deactivatedSweep);
-    await bridge?.stop();
     services.federationSender.stop();
     services.federation.close();
     services.typing.clear();
@@ -161,7 +176,14 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   installErrorHandling(app);
   installJsonBodies(app);
   installValidation(app);
-  installRequestLogging(app);
+  installRequestLogging(app, [config.metrics.path]);
+  if (metrics) {
+    // Labelled by the route's pattern (never the raw path, whose ids would make a series each).
+    app.addHook('onResponse', (request, reply, done) => {
+      metrics.requests.observe({ method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+      done();
+    });
+  }
   await app.register(cors, {
     origin: '*',
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
@@ -199,8 +221,26 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   await app.register(named('adminRoutes', adminRoutes(services)));
   await app.register(named('federationKeyRoutes', federationKeyRoutes(services)));
   await app.register(named('federationRoutes', federationRoutes(services)), { prefix: '/_matrix/federation' });
-  if (bridge) await app.register(named('webhookRoutes', webhookRoutes(bridge, config.bridge.webhooks.max_body_bytes)));
+  await app.register(named('opsRoutes', opsRoutes(() => checkHealth(storage), metrics, config)));
+  if (bridge) await app.register(named('webhookRoutes', webhookRoutes(bridge, config.bridge.webhooks.max_body_bytes, metrics)));
+  if (bridge && metrics) bridge.feeds.onPolled = (outcome) => metrics.feedPolls.inc({ outcome });
   return app;
+}
+
+/** Metrics fed by the services as they work. */
+function instrument(services: Services): Metrics {
+  const metrics = new Metrics({
+    parkedSyncs: () => services.notifier.parkedCount(),
+    federationQueue: () => services.storage.federation.queuedByKind(),
+  });
+  services.writer.onFlush((requests, events, ms) => {
+    metrics.commitBatchRequests.observe(requests);
+    metrics.commitDuration.observe(ms / 1000);
+    metrics.eventsPersisted.inc(events);
+  });
+  services.notifier.wakeObserver = (ms) => metrics.syncWake.observe(ms / 1000);
+  observeQueries(services.storage.db, (ms, failed) => metrics.databaseQueries.observe({ outcome: failed ? 'error' : 'ok' }, ms / 1000));
+  return metrics;
 }
 
 /**

@@ -139,6 +139,21 @@ export async function main(argv: string[]): Promise<void> {
   defineCreateBot(program.command('create-bot'));
   defineCreateUser(program.command('create-user'));
 
+  program
+    .command('backup')
+    .description('copy the database (online, safe while the server runs), the media store and the signing key')
+    .argument('<file>', 'where the database copy goes; the media store goes to <file>.media, the key to <file>.signing.key')
+    .addOption(configOption())
+    .action(async (file: string, options: { config?: string }) => {
+      await withServices(options.config, async (services) => {
+        const { backup } = await import('./ops/backup.js');
+        const result = await backup(services.config, services.storage, file);
+        console.log(`Database: ${result.database}`);
+        console.log(result.media ? `Media store: ${result.media.path} (${result.media.files} files, ${result.media.bytes} bytes)` : 'Media store: none yet');
+        console.log(result.signingKey ? `Signing key: ${result.signingKey}` : 'Signing key: none yet');
+      });
+    });
+
   for (const kind of ['users', 'bots'] as const) {
     const bots = kind === 'bots';
     const group = program.command(kind).description(bots ? 'list, create and deactivate bot accounts' : 'list, create and deactivate accounts (people and bots)');

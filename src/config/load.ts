@@ -103,6 +103,7 @@ export function finishConfig(raw: Record<string, unknown>, envSources: ReadonlyM
     ip_range_blacklist: checkedRanges('ip_range_blacklist', config.ip_range_blacklist ?? [...DEFAULT_IP_RANGE_BLACKLIST]),
   };
   checkedRanges('ip_range_whitelist', finished.ip_range_whitelist);
+  checkedRanges('metrics.allowed_addresses', finished.metrics.allowed_addresses);
   return finished;
 }
 

@@ -217,6 +217,16 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    // Prometheus metrics at `path`, for clients at `allowed_addresses` only (by the connection's own
+    // address; behind x_forwarded, never for a request that came through the proxy).
+    metrics: Type.Object(
+      {
+        enabled: Type.Boolean({ default: true }),
+        path: Type.String({ pattern: '^/[^\\s?#]*$', default: '/metrics', [EXPECTED]: 'a path such as /metrics' }),
+        allowed_addresses: Type.Array(Type.String({ minLength: 1 }), { default: ['127.0.0.0/8', '::1/128'] }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     logging: Type.Object(
       {
         level: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, { default: 'info' }),

@@ -25,9 +25,15 @@ const CONTENT_TYPE_PATTERN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-
 
 /** The blob store the config asks for: `media_store_path`, else beside the database, else memory. */
 export function blobStoreFor(config: Config): BlobStore {
-  if (config.media_store_path !== null) return new FileBlobStore(resolve(config.media_store_path));
-  if (config.database.path === ':memory:') return new MemoryBlobStore();
-  return new FileBlobStore(join(dirname(resolve(config.database.path)), 'media_store'));
+  const path = mediaStorePathFor(config);
+  return path === null ? new MemoryBlobStore() : new FileBlobStore(path);
+}
+
+/** The folder uploads are kept in, or null when they are kept in memory. */
+export function mediaStorePathFor(config: Pick<Config, 'media_store_path' | 'database'>): string | null {
+  if (config.media_store_path !== null) return resolve(config.media_store_path);
+  if (config.database.path === ':memory:') return null;
+  return join(dirname(resolve(config.database.path)), 'media_store');
 }
 
 export interface UploadRequest {

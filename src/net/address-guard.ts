@@ -125,6 +125,16 @@ export function cidrRefusal(blacklist: readonly string[], whitelist: readonly st
   };
 }
 
+/**
+ * Whether an address is in one of the ranges (CIDR), an IPv6 address carrying an IPv4 one judged
+ * as that too (`::ffff:127.0.0.1` is in `127.0.0.0/8`). Throws on an invalid range.
+ */
+export function addressInRanges(ranges: readonly string[]): (address: string) => boolean {
+  // The blacklist check, with the ranges as the blacklist: "refused" means "in a range".
+  const refusal = cidrRefusal(ranges);
+  return (address) => ipaddr.isValid(address) && refusal(address)?.includes('blacklisted range') === true;
+}
+
 /** Whether each range is a valid CIDR; the invalid ones, for configuration errors. */
 export function invalidRanges(ranges: readonly string[]): string[] {
   return ranges.filter((range) => {

@@ -159,6 +159,13 @@ export class EventWriter {
     this.writeHooks.push(hook);
   }
 
+  /** Called after every group commit: how many write requests and events it carried, and how long it took. */
+  onFlush(listener: (requests: number, events: number, ms: number) => void): void {
+    this.flushListeners.push(listener);
+  }
+
+  private readonly flushListeners: Array<(requests: number, events: number, ms: number) => void> = [];
+
   /**
    * A room's create event, finished before the room exists: a v12 room's id is made from it, and
    * every other version's room id goes into it. Submit it as the first draft's `prebuilt`.
@@ -218,6 +225,7 @@ export class EventWriter {
     this.queue = [];
     if (batch.length === 0) return;
     this.flushing = true;
+    const started = performance.now();
     const prepared: Prepared[] = [];
     const touchedRooms = new Set<string>();
     let maxStream = 0;
@@ -250,6 +258,11 @@ export class EventWriter {
       return;
     }
     this.stream.commit(maxStream);
+    if (this.flushListeners.length > 0) {
+      let events = 0;
+      for (const item of prepared) events += item.events.length;
+      for (const listener of this.flushListeners) listener(batch.length, events, performance.now() - started);
+    }
     for (const roomId of touchedRooms) this.cache.reweigh(roomId);
     const wake = new Set<string>();
     for (const item of prepared) {

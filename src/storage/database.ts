@@ -59,12 +59,48 @@ export function openDatabase(options: DatabaseOptions): Db {
   sqlite.pragma('foreign_keys = ON');
   // Another process (the CLI beside a running server) may hold the write lock briefly.
   sqlite.pragma('busy_timeout = 5000');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+  const db: Db = new Kysely<Database>({
+    dialect: new SqliteDialect({ database: withStatementCache(sqlite) }),
+    // Query timings for metrics; a no-op until someone observes this database.
+    log: (event) => queryObservers.get(db)?.(event.queryDurationMillis, event.level === 'error'),
+  });
   const dataVersion = sqlite.prepare('PRAGMA data_version').pluck();
   dataVersions.set(db, () => dataVersion.get() as number);
   connections.set(db, sqlite);
   if (inMemory && migratedMemoryImage) copiesOfMigratedImage.add(db);
   return db;
+}
+
+/**
+ * Copies the database to `target` with SQLite's online backup: consistent, and safe while this or
+ * another process (the running server) writes to it.
+ */
+export async function backupDatabase(db: Db, target: string): Promise<void> {
+  const sqlite = connections.get(db);
+  if (!sqlite) throw new Error('backupDatabase: not a database opened by openDatabase');
+  await sqlite.backup(target);
+}
+
+const queryObservers = new WeakMap<Db, (ms: number, failed: boolean) => void>();
+
+/** Calls `observer` with the duration of every query run on `db` (metrics). */
+export function observeQueries(db: Db, observer: (ms: number, failed: boolean) => void): void {
+  queryObservers.set(db, observer);
+}
+
+/**
+ * What a health check needs to know of the database: that it answers, and that its migrations are
+ * the ones this build knows (a newer version may have migrated it further).
+ */
+export async function databaseHealth(db: Db): Promise<{ reachable: boolean; missing: string[]; unknown: string[] }> {
+  let applied: string[];
+  try {
+    applied = (await db.selectFrom('kysely_migration' as never).select('name' as never).execute()).map((row) => (row as { name: string }).name);
+  } catch {
+    return { reachable: false, missing: [], unknown: [] };
+  }
+  const known = Object.keys(migrations);
+  return { reachable: true, missing: known.filter((name) => !applied.includes(name)), unknown: applied.filter((name) => !known.includes(name)) };
 }
 
 /** More distinct statements than the server has; `IN (...)` lists of varying length add a few. */
@@ -210,6 +246,14 @@ export async function migrateToLatest(db: Db): Promise<string[]> {
     db,
     provider: { getMigrations: async () => migrations },
   });
+  const health = await databaseHealth(db);
+  if (health.unknown.length > 0) {
+    const known = Object.keys(migrations);
+    throw new MigrationError(
+      `this database was migrated by a newer version of bot-homeserver (${health.unknown.join(', ')}); ` +
+        `this version knows migrations up to ${known[known.length - 1]}. Run the newer version, or restore the backup taken before the upgrade.`,
+    );
+  }
   const { error, results } = await withoutFsyncPerCommit(db, () => migrator.migrateToLatest());
   if (error) {
     const failed = results?.find((r: MigrationResult) => r.status === 'Error');

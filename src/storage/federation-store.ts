@@ -89,6 +89,14 @@ export class FederationStore {
     return rows.map((row) => row.destination);
   }
 
+  /** Everything queued for other servers, by kind (metrics). */
+  async queuedByKind(): Promise<{ pdu: number; edu: number }> {
+    const rows = await this.db.selectFrom('federation_outbox').select(['kind', (eb) => eb.fn.countAll<number>().as('n')]).groupBy('kind').execute();
+    const counts = { pdu: 0, edu: 0 };
+    for (const row of rows) counts[row.kind as 'pdu' | 'edu'] = Number(row.n);
+    return counts;
+  }
+
   async queueLength(destination: string): Promise<number> {
     const row = await this.db.selectFrom('federation_outbox').select((eb) => eb.fn.countAll<number>().as('n')).where('destination', '=', destination).executeTakeFirst();
     return Number(row?.n ?? 0);

@@ -7,7 +7,7 @@
 export class Notifier {
   private serial = 0;
   private readonly userSerials = new Map<string, number>();
-  private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly waiters = new Map<string, Set<(notifiedAt: number) => void>>();
   /** Called after every notify, whoever it concerns (the test double's `waitFor` watches rooms). */
   private readonly observers = new Set<() => void>();
   /** Users not woken by their own messages (see `ignoreOwnMessages`). */
@@ -38,14 +38,32 @@ export class Notifier {
 
   notify(userIds: Iterable<string>): void {
     const serial = ++this.serial;
+    const notifiedAt = this.wakeObserver ? performance.now() : 0;
     for (const userId of userIds) {
       this.userSerials.set(userId, serial);
       const waiting = this.waiters.get(userId);
       if (!waiting) continue;
       this.waiters.delete(userId);
-      for (const wake of waiting) wake();
+      for (const wake of waiting) wake(notifiedAt);
     }
     for (const observer of this.observers) observer();
+  }
+
+  /** Metrics: called with the milliseconds from a commit's notification to a parked sync resuming. */
+  wakeObserver: ((ms: number) => void) | undefined;
+
+  private closing = false;
+
+  /**
+   * Shutting down: every parked sync answers now (with what it has, usually nothing new), and
+   * later ones do not park, so the server can close without cutting requests off.
+   */
+  releaseAll(): void {
+    this.closing = true;
+    for (const [userId, waiting] of this.waiters) {
+      this.waiters.delete(userId);
+      for (const wake of waiting) wake(0);
+    }
   }
 
   /** How many requests are parked (for metrics and tests). */
@@ -60,16 +78,21 @@ export class Notifier {
    * aborts (the client went away), whichever is first. Always frees its slot.
    */
   waitForChange(userId: string, seenSerial: number, timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    if (this.serialOf(userId) !== seenSerial || timeoutMs <= 0 || signal?.aborted) return Promise.resolve();
+    if (this.closing || this.serialOf(userId) !== seenSerial || timeoutMs <= 0 || signal?.aborted) return Promise.resolve();
     return new Promise((resolve) => {
       let set = this.waiters.get(userId);
       if (!set) {
         set = new Set();
         this.waiters.set(userId, set);
       }
-      const done = (): void => {
+      const done = (notifiedAt: number): void => {
+        if (notifiedAt > 0 && this.wakeObserver) {
+          // Measured when the waiter's continuation runs, which is what a crowd of wake-ups delays.
+          const observer = this.wakeObserver;
+          queueMicrotask(() => observer(performance.now() - notifiedAt));
+        }
         clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
+        signal?.removeEventListener('abort', stop);
         const current = this.waiters.get(userId);
         if (current) {
           current.delete(done);
@@ -77,8 +100,9 @@ export class Notifier {
         }
         resolve();
       };
-      const timer = setTimeout(done, timeoutMs);
-      signal?.addEventListener('abort', done, { once: true });
+      const stop = (): void => done(0);
+      const timer = setTimeout(stop, timeoutMs);
+      signal?.addEventListener('abort', stop, { once: true });
       set.add(done);
     });
   }

@@ -202,6 +202,8 @@ export function testHomeserverConfig(options: StartTestHomeserverOptions, baseUr
         logging: { level: options.logLevel ?? 'silent' },
         // Feeds in tests are served by the test itself, on loopback.
         bridge: { feeds: { allow_private_addresses: true } },
+        // A bot's test process builds many servers; each metrics registry would watch the event loop.
+        metrics: { enabled: false },
       },
       overrides,
     ),

@@ -10,6 +10,7 @@ import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Worker } from 'node:worker_threads';
+import { SqliteDriver } from '../../src/storage/database.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const BIN = join(ROOT, 'bin/bot-homeserver.js');
@@ -172,6 +173,13 @@ describe('bot-homeserver CLI', () => {
     writeFileSync(fresh, `database:\n  path: ${join(dir, 'fresh.db')}\n`);
     expect(cli('migrate', '--config', fresh).stdout).toContain('applied: 0001-accounts');
     expect(cli('migrate', '--config', fresh).stdout).toContain('database is up to date');
+    // A newer version migrated it further: refused in words, before anything runs.
+    const sqlite = new SqliteDriver(join(dir, 'fresh.db'));
+    sqlite.prepare("INSERT INTO kysely_migration (name, timestamp) VALUES ('9999-from-the-future', 'x')").run();
+    sqlite.close();
+    const newer = cli('start', '--config', fresh);
+    expect(newer.status).toBe(1);
+    expect(newer.stderr).toContain('this database was migrated by a newer version of bot-homeserver (9999-from-the-future)');
   });
 
   it('finds the config as the server does, says which, and refuses a database of another server name', () => {
@@ -245,6 +253,80 @@ describe('bot-homeserver CLI', () => {
     } finally {
       child.kill('SIGTERM');
       expect(await exited(child)).toBe(0);
+    }
+  });
+
+  it('answers a parked /sync before it exits on SIGTERM, and exits promptly', async () => {
+    const person = JSON.parse(cli('users', 'create', 'syncer', '--config', config, '--json').stdout) as { password: string };
+    const { child, url } = await startServer();
+    const token = (await loginAs(url, 'syncer', person.password)).body.access_token;
+    const auth = { headers: { Authorization: `Bearer ${token}` } };
+    const first = (await (await fetch(`${url}/_matrix/client/v3/sync`, auth)).json()) as { next_batch: string };
+    const parked = fetch(`${url}/_matrix/client/v3/sync?since=${first.next_batch}&timeout=60000`, auth);
+    await new Promise((r) => setTimeout(r, 300));
+    const signalled = Date.now();
+    child.kill('SIGTERM');
+    const answer = await parked;
+    expect(answer.status).toBe(200);
+    expect(((await answer.json()) as { next_batch?: string }).next_batch).toEqual(expect.any(String));
+    expect(await exited(child)).toBe(0);
+    expect(Date.now() - signalled).toBeLessThan(5000);
+  });
+
+  it('backs up the database, media and key while the server runs, and a restore serves them', async () => {
+    const bot = JSON.parse(cli('bots', 'create', 'backed-up', '--config', config, '--json').stdout) as { password: string };
+    const { child, url } = await startServer();
+    let mxc: string;
+    try {
+      const token = (await loginAs(url, 'backed-up', bot.password)).body.access_token;
+      const upload = await fetch(`${url}/_matrix/media/v3/upload?filename=a.txt`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'text/plain' },
+        body: 'kept in the backup',
+      });
+      mxc = ((await upload.json()) as { content_uri: string }).content_uri;
+      const target = join(dir, 'backup-1.db');
+      const taken = cli('backup', target, '--config', config);
+      expect(taken.status, taken.stderr).toBe(0);
+      expect(taken.stdout).toContain(`Database: ${target}`);
+      expect(taken.stdout).toMatch(/Media store: .*backup-1\.db\.media \(1 files, 18 bytes\)/);
+      expect(taken.stdout).toContain('Signing key: ');
+      // Never overwrites.
+      expect(cli('backup', target, '--config', config).stderr).toContain('exists; a backup never overwrites anything');
+    } finally {
+      child.kill('SIGTERM');
+      await exited(child);
+    }
+
+    // The restore: the three files where a fresh config expects them.
+    const restored = mkdtempSync(join(dir, 'restored-'));
+    const { copyFileSync, cpSync } = await import('node:fs');
+    copyFileSync(join(dir, 'backup-1.db'), join(restored, 'homeserver.db'));
+    cpSync(join(dir, 'backup-1.db.media'), join(restored, 'media_store'), { recursive: true });
+    copyFileSync(join(dir, 'backup-1.db.signing.key'), join(restored, 'cli.test.signing.key'));
+    const restoredConfig = join(restored, 'homeserver.yaml');
+    writeFileSync(restoredConfig, `server_name: cli.test\nlisten: {host: 127.0.0.1, port: 0}\ndatabase: {path: ${join(restored, 'homeserver.db')}}\npassword_hashing: {memory_cost_kib: 64, time_cost: 1}\n`);
+    const again = spawn(process.execPath, [BIN, 'start', '--config', restoredConfig], { stdio: ['ignore', 'pipe', 'pipe'] });
+    running.add(again);
+    const againUrl = await new Promise<string>((resolvePromise, reject) => {
+      again.once('exit', (code) => reject(new Error(`restored server exited with ${code}`)));
+      createInterface({ input: again.stdout! }).on('line', (line) => {
+        const entry = JSON.parse(line) as { msg?: string; port?: number };
+        if (entry.msg === 'ready' && entry.port) resolvePromise(`http://127.0.0.1:${entry.port}`);
+      });
+    });
+    try {
+      const token = (await loginAs(againUrl, 'backed-up', bot.password)).body.access_token;
+      const download = await fetch(`${againUrl}/_matrix/client/v1/media/download/${mxc.slice('mxc://'.length)}`, { headers: { Authorization: `Bearer ${token}` } });
+      expect(download.status).toBe(200);
+      expect(await download.text()).toBe('kept in the backup');
+      const keys = (await (await fetch(`${againUrl}/_matrix/key/v2/server`)).json()) as { verify_keys: Record<string, unknown> };
+      const { readFileSync } = await import('node:fs');
+      const keyId = readFileSync(join(dir, 'backup-1.db.signing.key'), 'utf8').split(' ').slice(0, 2).join(':');
+      expect(Object.keys(keys.verify_keys)).toEqual([keyId]);
+    } finally {
+      again.kill('SIGTERM');
+      await exited(again);
     }
   });
 

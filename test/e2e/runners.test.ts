@@ -10,7 +10,8 @@ import { describe, expect, it } from 'vitest';
 const ROOT = resolve(import.meta.dirname, '../..');
 const JEST = join(ROOT, 'node_modules/jest/bin/jest.js');
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
-// Jest loads an ES module from a CommonJS test only where Node has require(esm) for it (24.9+).
+// Jest loads an ES module from a CommonJS test only where Node has require(esm) for it (24.9+),
+// and then only with VM modules on, as in ESM mode.
 const requireEsm = major > 24 || (major === 24 && minor >= 9);
 
 function run(args: string[], env: Record<string, string> = {}) {
@@ -31,13 +32,13 @@ describe('test runners', () => {
     expect(result.status, result.output).toBe(0);
   });
 
-  it.runIf(requireEsm)('jest in its default CommonJS mode, on Node 24.9 and later', () => {
-    const result = run([JEST, '--config', JSON.stringify({ rootDir: ROOT, roots: ['<rootDir>/test/runners'], testMatch: ['**/double.jest.cjs'] }), '--ci']);
+  it.runIf(requireEsm)('jest with CommonJS tests (require), on Node 24.9 and later', () => {
+    const result = run(['--experimental-vm-modules', JEST, '--config', JSON.stringify({ rootDir: ROOT, roots: ['<rootDir>/test/runners'], testMatch: ['**/double.jest.cjs'] }), '--ci']);
     expect(result.status, result.output).toBe(0);
   });
 
   it('node:test', () => {
-    const result = run(['--test', join(ROOT, 'test/runners/double.node-test.mjs')]);
+    const result = run(['--test', '--test-reporter=tap', join(ROOT, 'test/runners/double.node-test.mjs')]);
     expect(result.status, result.output).toBe(0);
     expect(result.output).toMatch(/# pass 1/);
   });

@@ -1,4 +1,4 @@
-// Run by test/e2e/runners.test.ts under jest's default (CommonJS) mode, on Node with require(esm).
+// Run by test/e2e/runners.test.ts: a CommonJS jest test, on Node with require(esm) (24.9+).
 const { startTestHomeserver } = require('bot-homeserver/testing');
 
 let hs;

@@ -29,6 +29,8 @@ export function testConfig(overrides: Record<string, unknown> = {}): Config {
     password_hashing: { memory_cost_kib: 64, time_cost: 1, parallelism: 1 },
     ratelimiting_enabled: false,
     logging: { level: 'silent' },
+    // Each app's metrics start an event-loop monitor; tests of metrics turn them on.
+    metrics: { enabled: false },
     // The bridge user is a room member with a parked sync of its own; tests that want it say so
     // (see test/support/bridge.ts).
     bridge: { enabled: false },

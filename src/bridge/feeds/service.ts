@@ -57,6 +57,8 @@ export function feedFailureReason(err: unknown): string {
 
 
 export class FeedService {
+  /** Told how each poll went (metrics). */
+  onPolled: ((outcome: 'new_items' | 'unchanged' | 'failed') => void) | undefined;
   private readonly inFlight = new Set<string>();
   /** Fetches running now, polls and new subscriptions together, capped at `concurrency`. */
   private fetching = 0;
@@ -188,13 +190,16 @@ export class FeedService {
         );
       } catch (err) {
         if (this.closing) return;
+        this.onPolled?.('failed');
         await this.failed(feed, err);
         return;
       }
       const followers = await this.activeFollowers(feed.url);
-      if (!result.notModified) await this.postNewItems(feed, result.feed, followers);
+      const posted = result.notModified ? 0 : await this.postNewItems(feed, result.feed, followers);
+      this.onPolled?.(posted > 0 ? 'new_items' : 'unchanged');
       await this.succeeded(feed, result, followers);
     } catch (err) {
+      this.onPolled?.('failed');
       this.log.error({ err, feed: feed.url }, 'feed poll failed');
       // Whatever broke, the feed is not due again at once: no tight loop of failing polls.
       await this.storage.bridge
@@ -205,7 +210,8 @@ export class FeedService {
     }
   }
 
-  private async postNewItems(feed: FeedRow, parsed: ParsedFeed, followers: RoomFeedRow[]): Promise<void> {
+  /** Posts the items not seen before; returns how many there were. */
+  private async postNewItems(feed: FeedRow, parsed: ParsedFeed, followers: RoomFeedRow[]): Promise<number> {
     const ids = parsed.items.map((item) => item.id);
     const seen = await this.storage.bridge.seenAmong(feed.url, ids);
     const fresh = oldestFirst(parsed.items.filter((item) => !seen.has(item.id)));
@@ -236,6 +242,7 @@ export class FeedService {
     }
     // Marked after posting: a crash in between repeats an item rather than losing it.
     await this.storage.bridge.markSeen(feed.url, ids.filter((id) => !unposted.has(id)), this.clock.now(), SEEN_IDS_KEPT + ids.length);
+    return fresh.length;
   }
 
   private async succeeded(feed: FeedRow, result: FetchFeedResult, followers: RoomFeedRow[]): Promise<void> {

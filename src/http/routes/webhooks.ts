@@ -9,11 +9,27 @@ import type { FastifyRequest } from 'fastify';
 import type { Bridge } from '../../bridge/bridge.js';
 import { MatrixError } from '../../core/errors.js';
 import { JsonTooDeepError, parseJsonSafely } from '../../core/json.js';
+import type { Metrics, WebhookOutcome } from '../../ops/metrics.js';
 
 const WebhookParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 256 }) });
 const NOT_JSON_MESSAGE = 'The body must be JSON such as {"text": "Hello"}.';
 
-export function webhookRoutes(bridge: Bridge, maxBodyBytes: number): FastifyPluginAsyncTypebox {
+/** The delivery's outcome for metrics, from how it was answered. */
+function outcomeOf(err: unknown): WebhookOutcome {
+  if (!(err instanceof MatrixError)) return 'failed';
+  switch (err.errcode) {
+    case 'M_NOT_FOUND':
+      return 'not_found';
+    case 'M_FORBIDDEN':
+      return 'forbidden';
+    case 'M_LIMIT_EXCEEDED':
+      return 'rate_limited';
+    default:
+      return err.status >= 500 ? 'failed' : 'invalid';
+  }
+}
+
+export function webhookRoutes(bridge: Bridge, maxBodyBytes: number, metrics?: Metrics): FastifyPluginAsyncTypebox {
   return async (app) => {
     // This plugin's own parser (Fastify scopes parsers to the plugin): the raw bytes, untouched.
     app.removeAllContentTypeParsers();
@@ -22,7 +38,14 @@ export function webhookRoutes(bridge: Bridge, maxBodyBytes: number): FastifyPlug
     const handler = async (request: FastifyRequest<{ Params: { id: string } }>) => {
       const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       const payload = () => readPayload(rawBody, request.headers['content-type']);
-      const received = await bridge.webhooks.receive(request.params.id, { headers: request.headers, rawBody, payload });
+      let received: Awaited<ReturnType<typeof bridge.webhooks.receive>>;
+      try {
+        received = await bridge.webhooks.receive(request.params.id, { headers: request.headers, rawBody, payload });
+      } catch (err) {
+        metrics?.webhookDeliveries.inc({ outcome: outcomeOf(err) });
+        throw err;
+      }
+      metrics?.webhookDeliveries.inc({ outcome: 'skipped' in received ? 'skipped' : 'posted' });
       // The sender's delivery log shows why nothing appeared in the room.
       if ('skipped' in received) return { ok: true, skipped: received.skipped };
       if (received.rendererError !== undefined) {
