@@ -319,12 +319,14 @@ export class Bridge implements BridgePoster {
         return this.setWebhookSecret(roomId, sender, command.name, command.secret, reply);
       case 'webhook-remove': {
         const removed = await this.webhooks.remove(roomId, command.name);
+        if (removed) this.log.info({ room: roomId, user: sender, webhook: command.name }, 'webhook removed');
         return reply(removed ? `Removed the webhook "${command.name}"; its URL no longer works.` : `This room has no webhook named "${command.name}".`);
       }
       case 'feed-add':
         return this.addFeed(roomId, sender, command.url, command.label, reply);
       case 'feed-remove': {
         const removed = await this.feeds.unsubscribe(roomId, command.url);
+        if (removed) this.log.info({ room: roomId, user: sender, feed: command.url }, 'feed removed');
         return reply(removed ? `This room no longer follows ${command.url}.` : `This room does not follow ${command.url}.`);
       }
     }
@@ -358,6 +360,7 @@ export class Bridge implements BridgePoster {
       return reply(`I could not send you a direct message, so I did not create the webhook "${name}". Please try again.`);
     }
     const what = secret === undefined ? 'its URL' : 'its URL and secret';
+    this.log.info({ room: roomId, user: sender, webhook: name, signed: secret !== undefined }, 'webhook created');
     return reply(`Created the webhook "${name}". I have sent ${what} to ${sender} in a direct message.`);
   }
 
@@ -368,12 +371,14 @@ export class Bridge implements BridgePoster {
   private async setWebhookSecret(roomId: string, sender: string, name: string, request: SecretRequest, reply: (body: string) => Promise<void>): Promise<void> {
     if (request.action === 'clear') {
       const cleared = await this.webhooks.clearSecret(roomId, name);
+      if (cleared) this.log.info({ room: roomId, user: sender, webhook: name }, 'webhook secret cleared');
       return reply(cleared ? `The webhook "${name}" no longer checks signatures; its URL is unchanged.` : `This room has no webhook named "${name}".`);
     }
     const secret = request.action === 'set' ? request.value : generateSecret();
     const rekeyed = await this.webhooks.rekey(roomId, name, secret);
     // No webhook of that name yet: create it, with the secret.
     if (!rekeyed) return this.createWebhook(roomId, sender, name, reply, secret);
+    this.log.info({ room: roomId, user: sender, webhook: name }, 'webhook secret set (new URL)');
     const sent = await this.sendCredentials(roomId, sender, name, rekeyed.id, secret, 'rekeyed');
     if (!sent) return reply(`The webhook "${name}" now has a new URL and secret, but I could not send them to you by direct message: say the command again.`);
     return reply(`The webhook "${name}" now requires signed requests. Its old URL has stopped working; I have sent the new URL and the secret to ${sender} in a direct message.`);
@@ -421,9 +426,13 @@ export class Bridge implements BridgePoster {
       const result = await this.feeds.subscribe(roomId, url, label, sender);
       const name = clip(label ?? result.title ?? url, 200);
       const existing = result.existingItems === 1 ? '1 item' : `${result.existingItems} items`;
+      this.log.info({ room: roomId, user: sender, feed: url }, 'feed added');
       return reply(`This room now follows ${name} (${url}). Its current ${existing} are not posted; new ones will be.`);
     } catch (err) {
       if (err instanceof SubscriptionRefused) return reply(err.message);
+      if (err instanceof FeedError && err.privateAddress) {
+        this.log.warn({ room: roomId, user: sender, feed: url, reason: err.message }, 'feed refused: not on a public address (bridge.feeds.allow_private_addresses)');
+      }
       if (err instanceof FeedError) return reply(`I could not add ${url}: ${feedFailureReason(err)}.`);
       throw err;
     }

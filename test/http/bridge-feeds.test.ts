@@ -1,3 +1,4 @@
+import { capturingLogger } from '../support/logs.js';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -169,7 +170,8 @@ describe('bridge feeds', () => {
   });
 
   it('explains feeds it cannot add, and refuses private addresses unless allowed', async () => {
-    hs = await startTestHomeserver(withBridge({ feeds: { allow_private_addresses: false } }));
+    const logs = capturingLogger('info');
+    hs = await startTestHomeserver(withBridge({ feeds: { allow_private_addresses: false } }), { logger: logs.logger });
     const [alice, bob] = await clientsFor(hs, 'alice', 'bob');
     const roomId = await roomWithBridge(hs, alice, { invite: [bob.userId] });
     await bob.join(roomId);
@@ -177,6 +179,9 @@ describe('bridge feeds', () => {
 
     const refused = await command(hs, alice, roomId, `!bridge feed ${feeds.url('/blog.xml')}`);
     expect(refused.content.body).toMatch(/I could not add .*(private|loopback|internal)/);
+    // Who can change that, and the setting's name; the operator's log has it too.
+    expect(refused.content.body).toContain("unless the server's operator allows them (bridge.feeds.allow_private_addresses in its configuration)");
+    expect(logs.lines.some((line) => line.includes('feed refused: not on a public address') && line.includes(alice.userId))).toBe(true);
     expect(feeds.requests).toHaveLength(0);
     const notAllowed = await command(hs, bob, roomId, '!bridge feed https://blog.example/feed');
     expect(notAllowed.content.body).toContain('you have 0');

@@ -220,6 +220,11 @@ describe('the bridge user and webhooks', () => {
     const log = lines.join('');
     expect(log).toContain('/webhook/<redacted>');
     expect(log).not.toContain(id);
+    // The audit trail: who made which webhook in which room (by name, never by id).
+    const created = lines.map((line) => JSON.parse(line) as Json).find((line) => line.msg === 'webhook created');
+    expect(created).toMatchObject({ level: 30, room: roomId, user: aliceUser.userId, webhook: 'ci' });
+    await command(hs, alice, roomId, '!bridge webhook remove ci');
+    expect(lines.map((line) => JSON.parse(line) as Json).find((line) => line.msg === 'webhook removed')).toMatchObject({ room: roomId, user: aliceUser.userId, webhook: 'ci' });
   });
 
   it('runs a command it had seen but not finished when it stopped, once, and no answered one again', async () => {

@@ -432,7 +432,8 @@ describe('unknown JSON', () => {
     const { firstLine, body, html } = renderFixture('unknown-dockerhub-push.json', 'unknown');
     expect(firstLine).toBe('Webhook received (JSON, 3 top-level keys: callback_url, push_data, repository)');
     expect(body).toContain('    "pushed_at": 1417566161,');
-    expect(body).toContain('"dockerfile": "#\\n# BUILD\\t\\tdocker build');
+    // A glimpse, not the document: at most a dozen lines under the summary.
+    expect(body.split('\n').length).toBeLessThanOrEqual(14);
     expect(html).toContain('<pre><code class="language-json">{\n  "callback_url": "https://registry.hub.docker.com/');
   });
 
@@ -460,9 +461,18 @@ describe('unknown JSON', () => {
     const [summary, ...excerpt] = body.split('\n');
     expect(summary).toMatch(/^Webhook received \(JSON, 5000 top-level keys: key_0_k+…, key_1_k+…, key_2_k+…, …\)$/);
     expect(summary!.length).toBeLessThan(200);
-    expect(excerpt.length).toBeLessThanOrEqual(42);
-    expect(excerpt.join('\n').length).toBeLessThanOrEqual(2_100);
+    expect(excerpt.length).toBeLessThanOrEqual(13);
+    expect(excerpt.join('\n').length).toBeLessThanOrEqual(850);
     expect(excerpt.at(-1)).toBe('…');
+  });
+
+  it('a mistyped {"text"} says which field is missing, in one short message', () => {
+    const { body } = render({ txt: 'deploy finished' });
+    expect(body).toBe('Webhook received without a "text" field (it has "txt"; send {"text": "..."})\n{\n  "txt": "deploy finished"\n}');
+    expect(render({ Text: 'x', level: 'info' }).body.split('\n')[0]).toBe('Webhook received without a "text" field (it has "Text"; send {"text": "..."})');
+    expect(render({ htlm: '<b>x</b>' }).body.split('\n')[0]).toContain('without a "html" field');
+    // Not a typo: an unknown sender's JSON keeps its plain summary.
+    expect(render({ event: 'push', next: 1 }).body.split('\n')[0]).toBe('Webhook received (JSON, 2 top-level keys: event, next)');
   });
 
   it('a renderer that is handed a scalar still says what arrived', () => {

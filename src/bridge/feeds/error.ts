@@ -4,4 +4,11 @@
  */
 export class FeedError extends Error {
   override readonly name = 'FeedError';
+  /** Refused because the feed's address is not public: an operator may allow such feeds. */
+  readonly privateAddress: boolean;
+
+  constructor(message: string, options: { privateAddress?: boolean; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.privateAddress = options.privateAddress ?? false;
+  }
 }

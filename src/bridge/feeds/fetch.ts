@@ -61,7 +61,7 @@ export async function fetchFeed(url: string, options: FetchFeedOptions, hooks: F
   options.signal?.addEventListener('abort', cancel, { once: true });
   const signal = deadline.signal;
   const refusalReason = hooks.nonPublicAddressReason ?? nonPublicAddressReason;
-  const lookup = options.allowPrivateAddresses ? undefined : guardedLookup(hooks.resolveHost ?? systemResolveHost, refusalReason, (reason) => new FeedError(reason));
+  const lookup = options.allowPrivateAddresses ? undefined : guardedLookup(hooks.resolveHost ?? systemResolveHost, refusalReason, (reason) => new FeedError(reason, { privateAddress: true }));
   try {
     let current = httpUrl(url);
     for (let redirects = 0; ; redirects++) {
@@ -139,7 +139,7 @@ function refuseNonPublicLiteral(url: URL, reasonToRefuse: (address: string) => s
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
   if (net.isIP(host) === 0) return;
   const reason = reasonToRefuse(host);
-  if (reason !== undefined) throw new FeedError(reason.replace(/^the address resolves to/, 'the address is'));
+  if (reason !== undefined) throw new FeedError(reason.replace(/^the address resolves to/, 'the address is'), { privateAddress: true });
 }
 
 function request(url: URL, options: FetchFeedOptions, lookup: LookupFunction | undefined, signal: AbortSignal): Promise<IncomingMessage> {

@@ -52,8 +52,13 @@ export class SubscriptionRefused extends Error {}
 /** The readable reason a fetch failed, short enough to quote in a room. */
 export function feedFailureReason(err: unknown): string {
   const message = err instanceof FeedError ? err.message : 'the fetch failed unexpectedly';
-  return clip(message, MAX_QUOTED_CHARS);
+  const hint = err instanceof FeedError && err.privateAddress ? `; ${PRIVATE_ADDRESS_HINT}` : '';
+  return clip(message, MAX_QUOTED_CHARS) + hint;
 }
+
+/** What a chat user is told when a feed is on a private address: who can change that, and how. */
+export const PRIVATE_ADDRESS_HINT =
+  'feeds on private or internal addresses are refused unless the server\'s operator allows them (bridge.feeds.allow_private_addresses in its configuration)';
 
 
 export class FeedService {

@@ -6,8 +6,9 @@
 import { clipChars, plural, preformatted, rich, type RenderedWebhook } from './rich-text.js';
 import type { WebhookRequest } from './types.js';
 
-const MAX_LINES = 40;
-const MAX_CHARS = 2_000;
+// Short: the summary line says what arrived; the excerpt is a glimpse, not the document.
+const MAX_LINES = 12;
+const MAX_CHARS = 800;
 /** Deeper containers are shown as `{…}` / `[…]`; this also bounds the recursion. */
 const MAX_DEPTH = 8;
 const MAX_STRING_CHARS = 120;
@@ -77,9 +78,44 @@ function describe(payload: unknown): string {
   return `JSON, ${plural(keys.length, 'top-level key')}: ${shown.join(', ')}${keys.length > SUMMARY_KEYS ? ', …' : ''}`;
 }
 
+/** The fields of our own `{"text", "html"}` format, which a mistyped key was probably meant to be. */
+const OWN_FIELDS = ['text', 'html'];
+
+/**
+ * `{"txt": "..."}` and the like: a small object with a key one or two letters from one of ours,
+ * and none of ours. Named in the summary, so the sender sees what to fix.
+ */
+function mistypedField(payload: unknown): { given: string; meant: string } | undefined {
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return undefined;
+  const keys = Object.keys(payload);
+  if (keys.length === 0 || keys.length > 6 || keys.some((key) => OWN_FIELDS.includes(key))) return undefined;
+  for (const key of keys) {
+    // Same first letter too: "next" is one letter from "text" but is no typo of it.
+    const lower = key.toLowerCase();
+    const meant = OWN_FIELDS.find((field) => lower[0] === field[0] && key.length <= 8 && editDistance(lower, field) <= 2 && lower !== field);
+    if (meant) return { given: key, meant };
+    if (OWN_FIELDS.includes(key.toLowerCase())) return { given: key, meant: key.toLowerCase() };
+  }
+  return undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
 export function renderUnknown(request: WebhookRequest): RenderedWebhook {
   const excerpt = new Excerpt();
   excerpt.write(request.payload, '', '', '', 0);
   const text = excerpt.lines.join('\n') + (excerpt.full ? '\n…' : '');
-  return { summary: rich(`Webhook received (${describe(request.payload)})`), block: preformatted(text, 'json') };
+  const typo = mistypedField(request.payload);
+  const summary = typo
+    ? `Webhook received without a "${typo.meant}" field (it has "${clipLong(typo.given, MAX_SUMMARY_KEY_CHARS)}"; send {"${typo.meant}": "..."})`
+    : `Webhook received (${describe(request.payload)})`;
+  return { summary: rich(summary), block: preformatted(text, 'json') };
 }
