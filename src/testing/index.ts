@@ -13,6 +13,8 @@ export {
   type TestBot,
   type TestHomeserver,
   type WaitForOptions,
+  type RecordedRequest,
 } from './test-homeserver.js';
+export { Faults, type Fault, type FaultAction, type FaultMatch, type FaultSpec } from './faults.js';
 export type { ClientEvent } from '../rooms/events.js';
 export type { Clock } from '../core/clock.js';

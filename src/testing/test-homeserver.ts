@@ -7,7 +7,8 @@
  * app, so `reset()` can swap in a fresh app on a fresh in-memory database while the port, and so
  * `baseUrl`, stay the same for the whole test file.
  */
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Faults, type FaultAction } from './faults.js';
 import type { AddressInfo } from 'node:net';
 import { buildApp, type App } from '../app.js';
 import type { FastifyBaseLogger } from 'fastify';
@@ -153,6 +154,16 @@ export interface TestHomeserver {
   close(): Promise<void>;
   /** The running app's services, for what the helpers do not cover. Replaced by `reset()`. */
   readonly services: Services;
+  /**
+   * Fault injection: make the next matching requests answer 429 or 500, hang, drop their
+   * connection, or wait (`hs.faults.serverError('GET /_matrix/client/v3/sync', { times: 2 })`).
+   * `reset()` removes every fault.
+   */
+  readonly faults: Faults;
+  /** The last 1,000 requests received, oldest first (method, path, status, user, fault). `reset()` empties it. */
+  readonly requests: readonly RecordedRequest[];
+  /** What a user (a bot) sent, oldest first: in one room, or in every room it is in. */
+  sentBy(user: Actor | string, roomId?: string): Promise<ClientEvent[]>;
 }
 
 const WAIT_FOR_DEFAULT_TIMEOUT_MS = 10_000;
@@ -162,6 +173,8 @@ export async function startTestHomeserver(options: StartTestHomeserverOptions = 
   // Requests being answered, so reset() can cut off the old app's long-polls (and only those:
   // idle keep-alive connections stay usable by the client's connection pool).
   const inFlight = new Set<ServerResponse>();
+  const faults = new Faults();
+  const requests = new RequestLog();
   const server: Server = createServer((req, res) => {
     if (!app) {
       res.writeHead(503).end();
@@ -169,7 +182,30 @@ export async function startTestHomeserver(options: StartTestHomeserverOptions = 
     }
     inFlight.add(res);
     res.once('close', () => inFlight.delete(res));
-    app.routing(req, res);
+    const method = req.method ?? 'GET';
+    const url = req.url ?? '/';
+    const path = url.split('?', 1)[0]!;
+    const action = faults.take(method, path);
+    requests.track(req, res, method, path, action);
+    if (action === undefined) {
+      app.routing(req, res);
+    } else if ('status' in action) {
+      const body: Record<string, unknown> = { errcode: action.errcode ?? 'M_UNKNOWN', error: action.error ?? 'Injected fault' };
+      const headers: Record<string, string> = { 'Content-Type': 'application/json' };
+      if (action.retryAfterMs !== undefined) {
+        body.retry_after_ms = action.retryAfterMs;
+        headers['Retry-After'] = String(Math.ceil(action.retryAfterMs / 1000));
+      }
+      res.writeHead(action.status, headers).end(JSON.stringify(body));
+    } else if ('drop' in action) {
+      req.socket.destroy();
+    } else if ('delayMs' in action) {
+      // Served by whichever app is current then (a reset() in between answers from the new one).
+      setTimeout(() => {
+        if (!res.destroyed && app) app.routing(req, res);
+      }, action.delayMs);
+    }
+    // hang: nothing; reset() and close() end it with the other requests in flight.
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -184,7 +220,7 @@ export async function startTestHomeserver(options: StartTestHomeserverOptions = 
     await closeServer(server);
     throw err;
   }
-  return new RunningTestHomeserver(server, inFlight, config, baseUrl, port, app, options, (next) => (app = next));
+  return new RunningTestHomeserver(server, inFlight, config, baseUrl, port, app, options, (next) => (app = next), faults, requests);
 }
 
 /** The test defaults: in memory, cheap argon2, no rate limits, silent, public URL = the socket. */
@@ -215,8 +251,61 @@ async function startApp(config: Config, options: StartTestHomeserverOptions): Pr
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
   });
+  // The request log names who made each request: the app knows once it has authenticated it.
+  app.addHook('onSend', (request, _reply, payload, done) => {
+    if (request.requester) (request.raw as RequestWithUser)[REQUESTER] = request.requester.userId;
+    done(null, payload);
+  });
   await app.ready();
   return app;
+}
+
+const REQUESTER = Symbol('bot-homeserver.requester');
+type RequestWithUser = IncomingMessage & { [REQUESTER]?: string };
+
+/** One request the test double received. */
+export interface RecordedRequest {
+  method: string;
+  /** The path as sent (percent-encoded), without the query string. */
+  path: string;
+  /** The query string, tokens cut out. */
+  query: string;
+  /** The status answered; 0 when there was none (a dropped or hung request, or a client that left). */
+  status: number;
+  /** Who made it, once authenticated. */
+  userId: string | undefined;
+  /** The fault that answered it, if one did: `429`, `500`, `drop`, `hang`, `delay`. */
+  fault: string | undefined;
+}
+
+/** The last requests received, oldest first; bounded, as everything the double keeps. */
+class RequestLog {
+  static readonly MAX = 1000;
+  entries: RecordedRequest[] = [];
+
+  track(req: IncomingMessage, res: ServerResponse, method: string, path: string, action: FaultAction | undefined): void {
+    const url = req.url ?? '';
+    const queryAt = url.indexOf('?');
+    const query = queryAt < 0 ? '' : url.slice(queryAt + 1).replace(/((?:^|&)(?:access_token|refresh_token)=)[^&]*/g, '$1<redacted>');
+    const entry: RecordedRequest = { method, path, query, status: 0, userId: undefined, fault: action === undefined ? undefined : faultName(action) };
+    this.entries.push(entry);
+    if (this.entries.length > RequestLog.MAX) this.entries.splice(0, this.entries.length - RequestLog.MAX);
+    res.once('close', () => {
+      entry.status = res.headersSent && res.writableFinished ? res.statusCode : 0;
+      entry.userId = (req as RequestWithUser)[REQUESTER];
+    });
+  }
+
+  clear(): void {
+    this.entries = [];
+  }
+}
+
+function faultName(action: FaultAction): string {
+  if ('status' in action) return String(action.status);
+  if ('drop' in action) return 'drop';
+  if ('hang' in action) return 'hang';
+  return 'delay';
 }
 
 class RunningTestHomeserver implements TestHomeserver {
@@ -232,12 +321,26 @@ class RunningTestHomeserver implements TestHomeserver {
     private app: App,
     private readonly options: StartTestHomeserverOptions,
     private readonly setApp: (app: App) => void,
+    readonly faults: Faults,
+    private readonly requestLog: RequestLog,
   ) {
     this.serverName = config.server_name;
   }
 
   get services(): Services {
     return this.app.homeserver.services;
+  }
+
+  get requests(): readonly RecordedRequest[] {
+    return this.requestLog.entries;
+  }
+
+  async sentBy(user: Actor | string, roomId?: string): Promise<ClientEvent[]> {
+    const userId = userIdOf(user);
+    const rooms = roomId !== undefined ? [roomId] : [...(await this.services.roomCache.roomsOf(userId)).keys()];
+    const events: ClientEvent[] = [];
+    for (const room of rooms) events.push(...(await this.timeline(room)).filter((event) => event.sender === userId));
+    return events.sort((a, b) => a.origin_server_ts - b.origin_server_ts);
   }
 
   get bridgeUserId(): string | undefined {
@@ -387,6 +490,8 @@ class RunningTestHomeserver implements TestHomeserver {
       }
       this.app = fresh;
       this.setApp(fresh);
+      this.faults.clear();
+      this.requestLog.clear();
       // Requests still with the old app (parked syncs, mostly) would answer from the old state.
       for (const res of this.inFlight) res.destroy();
       await old.close();
