@@ -317,8 +317,8 @@ async function withServices(configFile: string | undefined, work: (services: Ser
 
 /** Errors an operator can act on get one clear line; anything else keeps its stack. */
 export function describeFailure(err: unknown): string {
-  // FixturesError is matched by name: its module is loaded only by `dev`.
-  if (err instanceof ConfigError || err instanceof MigrationError || (err instanceof Error && err.name === 'FixturesError')) return err.message;
+  // FixturesError and SigningKeyError are matched by name: their modules load with what uses them.
+  if (err instanceof ConfigError || err instanceof MigrationError || (err instanceof Error && (err.name === 'FixturesError' || err.name === 'SigningKeyError'))) return err.message;
   if (err instanceof MatrixError) return `${err.message} (${err.errcode})`;
   if (err instanceof Error && 'code' in err && err.code === 'EADDRINUSE') return err.message;
   // The database refused something (a locked or read-only file, a full disk): its words, no stack.

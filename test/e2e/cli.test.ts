@@ -72,6 +72,24 @@ function startServer(): Promise<{ child: ChildProcess; url: string }> {
   });
 }
 
+/** Starts a server on a config written here; resolves once ready, with every log line so far. */
+async function startServerWith(file: string, text: string): Promise<{ child: { process: ChildProcess; logLines: Array<Record<string, unknown>> } }> {
+  writeFileSync(file, text);
+  const proc = spawn(process.execPath, [BIN, 'start', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(proc);
+  proc.once('exit', () => running.delete(proc));
+  const logLines: Array<Record<string, unknown>> = [];
+  await new Promise<void>((resolvePromise, reject) => {
+    proc.once('exit', (code) => reject(new Error(`server exited with ${code}`)));
+    createInterface({ input: proc.stdout! }).on('line', (line) => {
+      const entry = JSON.parse(line) as Record<string, unknown>;
+      logLines.push(entry);
+      if (entry.msg === 'ready') setTimeout(resolvePromise, 50);
+    });
+  });
+  return { child: { process: proc, logLines } };
+}
+
 function exited(child: ChildProcess): Promise<number | null> {
   return new Promise((done) => (child.exitCode !== null ? done(child.exitCode) : child.once('exit', (code) => done(code))));
 }
@@ -327,6 +345,40 @@ describe('bot-homeserver CLI', () => {
     } finally {
       again.kill('SIGTERM');
       await exited(again);
+    }
+  });
+
+  it('says plainly what is wrong with the signing key, warns about a localhost server name, and shows unexpected errors in the sources', async () => {
+    const badKey = join(dir, 'bad.key');
+    writeFileSync(badKey, 'garbage\n');
+    const keyConfig = join(dir, 'bad-key.yaml');
+    writeFileSync(keyConfig, `database: {path: ${join(dir, 'bad-key', 'hs.db')}}\nsigning_key_path: ${badKey}\nlisten: {port: 0}\n`);
+    const refused = cli('start', '--config', keyConfig);
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain('line 1: expected "ed25519 <key version> <base64 seed>"');
+    expect(refused.stderr).not.toMatch(/\n\s+at /);
+
+    // An error nobody planned for (the disk failing) keeps its stack, and the stack names our
+    // TypeScript sources through the bundle's source map, not minified chunks.
+    const failingDisk = join(dir, 'failing-disk.mjs');
+    writeFileSync(
+      failingDisk,
+      "import fs from 'node:fs'; import { syncBuiltinESMExports } from 'node:module';\n" +
+        "fs.mkdirSync = () => { const err = new Error('EIO: i/o error (injected)'); err.code = 'EIO'; throw err; }; syncBuiltinESMExports();\n",
+    );
+    const crashed = spawnSync(process.execPath, ['--import', pathToFileURL(failingDisk).href, BIN, 'migrate', '--config', keyConfig], { encoding: 'utf8' });
+    expect(crashed.status).toBe(1);
+    expect(crashed.stderr).toContain('EIO: i/o error (injected)');
+    expect(crashed.stderr).toMatch(/at openDatabase \(.*src\/storage\/database\.ts:\d+:\d+\)/);
+    expect(crashed.stderr).not.toMatch(/\.mjs:\d+:\d{4,}/);
+
+    // server_name still localhost: start says so at warn.
+    const { child } = await startServerWith(join(dir, 'localhost.yaml'), `database: {path: ${join(dir, 'localhost', 'hs.db')}}\nlisten: {port: 0}\n`);
+    try {
+      expect(child.logLines.some((line) => line.level === 40 && String(line.msg).includes('server_name is still "localhost"'))).toBe(true);
+    } finally {
+      child.process.kill('SIGTERM');
+      await exited(child.process);
     }
   });
 
