@@ -10,6 +10,7 @@ import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { ConfigSchema, EXPECTED, type Config, type RawConfig } from './schema.js';
 import { parseDuration } from './duration.js';
 import { DEFAULT_IP_RANGE_BLACKLIST, invalidRanges } from '../net/address-guard.js';
+import { editDistance } from '../core/edit-distance.js';
 
 /** Prefix of environment variables that override config keys; `__` separates nesting levels. */
 export const ENV_PREFIX = 'BOT_HOMESERVER_';
@@ -256,18 +257,6 @@ function closest(name: string, known: string[]): string | undefined {
     if (!best || distance < best.distance) best = { key, distance };
   }
   return best && best.distance <= Math.max(2, Math.floor(name.length / 3)) ? best.key : undefined;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    previous = current;
-  }
-  return previous[b.length]!;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

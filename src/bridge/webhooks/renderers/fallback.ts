@@ -5,6 +5,7 @@
  */
 import { clipChars, plural, preformatted, rich, type RenderedWebhook } from './rich-text.js';
 import type { WebhookRequest } from './types.js';
+import { editDistance } from '../../../core/edit-distance.js';
 
 // Short: the summary line says what arrived; the excerpt is a glimpse, not the document.
 const MAX_LINES = 12;
@@ -97,16 +98,6 @@ function mistypedField(payload: unknown): { given: string; meant: string } | und
     if (OWN_FIELDS.includes(key.toLowerCase())) return { given: key, meant: key.toLowerCase() };
   }
   return undefined;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    previous = current;
-  }
-  return previous[b.length]!;
 }
 
 export function renderUnknown(request: WebhookRequest): RenderedWebhook {
