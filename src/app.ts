@@ -24,6 +24,7 @@ import { registerRoutes } from './http/routes/register.js';
 import { sessionRoutes } from './http/routes/session.js';
 import { clientProbeRoutes } from './http/routes/client-probes.js';
 import { profileRoutes } from './http/routes/profile.js';
+import { deviceRoutes } from './http/routes/devices.js';
 import { AUTHENTICATED_MEDIA_PREFIX, authenticatedMediaRoutes, legacyMediaRoutes, MEDIA_PREFIXES } from './http/routes/media.js';
 import { roomEventRoutes } from './http/routes/room-events.js';
 import { directoryLookupRoutes, roomRoutes } from './http/routes/rooms.js';
@@ -212,6 +213,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       await client.register(named('roomEventRoutes', roomEventRoutes(services)));
       await client.register(named('syncRoutes', syncRoutes(services)));
       await client.register(named('profileRoutes', profileRoutes(services)));
+      await client.register(named('deviceRoutes', deviceRoutes(services)));
       await client.register(named('clientProbeRoutes', clientProbeRoutes(services)));
     }),
     { prefix: CLIENT_PREFIXES[0] },

@@ -34,6 +34,8 @@ import { PasswordHasher } from './users/passwords.js';
 import { RegistrationService } from './users/registration-service.js';
 import { serviceLocalparts } from './users/service-users.js';
 import { SessionService } from './users/session-service.js';
+import { DeviceService } from './users/device-service.js';
+import { PasswordAuth } from './users/password-auth.js';
 
 export interface Services {
   config: Config;
@@ -47,6 +49,9 @@ export interface Services {
   accounts: AccountService;
   sessions: SessionService;
   registration: RegistrationService;
+  devices: DeviceService;
+  /** User-interactive auth by password, for deleting devices, changing the password, deactivating. */
+  passwordAuth: PasswordAuth;
   stream: StreamCounter;
   notifier: Notifier;
   roomCache: RoomCache;
@@ -123,6 +128,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
   return {
     config, clock, storage, limiters, accounts, sessions, registration, signer,
+    devices: new DeviceService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, media,
     roomFederation, federationSender,
   };

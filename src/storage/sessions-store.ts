@@ -27,6 +27,23 @@ export class SessionStore {
       .executeTakeFirst();
   }
 
+  async listDevices(userId: string): Promise<DeviceRow[]> {
+    return this.db.selectFrom('devices').selectAll().where('user_id', '=', userId).orderBy('created_ts').orderBy('device_id').execute();
+  }
+
+  async renameDevice(userId: string, deviceId: string, displayName: string | null): Promise<boolean> {
+    const result = await this.db.updateTable('devices').set({ display_name: displayName }).where('user_id', '=', userId).where('device_id', '=', deviceId).executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  /** Deletes every device (with its tokens) of a user but one. */
+  async deleteDevicesExcept(userId: string, keptDeviceId: string): Promise<void> {
+    this.tokenCache?.invalidate();
+    await this.db.deleteFrom('access_tokens').where('user_id', '=', userId).where('device_id', '!=', keptDeviceId).execute();
+    await this.db.deleteFrom('refresh_tokens').where('user_id', '=', userId).where('device_id', '!=', keptDeviceId).execute();
+    await this.db.deleteFrom('devices').where('user_id', '=', userId).where('device_id', '!=', keptDeviceId).execute();
+  }
+
   async insertDevice(device: DeviceRow): Promise<void> {
     await this.db.insertInto('devices').values(device).execute();
   }

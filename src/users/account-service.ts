@@ -5,7 +5,7 @@
 import type { Clock } from '../core/clock.js';
 import { MatrixError } from '../core/errors.js';
 import type { Storage, UserListQuery, UserPatch, UserRow } from '../storage/index.js';
-import type { PasswordHasher } from './passwords.js';
+import { assertPasswordLength, type PasswordHasher } from './passwords.js';
 import { generateBotSecret } from './secrets.js';
 import { assertValidLocalpart, localpartOf, resolveLocalUserId, userIdFor } from './user-ids.js';
 
@@ -154,6 +154,41 @@ export class AccountService {
 
   async setPassword(userId: string, password: string, options: { logoutDevices: boolean }): Promise<void> {
     await this.updateAccount(userId, { password, logoutDevices: options.logoutDevices });
+  }
+
+  /**
+   * `POST /account/password` is for people. A bot's password is its generated secret, which the
+   * operator rotates (`bot-homeserver bots create <name>`, or the admin API): a bot that could set
+   * its own would end up with a secret nobody else knows. Service users have no password at all.
+   */
+  async assertMayChangeOwnPassword(userId: string): Promise<void> {
+    const user = await this.storage.users.get(userId);
+    const localpart = localpartOf(userId, this.serverName);
+    if (localpart !== null && this.isReserved(localpart)) throw new MatrixError('M_FORBIDDEN', `${userId} is a service user of this server and has no password`);
+    if (user?.user_type === BOT_USER_TYPE) {
+      throw new MatrixError(
+        'M_FORBIDDEN',
+        "A bot's password is its secret, which only the server's operator rotates (bot-homeserver bots create <name>, or POST /_bot_homeserver/admin/v1/bots).",
+      );
+    }
+  }
+
+  async mayChangeOwnPassword(userId: string): Promise<boolean> {
+    return this.assertMayChangeOwnPassword(userId).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** A user's own new password; `logoutDevices` ends every other session (the one asking keeps its own). */
+  async changeOwnPassword(userId: string, keptDeviceId: string, password: string, logoutDevices: boolean): Promise<void> {
+    await this.assertMayChangeOwnPassword(userId);
+    assertPasswordLength(password);
+    const passwordHash = await this.hasher.hash(password);
+    await this.storage.transaction(async (stores) => {
+      await stores.users.update(userId, { password_hash: passwordHash });
+      if (logoutDevices) await stores.sessions.deleteDevicesExcept(userId, keptDeviceId);
+    });
   }
 
   /**

@@ -16,6 +16,9 @@ import { generateAccessToken, generateDeviceId, generateRefreshToken, hashToken 
 import { serviceLocalparts } from './service-users.js';
 import { resolveLocalUserId, userIdFor } from './user-ids.js';
 
+/** The longest device display name accepted (Synapse: 100). */
+export const MAX_DEVICE_DISPLAY_NAME_LENGTH = 100;
+
 /** The user behind an access token. */
 export interface Requester {
   userId: string;

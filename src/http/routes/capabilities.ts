@@ -2,7 +2,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
 import { DEFAULT_ROOM_VERSION, SUPPORTED_ROOM_VERSIONS } from '../../rooms/room-versions.js';
-import { authenticate } from '../auth.js';
+import { authenticate, requesterOf } from '../auth.js';
 
 const ROOM_VERSIONS = {
   default: DEFAULT_ROOM_VERSION,
@@ -12,11 +12,11 @@ const ROOM_VERSIONS = {
 export function capabilitiesRoutes(services: Services): FastifyPluginAsyncTypebox {
   return async (app) => {
     /** GET /capabilities */
-    app.get('/capabilities', { onRequest: authenticate(services.sessions) }, async () => ({
+    app.get('/capabilities', { onRequest: authenticate(services.sessions) }, async (request) => ({
       capabilities: {
         'm.room_versions': ROOM_VERSIONS,
-        // Bots get their passwords from the operator; changing them is the operator's job.
-        'm.change_password': { enabled: false },
+        // People change their own password; a bot's is its secret, which the operator rotates.
+        'm.change_password': { enabled: await services.accounts.mayChangeOwnPassword(requesterOf(request).userId) },
         'm.set_displayname': { enabled: true },
         'm.set_avatar_url': { enabled: true },
         'm.3pid_changes': { enabled: false },

@@ -10,7 +10,8 @@ const PASSWORD_LOGIN = 'm.login.password';
 
 /** Caps that keep a single request from filling memory (user ids are at most 255 bytes). */
 export const MAX_USER_LENGTH = 255;
-export const MAX_DEVICE_DISPLAY_NAME_LENGTH = 100;
+export { MAX_DEVICE_DISPLAY_NAME_LENGTH } from '../../users/session-service.js';
+import { MAX_DEVICE_DISPLAY_NAME_LENGTH } from '../../users/session-service.js';
 
 export const LoginBodySchema = Type.Object({
   type: Type.String(),

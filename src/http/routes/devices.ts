@@ -1,0 +1,129 @@
+/**
+ * A user's own devices and account: `/devices`, `/delete_devices`, `/account/password` and
+ * `/account/deactivate`. What cannot be undone asks for the password again (user-interactive auth,
+ * `users/password-auth.ts`), in a session fixed to the one request it began with.
+ */
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply } from 'fastify';
+import type { Services } from '../../services.js';
+import { authenticate, requesterOf } from '../auth.js';
+import { optionalBody } from '../validation.js';
+import type { UiaAuth } from '../../users/password-auth.js';
+import { MAX_DEVICE_DISPLAY_NAME_LENGTH } from '../../users/session-service.js';
+import { MAX_DEVICES_PER_DELETE } from '../../users/device-service.js';
+
+const Auth = Type.Optional(
+  Type.Object({
+    type: Type.Optional(Type.String({ maxLength: 255 })),
+    session: Type.Optional(Type.String({ maxLength: 255 })),
+    identifier: Type.Optional(Type.Object({ type: Type.Optional(Type.String({ maxLength: 255 })), user: Type.Optional(Type.String({ maxLength: 255 })) })),
+    user: Type.Optional(Type.String({ maxLength: 255 })),
+    password: Type.Optional(Type.String({ maxLength: 512 })),
+  }),
+);
+const DeviceParams = Type.Object({ deviceId: Type.String({ minLength: 1, maxLength: 512 }) });
+
+export function deviceRoutes(services: Services): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    const requireUser = authenticate(services.sessions);
+
+    /** Runs `work` once the user has re-entered the password for `operation`; otherwise answers the 401 challenge. */
+    const withPassword = async (reply: FastifyReply, userId: string, operation: string, auth: UiaAuth | undefined, work: () => Promise<unknown>) => {
+      const challenge = await services.passwordAuth.authorise(userId, operation, auth);
+      if (challenge) return reply.code(challenge.status).send(challenge.body);
+      return work();
+    };
+
+    /** GET /devices */
+    app.get('/devices', { onRequest: requireUser }, async (request) => ({ devices: await services.devices.list(requesterOf(request).userId) }));
+
+    /** GET /devices/{deviceId} */
+    app.get('/devices/:deviceId', { onRequest: requireUser, schema: { params: DeviceParams } }, async (request) =>
+      services.devices.get(requesterOf(request).userId, request.params.deviceId),
+    );
+
+    /** PUT /devices/{deviceId}: its display name. */
+    app.put(
+      '/devices/:deviceId',
+      {
+        onRequest: requireUser,
+        schema: { params: DeviceParams, body: optionalBody(Type.Object({ display_name: Type.Optional(Type.Union([Type.String({ maxLength: MAX_DEVICE_DISPLAY_NAME_LENGTH * 4 }), Type.Null()])) })) },
+      },
+      async (request) => {
+        const userId = requesterOf(request).userId;
+        const displayName = request.body?.display_name;
+        // No display_name: nothing to change, but the device must exist (as Synapse answers).
+        if (displayName === undefined) await services.devices.get(userId, request.params.deviceId);
+        else await services.devices.rename(userId, request.params.deviceId, displayName);
+        return {};
+      },
+    );
+
+    /** DELETE /devices/{deviceId}: logs the device out (user-interactive auth). */
+    app.delete(
+      '/devices/:deviceId',
+      { onRequest: requireUser, schema: { params: DeviceParams, body: optionalBody(Type.Object({ auth: Auth })) } },
+      async (request, reply) => {
+        const userId = requesterOf(request).userId;
+        const deviceId = request.params.deviceId;
+        return withPassword(reply, userId, `DELETE /devices/${deviceId}`, request.body?.auth, async () => {
+          await services.devices.delete(userId, [deviceId]);
+          return {};
+        });
+      },
+    );
+
+    /** POST /delete_devices (user-interactive auth). */
+    app.post(
+      '/delete_devices',
+      {
+        onRequest: requireUser,
+        schema: { body: Type.Object({ devices: Type.Array(Type.String({ maxLength: 512 }), { maxItems: MAX_DEVICES_PER_DELETE }), auth: Auth }) },
+      },
+      async (request, reply) => {
+        const userId = requesterOf(request).userId;
+        const devices = [...new Set(request.body.devices)];
+        return withPassword(reply, userId, `POST /delete_devices ${JSON.stringify([...devices].sort())}`, request.body.auth, async () => {
+          await services.devices.delete(userId, devices);
+          return {};
+        });
+      },
+    );
+
+    /** POST /account/password (user-interactive auth; not for bots, whose secret the operator rotates). */
+    app.post(
+      '/account/password',
+      {
+        onRequest: requireUser,
+        schema: { body: Type.Object({ new_password: Type.String({ minLength: 1 }), logout_devices: Type.Optional(Type.Boolean()), auth: Auth }) },
+      },
+      async (request, reply) => {
+        const requester = requesterOf(request);
+        await services.accounts.assertMayChangeOwnPassword(requester.userId);
+        return withPassword(reply, requester.userId, 'POST /account/password', request.body.auth, async () => {
+          await services.accounts.changeOwnPassword(requester.userId, requester.deviceId, request.body.new_password, request.body.logout_devices ?? true);
+          return {};
+        });
+      },
+    );
+
+    /** POST /account/deactivate (user-interactive auth): ends every session and leaves every room. */
+    app.post(
+      '/account/deactivate',
+      {
+        onRequest: requireUser,
+        schema: { body: optionalBody(Type.Object({ auth: Auth, erase: Type.Optional(Type.Boolean()), id_server: Type.Optional(Type.String()) })) },
+      },
+      async (request, reply) => {
+        const userId = requesterOf(request).userId;
+        return withPassword(reply, userId, 'POST /account/deactivate', request.body?.auth, async () => {
+          await services.accounts.deactivate(userId, { erase: request.body?.erase === true });
+          await services.rooms.leaveAllRooms(userId);
+          // No identity server is ever bound here (third-party identifiers are out of scope).
+          return { id_server_unbind_result: 'no-support' };
+        });
+      },
+    );
+  };
+}

@@ -1,0 +1,55 @@
+/**
+ * A user's devices (`/devices`, `/delete_devices`): each login is a device with its tokens.
+ * Deleting one logs it out everywhere it is used; its keys go with it once this server keeps keys.
+ */
+import { MatrixError } from '../core/errors.js';
+import type { Storage, DeviceRow } from '../storage/index.js';
+import { MAX_DEVICE_DISPLAY_NAME_LENGTH } from './session-service.js';
+
+/** A device as the Client-Server API shows it. */
+export interface DeviceView {
+  device_id: string;
+  display_name?: string;
+  last_seen_ip?: string;
+  last_seen_ts?: number;
+}
+
+/** The most devices one `/delete_devices` request may name (Synapse: 1,000). */
+export const MAX_DEVICES_PER_DELETE = 1000;
+
+export class DeviceService {
+  constructor(private readonly storage: Storage) {}
+
+  async list(userId: string): Promise<DeviceView[]> {
+    return (await this.storage.sessions.listDevices(userId)).map(viewOf);
+  }
+
+  async get(userId: string, deviceId: string): Promise<DeviceView> {
+    const device = await this.storage.sessions.getDevice(userId, deviceId);
+    if (!device) throw new MatrixError('M_NOT_FOUND', 'No device found');
+    return viewOf(device);
+  }
+
+  async rename(userId: string, deviceId: string, displayName: string | null): Promise<void> {
+    if (displayName !== null && displayName.length > MAX_DEVICE_DISPLAY_NAME_LENGTH) {
+      throw new MatrixError('M_INVALID_PARAM', `Device display name is longer than ${MAX_DEVICE_DISPLAY_NAME_LENGTH} characters`, { status: 400 });
+    }
+    if (!(await this.storage.sessions.renameDevice(userId, deviceId, displayName))) throw new MatrixError('M_NOT_FOUND', 'No device found');
+  }
+
+  /** Deletes the devices with their tokens; devices that do not exist are skipped (deleting is idempotent). */
+  async delete(userId: string, deviceIds: readonly string[]): Promise<void> {
+    await this.storage.transaction(async (stores) => {
+      for (const deviceId of deviceIds) await stores.sessions.deleteDevice(userId, deviceId);
+    });
+  }
+}
+
+function viewOf(device: DeviceRow): DeviceView {
+  return {
+    device_id: device.device_id,
+    ...(device.display_name !== null ? { display_name: device.display_name } : {}),
+    ...(device.last_seen_ip !== null ? { last_seen_ip: device.last_seen_ip } : {}),
+    ...(device.last_seen_ts !== null ? { last_seen_ts: device.last_seen_ts } : {}),
+  };
+}
