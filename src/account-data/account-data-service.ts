@@ -12,6 +12,10 @@ import { parseStoredJson } from '../core/json.js';
 
 /** Types that have their own endpoints and may not be written here (as in Synapse). */
 const SERVER_MANAGED_TYPES = new Set(['m.push_rules']);
+/** Room tags live in the room's `m.tag` account data, where sync shows them. */
+const TAG_TYPE = 'm.tag';
+const MAX_TAG_BYTES = 255;
+const MAX_TAGS_PER_ROOM = 100;
 
 export class AccountDataService {
   /**
@@ -57,6 +61,50 @@ export class AccountDataService {
     );
     this.notifier.notify([userId]);
   }
+
+  /** A room's tags for a user (`m.tag` room account data): `{"tags": {name: {order?}}}`. */
+  async tags(userId: string, roomId: string): Promise<{ tags: Record<string, JsonObject> }> {
+    const stored = await this.storage.userData.getAccountData(userId, roomId, TAG_TYPE);
+    const content = stored === undefined ? {} : parseStoredJson<JsonObject>(stored, {});
+    const tags = typeof content.tags === 'object' && content.tags !== null && !Array.isArray(content.tags) ? (content.tags as Record<string, JsonObject>) : {};
+    return { tags };
+  }
+
+  /** Adds (or replaces) one tag; the room's other tags stay. */
+  async addTag(userId: string, roomId: string, tag: string, content: JsonObject): Promise<void> {
+    if (Buffer.byteLength(tag) > MAX_TAG_BYTES) throw new MatrixError('M_INVALID_PARAM', `Tag names are at most ${MAX_TAG_BYTES} bytes`, { status: 400 });
+    if (!(await this.cache.roomsOf(userId)).has(roomId)) throw new MatrixError('M_FORBIDDEN', `User ${userId} is not in room ${roomId}`);
+    await this.updateTags(userId, roomId, (tags) => {
+      if (!(tag in tags) && Object.keys(tags).length >= MAX_TAGS_PER_ROOM) throw new MatrixError('M_LIMIT_EXCEEDED', `A room may carry at most ${MAX_TAGS_PER_ROOM} tags`, { status: 400 });
+      tags[tag] = content;
+    });
+  }
+
+  /** Removes one tag; removing a tag the room does not have is not an error (as in Synapse). */
+  async removeTag(userId: string, roomId: string, tag: string): Promise<void> {
+    await this.updateTags(userId, roomId, (tags) => {
+      delete tags[tag];
+    });
+  }
+
+  /** Read, change, write, one change at a time per user and room: concurrent tag edits never lose one. */
+  private async updateTags(userId: string, roomId: string, change: (tags: Record<string, JsonObject>) => void): Promise<void> {
+    const key = `${userId}\u0000${roomId}`;
+    const previous = this.tagUpdates.get(key) ?? Promise.resolve();
+    const next = previous.then(async () => {
+      const { tags } = await this.tags(userId, roomId);
+      change(tags);
+      await this.write(userId, roomId, TAG_TYPE, { tags });
+    });
+    const settled = next.catch(() => undefined);
+    this.tagUpdates.set(key, settled);
+    void settled.then(() => {
+      if (this.tagUpdates.get(key) === settled) this.tagUpdates.delete(key);
+    });
+    await next;
+  }
+
+  private readonly tagUpdates = new Map<string, Promise<void>>();
 
   /** The stream position of the user's newest account-data change (0 when none). */
   async latestPosition(userId: string): Promise<number> {

@@ -51,6 +51,8 @@ export function profileRoutes(services: Services): FastifyPluginAsyncTypebox {
 
     const AccountDataParams = Type.Object({ userId: Type.String(), type: Type.String() });
     const RoomAccountDataParams = Type.Object({ userId: Type.String(), roomId: Type.String(), type: Type.String() });
+    const TagsParams = Type.Object({ userId: Type.String(), roomId: Type.String() });
+    const TagParams = Type.Object({ userId: Type.String(), roomId: Type.String(), tag: Type.String({ minLength: 1 }) });
 
     /** GET/PUT /user/{userId}/account_data/{type} */
     app.get('/user/:userId/account_data/:type', { onRequest: requireUser, schema: { params: AccountDataParams } }, async (request) => {
@@ -60,6 +62,28 @@ export function profileRoutes(services: Services): FastifyPluginAsyncTypebox {
     app.put('/user/:userId/account_data/:type', { onRequest: requireUser, schema: { params: AccountDataParams, body: JsonObject } }, async (request) => {
       assertOwnUser(requesterOf(request).userId, request.params.userId, 'add account data');
       await services.accountData.set(request.params.userId, undefined, request.params.type, request.body);
+      return {};
+    });
+
+    /** GET /user/{userId}/rooms/{roomId}/tags */
+    app.get('/user/:userId/rooms/:roomId/tags', { onRequest: requireUser, schema: { params: TagsParams } }, async (request) => {
+      assertOwnUser(requesterOf(request).userId, request.params.userId, 'get tags');
+      return services.accountData.tags(request.params.userId, request.params.roomId);
+    });
+
+    /** PUT/DELETE /user/{userId}/rooms/{roomId}/tags/{tag} */
+    app.put(
+      '/user/:userId/rooms/:roomId/tags/:tag',
+      { onRequest: requireUser, schema: { params: TagParams, body: Type.Object({ order: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })) }, { additionalProperties: true }) } },
+      async (request) => {
+        assertOwnUser(requesterOf(request).userId, request.params.userId, 'add tags');
+        await services.accountData.addTag(request.params.userId, request.params.roomId, request.params.tag, request.body);
+        return {};
+      },
+    );
+    app.delete('/user/:userId/rooms/:roomId/tags/:tag', { onRequest: requireUser, schema: { params: TagParams } }, async (request) => {
+      assertOwnUser(requesterOf(request).userId, request.params.userId, 'remove tags');
+      await services.accountData.removeTag(request.params.userId, request.params.roomId, request.params.tag);
       return {};
     });
 
