@@ -13,7 +13,7 @@ import { domainOf } from '../rooms/auth-rules.js';
 import type { JsonObject } from '../rooms/events.js';
 import { eventIdOf, finishPdu, signedForm, type Pdu, type UnsignedPdu } from '../rooms/pdu.js';
 import { JoinRefused, type RemoteEvents, type VerifiedPdu } from '../rooms/remote-events.js';
-import type { RemoteRooms } from '../rooms/remote-rooms.js';
+import type { PublicRoomsQuery, RemoteRooms } from '../rooms/remote-rooms.js';
 import type { RoomCache } from '../rooms/room-cache.js';
 import { roomVersion, SUPPORTED_ROOM_VERSIONS, type RoomVersion } from '../rooms/room-versions.js';
 import type { Storage } from '../storage/index.js';
@@ -235,6 +235,24 @@ export class FederatedMembership implements RemoteRooms {
     if (typeof answer.room_id !== 'string') throw new MatrixError('M_NOT_FOUND', `Room alias ${alias} not found`);
     const servers = Array.isArray(answer.servers) ? answer.servers.filter((s): s is string => typeof s === 'string').slice(0, 50) : [];
     return { roomId: answer.room_id, servers: servers.length > 0 ? servers : [server] };
+  }
+
+  async publicRooms(server: string, query: PublicRoomsQuery): Promise<JsonObject> {
+    const body: JsonObject = { ...(query.limit !== undefined ? { limit: query.limit } : {}), ...(query.since !== undefined ? { since: query.since } : {}) };
+    if (query.searchTerm !== undefined) body.filter = { generic_search_term: query.searchTerm };
+    let answer: JsonObject;
+    try {
+      answer = await this.deps.client.request<JsonObject>(server, { method: 'POST', path: '/_matrix/federation/v1/publicRooms', body });
+    } catch (err) {
+      throw toClientError(err, `Could not read the room directory of ${server}`);
+    }
+    // Another server's answer, passed on: only well-formed entries, no more than were asked for.
+    const limit = Math.min(query.limit ?? 100, 100);
+    const chunk = (Array.isArray(answer.chunk) ? answer.chunk : []).filter((entry): entry is JsonObject => typeof entry === 'object' && entry !== null && typeof (entry as JsonObject).room_id === 'string').slice(0, limit);
+    const page: JsonObject = { chunk };
+    for (const key of ['next_batch', 'prev_batch'] as const) if (typeof answer[key] === 'string') page[key] = answer[key];
+    if (typeof answer.total_room_count_estimate === 'number') page.total_room_count_estimate = answer.total_room_count_estimate;
+    return page;
   }
 
   async profile(userId: string, field?: 'displayname' | 'avatar_url'): Promise<JsonObject | undefined> {

@@ -18,6 +18,15 @@ export interface RemoteRooms {
   countersignInvite(roomId: string, version: RoomVersion, invite: { pdu: Pdu; eventId: string }, strippedState: JsonObject[]): Promise<Pdu>;
   /** A room alias of another server: its room and the servers to join through. */
   resolveAlias(alias: string): Promise<{ roomId: string; servers: string[] }>;
+  /** Another server's public room directory, a page at a time. */
+  publicRooms(server: string, query: PublicRoomsQuery): Promise<JsonObject>;
   /** The display name and avatar of a user of another server (undefined when unknown). */
   profile(userId: string, field?: 'displayname' | 'avatar_url'): Promise<JsonObject | undefined>;
+}
+
+/** A page of a room directory: at most `limit` rooms after `since`, whose name, topic or alias contains `searchTerm`. */
+export interface PublicRoomsQuery {
+  limit?: number | undefined;
+  since?: string | undefined;
+  searchTerm?: string | undefined;
 }

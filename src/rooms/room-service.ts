@@ -21,7 +21,7 @@ import { DEFAULT_ROOM_VERSION, knownRoomVersion, SUPPORTED_ROOM_VERSIONS } from 
 import type { RoomCache } from './room-cache.js';
 import { notInRoom, type RoomReader } from './room-reader.js';
 import type { RoomSnapshot } from './room-snapshot.js';
-import type { RemoteRooms } from './remote-rooms.js';
+import type { PublicRoomsQuery, RemoteRooms } from './remote-rooms.js';
 import { allowedRoomIds, chooseAuthoriser, needsAuthoriser } from './restricted-joins.js';
 
 
@@ -468,34 +468,90 @@ export class RoomService {
 
   // ---- the room directory ----
 
-  /** Rooms published here (createRoom with visibility public), a page at a time. */
-  async publicRooms(limit = 100, since: string | undefined): Promise<JsonObject> {
-    const pageSize = Math.min(Math.max(limit, 1), 100);
-    const after = since?.startsWith('r') ? since.slice(1) : '';
-    const ids = await this.storage.rooms.publicRoomIds(after, pageSize + 1);
-    const chunk: JsonObject[] = [];
-    for (const roomId of ids.slice(0, pageSize)) {
-      const room = await this.cache.room(roomId);
-      if (!room) continue;
-      const text = (type: string, key: string): string | undefined => {
-        const value = room.get(type)?.content[key];
-        return typeof value === 'string' ? value : undefined;
-      };
-      const entry: JsonObject = {
-        room_id: roomId,
-        num_joined_members: room.joinedUsers().size,
-        world_readable: room.historyVisibility() === 'world_readable',
-        guest_can_join: room.get('m.room.guest_access')?.content.guest_access === 'can_join',
-        join_rule: text('m.room.join_rules', 'join_rule') ?? 'invite',
-      };
-      for (const [key, type, field] of [['name', 'm.room.name', 'name'], ['topic', 'm.room.topic', 'topic'], ['avatar_url', 'm.room.avatar', 'url'], ['canonical_alias', 'm.room.canonical_alias', 'alias']] as const) {
-        const value = text(type, field);
-        if (value !== undefined) entry[key] = value;
-      }
-      chunk.push(entry);
+  /**
+   * A page of the room directory: this server's published rooms, or (`server`) another server's,
+   * asked over federation. With a search term, only rooms whose name, topic or alias contain it.
+   */
+  async publicRooms(query: PublicRoomsQuery & { server?: string | undefined } = {}): Promise<JsonObject> {
+    if (query.server !== undefined && query.server !== this.config.server_name) {
+      if (!this.remote) throw new MatrixError('M_FORBIDDEN', 'This server does not federate', { status: 403 });
+      return this.remote.publicRooms(query.server, query);
     }
-    const more = ids.length > pageSize;
-    return { chunk, ...(more ? { next_batch: `r${ids[pageSize - 1]}` } : {}), ...(after ? { prev_batch: `r${after}` } : {}), total_room_count_estimate: chunk.length };
+    const pageSize = Math.min(Math.max(query.limit ?? 100, 1), 100);
+    const term = query.searchTerm?.trim().toLowerCase() || undefined;
+    let after = query.since?.startsWith('r') ? query.since.slice(1) : '';
+    const first = after;
+    const chunk: JsonObject[] = [];
+    let more = false;
+    // A search reads on until the page is full, but no further than this many rooms a request.
+    for (let scanned = 0; chunk.length < pageSize && scanned < DIRECTORY_SCAN_LIMIT; ) {
+      const ids = await this.storage.rooms.publicRoomIds(after, pageSize + 1);
+      for (const roomId of ids) {
+        if (chunk.length === pageSize) {
+          more = true;
+          break;
+        }
+        after = roomId;
+        scanned += 1;
+        const entry = await this.directoryEntry(roomId);
+        if (entry && (term === undefined || matchesSearch(entry, term))) chunk.push(entry);
+      }
+      if (ids.length <= pageSize && !more) break;
+      if (more) break;
+    }
+    if (!more && chunk.length === pageSize) more = (await this.storage.rooms.publicRoomIds(after, 1)).length > 0;
+    return {
+      chunk,
+      ...(more ? { next_batch: `r${after}` } : {}),
+      ...(first ? { prev_batch: `r${first}` } : {}),
+      total_room_count_estimate: await this.storage.rooms.countPublicRooms(),
+    };
+  }
+
+  private async directoryEntry(roomId: string): Promise<JsonObject | undefined> {
+    const room = await this.cache.room(roomId);
+    if (!room) return undefined;
+    const text = (type: string, key: string): string | undefined => {
+      const value = room.get(type)?.content[key];
+      return typeof value === 'string' ? value : undefined;
+    };
+    const entry: JsonObject = {
+      room_id: roomId,
+      num_joined_members: room.joinedUsers().size,
+      world_readable: room.historyVisibility() === 'world_readable',
+      guest_can_join: room.get('m.room.guest_access')?.content.guest_access === 'can_join',
+      join_rule: text('m.room.join_rules', 'join_rule') ?? 'invite',
+    };
+    const roomType = room.get('m.room.create')?.content.type;
+    if (typeof roomType === 'string') entry.room_type = roomType;
+    for (const [key, type, field] of [['name', 'm.room.name', 'name'], ['topic', 'm.room.topic', 'topic'], ['avatar_url', 'm.room.avatar', 'url'], ['canonical_alias', 'm.room.canonical_alias', 'alias']] as const) {
+      const value = text(type, field);
+      if (value !== undefined) entry[key] = value;
+    }
+    return entry;
+  }
+
+  /** `GET /directory/list/room/{roomId}`: whether the room is published here. */
+  async directoryVisibility(roomId: string): Promise<'public' | 'private'> {
+    const row = await this.storage.rooms.getRoom(roomId);
+    if (!row) throw new MatrixError('M_NOT_FOUND', 'Unknown room');
+    return row.is_public === 1 ? 'public' : 'private';
+  }
+
+  /**
+   * `PUT /directory/list/room/{roomId}`: publishes the room here, or takes it out. As Synapse asks:
+   * a member with the power to change the room's canonical alias, or a server admin.
+   */
+  async setDirectoryVisibility(requester: Requester, roomId: string, visibility: 'public' | 'private', isServerAdmin: boolean): Promise<void> {
+    const room = await this.cache.room(roomId);
+    if (!room) throw new MatrixError('M_NOT_FOUND', 'Unknown room');
+    if (!isServerAdmin) {
+      const levels = effectivePowerLevels(room.lookup, room.version);
+      if (!room.isJoined(requester.userId) || userPowerLevel(levels, requester.userId) < requiredPowerForEvent(levels, 'm.room.canonical_alias', true)) {
+        throw new MatrixError('M_FORBIDDEN', 'You are not allowed to change the room\u2019s visibility in the directory');
+      }
+    }
+    await this.storage.rooms.setRoomPublic(roomId, visibility === 'public');
   }
 
   // ---- aliases ----
@@ -699,3 +755,9 @@ function memberDraft(sender: string, target: string, content: JsonObject, reason
   return { type: 'm.room.member', stateKey: target, sender, content: reason === undefined ? content : { ...content, reason } };
 }
 
+/** Rooms read at most for one directory request that searches. */
+const DIRECTORY_SCAN_LIMIT = 2000;
+
+function matchesSearch(entry: JsonObject, term: string): boolean {
+  return ['name', 'topic', 'canonical_alias'].some((key) => typeof entry[key] === 'string' && (entry[key] as string).toLowerCase().includes(term));
+}

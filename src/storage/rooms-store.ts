@@ -69,6 +69,17 @@ export class RoomStore {
     return rows.map((row) => row.room_id);
   }
 
+  async countPublicRooms(): Promise<number> {
+    const row = await this.db.selectFrom('rooms').select((eb) => eb.fn.countAll<number>().as('n')).where('is_public', '=', 1).executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
+  /** Publishes a room in the directory, or takes it out; false when there is no such room. */
+  async setRoomPublic(roomId: string, isPublic: boolean): Promise<boolean> {
+    const result = await this.db.updateTable('rooms').set({ is_public: isPublic ? 1 : 0 }).where('room_id', '=', roomId).executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
   async insertRoom(room: NewRoomRow): Promise<void> {
     await this.db.insertInto('rooms').values(room).execute();
   }

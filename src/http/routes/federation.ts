@@ -10,6 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { multipartMedia } from '../../federation/media.js';
 import { baseType, contentDisposition, THUMBNAIL_TYPES } from '../../media/content-disposition.js';
 import { MatrixError } from '../../core/errors.js';
+import { PublicRoomsBody } from './rooms.js';
 import { InboundLimiter } from '../../federation/inbound-limiter.js';
 import type { Services } from '../../services.js';
 
@@ -157,10 +158,10 @@ export function federationRoutes(services: Services): FastifyPluginAsyncTypebox 
       return { room_id: roomId, servers };
     });
     app.get('/v1/publicRooms', { schema: { querystring: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 0 })), since: Type.Optional(Type.String()) }, { additionalProperties: true }) } }, async (request) =>
-      services.rooms.publicRooms(request.query.limit, request.query.since),
+      services.rooms.publicRooms({ limit: request.query.limit, since: request.query.since }),
     );
-    app.post('/v1/publicRooms', { schema: { body: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 0 })), since: Type.Optional(Type.String()) }, { additionalProperties: true }) } }, async (request) =>
-      services.rooms.publicRooms(request.body.limit, request.body.since),
+    app.post('/v1/publicRooms', { schema: { body: PublicRoomsBody } }, async (request) =>
+      services.rooms.publicRooms({ limit: request.body.limit, since: request.body.since, searchTerm: request.body.filter?.generic_search_term }),
     );
     // ---- media (authenticated federation media, spec v1.11) ----
     const serveMedia = async (mediaId: string, reply: FastifyReply, thumbnail: boolean) => {

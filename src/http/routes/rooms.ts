@@ -155,8 +155,44 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
       await services.rooms.deleteAlias(requester, request.params.roomAlias, await services.accounts.isAdmin(requester.userId));
       return {};
     });
+
+    /** GET /publicRooms: this server's directory, or another's (`server`). A token is needed, as in Synapse by default. */
+    app.get(
+      '/publicRooms',
+      { schema: { querystring: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 0 })), since: Type.Optional(Type.String({ maxLength: 512 })), server: Type.Optional(Type.String({ maxLength: 255 })) }) } },
+      async (request) => services.rooms.publicRooms({ limit: request.query.limit, since: request.query.since, server: request.query.server }),
+    );
+
+    /** POST /publicRooms: the same, with a search (`filter.generic_search_term`). */
+    app.post(
+      '/publicRooms',
+      { schema: { querystring: Type.Object({ server: Type.Optional(Type.String({ maxLength: 255 })) }), body: PublicRoomsBody } },
+      async (request) =>
+        services.rooms.publicRooms({ limit: request.body.limit, since: request.body.since, searchTerm: request.body.filter?.generic_search_term, server: request.query.server }),
+    );
+
+    /** PUT /directory/list/room/{roomId}: publish the room here, or take it out. */
+    app.put(
+      '/directory/list/room/:roomId',
+      { schema: { params: RoomIdParams, body: Type.Object({ visibility: Type.Optional(StringEnum(['public', 'private'] as const)) }) } },
+      async (request) => {
+        const requester = requesterOf(request);
+        await services.rooms.setDirectoryVisibility(requester, request.params.roomId, request.body.visibility ?? 'public', await services.accounts.isAdmin(requester.userId));
+        return {};
+      },
+    );
   };
 }
+
+/** The body of `POST /publicRooms`, here and over federation. */
+export const PublicRoomsBody = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 0 })),
+    since: Type.Optional(Type.String({ maxLength: 512 })),
+    filter: Type.Optional(Type.Object({ generic_search_term: Type.Optional(Type.String({ maxLength: 512 })) }, { additionalProperties: true })),
+  },
+  { additionalProperties: true },
+);
 
 /** GET /directory/room/{roomAlias}: resolving an alias needs no login. */
 export function directoryLookupRoutes(services: Services): FastifyPluginAsyncTypebox {
@@ -165,5 +201,9 @@ export function directoryLookupRoutes(services: Services): FastifyPluginAsyncTyp
       const { roomId, servers } = await services.rooms.lookupAlias(request.params.roomAlias);
       return { room_id: roomId, servers };
     });
+    /** GET /directory/list/room/{roomId}: whether a room is published here (no login needed). */
+    app.get('/directory/list/room/:roomId', { schema: { params: Type.Object({ roomId: Type.String() }) } }, async (request) => ({
+      visibility: await services.rooms.directoryVisibility(request.params.roomId),
+    }));
   };
 }

@@ -1,0 +1,56 @@
+/** The room directory for clients: /publicRooms (GET, POST with a search) and /directory/list/room. */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { client, type TestClient } from '../support/client.js';
+import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
+
+let hs: TestHomeserver;
+let alice: TestClient;
+let bob: TestClient;
+beforeEach(async () => {
+  hs = await startTestHomeserver();
+  alice = client(hs, await createUser(hs, 'alice'));
+  bob = client(hs, await createUser(hs, 'bob'));
+});
+afterEach(() => hs.close());
+
+describe('the room directory', () => {
+  it('lists published rooms, pages through them, and searches names, topics and aliases', async () => {
+    const rooms: string[] = [];
+    for (let i = 0; i < 5; i++) rooms.push(await alice.createRoom({ visibility: 'public', preset: 'public_chat', name: `Room ${i}`, ...(i === 3 ? { topic: 'Deploy alerts' } : {}) }));
+    await alice.createRoom({ name: 'Secret' });
+
+    const all = await alice.ok('GET', '/publicRooms');
+    expect(all.chunk.map((r: { room_id: string }) => r.room_id).sort()).toEqual([...rooms].sort());
+    expect(all.total_room_count_estimate).toBe(5);
+    expect(all.chunk[0]).toMatchObject({ num_joined_members: 1, world_readable: false, guest_can_join: false, join_rule: 'public' });
+
+    const seen: string[] = [];
+    let since: string | undefined;
+    for (let page = 0; page < 5; page++) {
+      const answer = await alice.ok('GET', '/publicRooms', undefined, { limit: 2, ...(since ? { since } : {}) });
+      seen.push(...answer.chunk.map((r: { room_id: string }) => r.room_id));
+      since = answer.next_batch;
+      if (!since) break;
+    }
+    expect(seen.sort()).toEqual([...rooms].sort());
+
+    const found = await alice.ok('POST', '/publicRooms', { filter: { generic_search_term: 'deploy' } });
+    expect(found.chunk.map((r: { room_id: string }) => r.room_id)).toEqual([rooms[3]]);
+    expect((await alice.ok('POST', '/publicRooms', { filter: { generic_search_term: 'room 1' }, limit: 10 })).chunk.map((r: { name: string }) => r.name)).toEqual(['Room 1']);
+    expect((await hs.http.get('/_matrix/client/v3/publicRooms')).status).toBe(401);
+  });
+
+  it('publishes and unpublishes a room for members with the power to, and says which it is', async () => {
+    const room = await alice.createRoom({ preset: 'public_chat' });
+    expect((await hs.http.get(`/_matrix/client/v3/directory/list/room/${encodeURIComponent(room)}`)).body).toEqual({ visibility: 'private' });
+    await bob.join(room);
+    const refused = await bob.request('PUT', `/directory/list/room/${encodeURIComponent(room)}`, { visibility: 'public' });
+    expect(refused.status).toBe(403);
+    await alice.ok('PUT', `/directory/list/room/${encodeURIComponent(room)}`, { visibility: 'public' });
+    expect((await alice.ok('GET', `/directory/list/room/${encodeURIComponent(room)}`)).visibility).toBe('public');
+    expect((await bob.ok('GET', '/publicRooms')).chunk.map((r: { room_id: string }) => r.room_id)).toEqual([room]);
+    await alice.ok('PUT', `/directory/list/room/${encodeURIComponent(room)}`, { visibility: 'private' });
+    expect((await bob.ok('GET', '/publicRooms')).chunk).toEqual([]);
+    expect((await alice.request('GET', '/directory/list/room/!nope:test.local')).status).toBe(404);
+  });
+});
