@@ -16,6 +16,7 @@ import * as remoteMedia from './0010-remote-media.js';
 import * as eventsTopological from './0011-events-topological.js';
 import * as stateResets from './0012-state-resets.js';
 import * as serverMeta from './0013-server-meta.js';
+import * as deviceInbox from './0014-device-inbox.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -31,4 +32,5 @@ export const migrations: Record<string, Migration> = {
   '0011-events-topological': eventsTopological,
   '0012-state-resets': stateResets,
   '0013-server-meta': serverMeta,
+  '0014-device-inbox': deviceInbox,
 };

@@ -140,6 +140,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     pruning = setInterval(() => {
       services.sessions.pruneExpiredTokens().catch((err: unknown) => app.log.error({ err }, 'pruning expired tokens failed'));
       services.roomFederation.pruneTransactions().catch((err: unknown) => app.log.error({ err }, 'pruning federation transactions failed'));
+      services.toDevice.pruneTransactions().catch((err: unknown) => app.log.error({ err }, 'pruning to-device transactions failed'));
     }, TOKEN_PRUNE_INTERVAL_MS);
     pruning.unref();
     // Accounts the CLI deactivated leave their rooms here, at start and then within a minute.

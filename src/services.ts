@@ -27,6 +27,7 @@ import type { Storage } from './storage/index.js';
 import { Notifier } from './sync/notifier.js';
 import { StreamCounter } from './sync/stream.js';
 import { SyncService } from './sync/sync-service.js';
+import { ToDeviceService } from './sync/to-device.js';
 import { TypingTracker } from './sync/typing.js';
 import { UnreadCounts } from './sync/unread.js';
 import { AccountService } from './users/account-service.js';
@@ -63,6 +64,7 @@ export interface Services {
   accountData: AccountDataService;
   profiles: ProfileService;
   sync: SyncService;
+  toDevice: ToDeviceService;
   media: MediaService;
   /** The room side of federation as served to other servers. */
   roomFederation: RoomFederation;
@@ -83,7 +85,9 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const registration = new RegistrationService(config, clock, accounts, sessions, limiters);
 
   // The stream continues from the newest position on disk, so tokens from before a restart stay valid.
-  const stream = new StreamCounter(Math.max(await storage.rooms.maxStreamOrdering(), await storage.userData.maxStreamOrdering()));
+  const stream = new StreamCounter(
+    Math.max(await storage.rooms.maxStreamOrdering(), await storage.userData.maxStreamOrdering(), await storage.deviceInbox.lastPosition()),
+  );
   const notifier = new Notifier();
   const roomCache = new RoomCache(storage, { roomStateEvents: config.caches.room_state_events, userRoomLists: config.caches.user_room_lists });
   const signer = loadOrCreateSigningKey(signingKeyPathFor(config), config.server_name);
@@ -114,9 +118,12 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const unread = new UnreadCounts(storage);
   const receipts = new ReceiptService(storage, stream, notifier, roomReader, accountData, clock, unread);
   const profiles = new ProfileService(storage, rooms, limiters, config.server_name, membership);
+  const toDevice = new ToDeviceService(storage, stream, notifier, clock, config.server_name, {
+    send: (server, content) => federationSender.queueEdu([server], { edu_type: 'm.direct_to_device', content }),
+  });
   const roomFederation = new RoomFederation({
     signer, storage, cache: roomCache, graph, remote: remoteEvents, keyRing: federation.keyRing, client: federation.client, sender: federationSender,
-    typing, receipts, clock,
+    typing, receipts, clock, toDevice,
     membership,
     userExists: async (userId) => {
       const user = await storage.users.get(userId);
@@ -124,12 +131,12 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     },
   });
   sendEphemeralOfLocalUsers(config.server_name, roomCache, typing, receipts, federationSender);
-  const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData);
+  const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice);
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
   return {
     config, clock, storage, limiters, accounts, sessions, registration, signer,
     devices: new DeviceService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
-    stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, media,
+    stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, toDevice, media,
     roomFederation, federationSender,
   };
 }

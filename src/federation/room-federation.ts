@@ -43,7 +43,7 @@ const INBOUND_TXN_RETENTION_MS = 86_400_000;
 /** Remote typing notices last this long unless renewed (Synapse's federation timeout). */
 const REMOTE_TYPING_TIMEOUT_MS = 30_000;
 /** EDU types accepted and kept for end-to-end encryption (a later issue). */
-const KEPT_EDU_TYPES = new Set(['m.device_list_update', 'm.direct_to_device', 'm.signing_key_update']);
+const KEPT_EDU_TYPES = new Set(['m.device_list_update', 'm.signing_key_update']);
 
 export interface RoomFederationDeps {
   signer: Signer;
@@ -56,6 +56,8 @@ export interface RoomFederationDeps {
   sender: FederationSender;
   typing: TypingTracker;
   receipts: ReceiptService;
+  /** Where `m.direct_to_device` EDUs go: the local devices' inboxes. */
+  toDevice: { receiveRemote(origin: string, content: JsonObject): Promise<void> };
   clock: Clock;
   /** Whether a local user exists (and is not deactivated). */
   userExists: (userId: string) => Promise<boolean>;
@@ -402,6 +404,7 @@ export class RoomFederation {
       try {
         if (type === 'm.typing') await this.remoteTyping(origin, content as JsonObject);
         else if (type === 'm.receipt') await this.remoteReceipts(origin, content as JsonObject);
+        else if (type === 'm.direct_to_device') await this.deps.toDevice.receiveRemote(origin, content as JsonObject);
         else if (KEPT_EDU_TYPES.has(type)) {
           await this.deps.storage.federation.keepEdu(origin, type, JSON.stringify(content), this.deps.clock.now(), MAX_KEPT_EDUS_PER_ORIGIN);
         }

@@ -14,6 +14,7 @@ import { UserDataStore } from './user-data-store.js';
 import { BridgeStore } from './bridge-store.js';
 import { MediaStore } from './media-store.js';
 import { FederationStore } from './federation-store.js';
+import { DeviceInboxStore } from './device-inbox-store.js';
 
 export interface Stores {
   users: UserStore;
@@ -24,6 +25,7 @@ export interface Stores {
   bridge: BridgeStore;
   media: MediaStore;
   federation: FederationStore;
+  deviceInbox: DeviceInboxStore;
 }
 
 function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTransaction: boolean): Stores {
@@ -36,6 +38,7 @@ function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTran
     bridge: new BridgeStore(db),
     media: new MediaStore(db),
     federation: new FederationStore(db),
+    deviceInbox: new DeviceInboxStore(db),
   };
 }
 
@@ -48,6 +51,7 @@ export class Storage implements Stores {
   readonly bridge: BridgeStore;
   readonly media: MediaStore;
   readonly federation: FederationStore;
+  readonly deviceInbox: DeviceInboxStore;
 
   private readonly tokenCache: AccessTokenCache;
 
@@ -62,6 +66,7 @@ export class Storage implements Stores {
       bridge: this.bridge,
       media: this.media,
       federation: this.federation,
+      deviceInbox: this.deviceInbox,
     } = createStores(db, this.tokenCache, false));
   }
 
@@ -85,3 +90,4 @@ export type { WebhookRow, FeedRow, RoomFeedRow, FeedPatch } from './bridge-store
 export type { MediaRow, RemoteMediaRow } from './media-store.js';
 export type { ServerKeyRow, OutboxRow, DestinationRow, RemoteMembershipRow } from './federation-store.js';
 export { GLOBAL_ACCOUNT_DATA } from './user-data-store.js';
+export type { DeviceInboxRow, NewToDeviceMessage } from './device-inbox-store.js';

@@ -293,8 +293,29 @@ export interface ServerMetaTable {
   value: string;
 }
 
+export interface DeviceInboxTable {
+  id: Generated<number>;
+  user_id: string;
+  device_id: string;
+  sender: string;
+  type: string;
+  content: string;
+  stream_ordering: number;
+  delivered_stream: number | null;
+  created_ts: number;
+}
+
+export interface ToDeviceTxnsTable {
+  user_id: string;
+  device_id: string;
+  txn_id: string;
+  created_ts: number;
+}
+
 export interface Database {
   server_meta: ServerMetaTable;
+  device_inbox: DeviceInboxTable;
+  to_device_txns: ToDeviceTxnsTable;
   users: UsersTable;
   devices: DevicesTable;
   access_tokens: AccessTokensTable;

@@ -16,6 +16,7 @@ import { GLOBAL_ACCOUNT_DATA, type AccountDataRow, type Storage } from '../stora
 import type { Requester } from '../users/session-service.js';
 import { assertFilterIds, compileFilter, DEFAULT_TIMELINE_LIMIT, parseInlineFilter, parseStoredFilter, type CompiledFilter, type FilterDefinition } from './filters.js';
 import type { Notifier } from './notifier.js';
+import type { ToDeviceService } from './to-device.js';
 import { formatSyncToken, parseSyncToken, type StreamCounter, type SyncToken } from './stream.js';
 import type { TypingTracker } from './typing.js';
 import type { UnreadCounts } from './unread.js';
@@ -61,6 +62,7 @@ export class SyncService {
     private readonly typing: TypingTracker,
     private readonly unread: UnreadCounts,
     private readonly accountData: AccountDataService,
+    private readonly toDevice: ToDeviceService,
   ) {}
 
   /**
@@ -211,12 +213,14 @@ export class SyncService {
       }
     }
 
+    const toDevice = await this.toDevice.forSync(userId, requester.deviceId, since?.stream, upTo);
     const empty =
       Object.keys(join).length === 0 &&
       Object.keys(invite).length === 0 &&
       Object.keys(leave).length === 0 &&
       Object.keys(knock).length === 0 &&
-      globalAccountData.length === 0;
+      globalAccountData.length === 0 &&
+      toDevice.events.length === 0;
     return {
       empty,
       body: {
@@ -224,7 +228,7 @@ export class SyncService {
         rooms: { join, invite, leave, knock },
         account_data: { events: globalAccountData },
         presence: { events: [] },
-        to_device: { events: [] },
+        to_device: { events: toDevice.events },
         device_lists: { changed: [], left: [] },
         device_one_time_keys_count: {},
       },

@@ -40,7 +40,10 @@ export class DeviceService {
   /** Deletes the devices with their tokens; devices that do not exist are skipped (deleting is idempotent). */
   async delete(userId: string, deviceIds: readonly string[]): Promise<void> {
     await this.storage.transaction(async (stores) => {
-      for (const deviceId of deviceIds) await stores.sessions.deleteDevice(userId, deviceId);
+      for (const deviceId of deviceIds) {
+        await stores.sessions.deleteDevice(userId, deviceId);
+        await stores.deviceInbox.deleteForDevice(userId, deviceId);
+      }
     });
   }
 }

@@ -91,6 +91,23 @@ export function deviceRoutes(services: Services): FastifyPluginAsyncTypebox {
       },
     );
 
+    /** PUT /sendToDevice/{eventType}/{txnId}: once per transaction id of this device. */
+    app.put(
+      '/sendToDevice/:eventType/:txnId',
+      {
+        onRequest: requireUser,
+        schema: {
+          params: Type.Object({ eventType: Type.String({ minLength: 1, maxLength: 255 }), txnId: Type.String({ minLength: 1, maxLength: 255 }) }),
+          body: Type.Object({ messages: Type.Record(Type.String({ maxLength: 255 }), Type.Record(Type.String({ maxLength: 512 }), Type.Object({}, { additionalProperties: true }))) }),
+        },
+      },
+      async (request) => {
+        const requester = requesterOf(request);
+        await services.toDevice.send(requester, request.params.eventType, request.params.txnId, request.body.messages);
+        return {};
+      },
+    );
+
     /** POST /account/password (user-interactive auth; not for bots, whose secret the operator rotates). */
     app.post(
       '/account/password',

@@ -1,0 +1,133 @@
+/**
+ * To-device messages: `PUT /sendToDevice/{type}/{txnId}` puts them in the devices' inboxes (local
+ * users) or sends them as `m.direct_to_device` EDUs (users of other servers); `/sync` delivers them
+ * in `to_device` and deletes them once the client syncs again with the token of that answer. This
+ * is what end-to-end encryption's key sharing travels on.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Clock } from '../core/clock.js';
+import { MatrixError } from '../core/errors.js';
+import type { JsonObject } from '../rooms/events.js';
+import type { NewToDeviceMessage, Storage } from '../storage/index.js';
+import { parseStoredJson } from '../core/json.js';
+import type { Notifier } from './notifier.js';
+import { writeAtNextPosition, type StreamCounter } from './stream.js';
+
+/** Messages one sync answer carries at most; the rest come in the next (which does not wait). */
+export const TO_DEVICE_PER_SYNC = 100;
+/** Undelivered messages a device may hold; more are dropped (a device nobody syncs must not fill the disk). */
+export const MAX_INBOX_PER_DEVICE = 10_000;
+/** Transaction ids are kept this long for retries. */
+const TXN_LIFETIME_MS = 24 * 3_600_000;
+
+/** `{userId: {deviceId or "*": content}}`, as the client sends it. */
+export type ToDeviceMessages = Record<string, Record<string, JsonObject>>;
+
+/** Where messages for users of other servers go. */
+export interface RemoteToDevice {
+  send(server: string, edu: JsonObject): Promise<void>;
+}
+
+export class ToDeviceService {
+  constructor(
+    private readonly storage: Storage,
+    private readonly stream: StreamCounter,
+    private readonly notifier: Notifier,
+    private readonly clock: Clock,
+    private readonly serverName: string,
+    private readonly remote: RemoteToDevice | undefined,
+  ) {}
+
+  /** `PUT /sendToDevice/{type}/{txnId}`: once per transaction id of the sending device. */
+  async send(sender: { userId: string; deviceId: string }, type: string, txnId: string, messages: ToDeviceMessages): Promise<void> {
+    const now = this.clock.now();
+    const local: NewToDeviceMessage[] = [];
+    const remote = new Map<string, ToDeviceMessages>();
+    for (const [userId, devices] of Object.entries(messages)) {
+      const server = domainOf(userId);
+      if (server === undefined) throw new MatrixError('M_INVALID_PARAM', `${userId} is not a user id`, { status: 400 });
+      if (server !== this.serverName) {
+        const forServer = remote.get(server) ?? {};
+        forServer[userId] = devices;
+        remote.set(server, forServer);
+        continue;
+      }
+      const known = (await this.storage.sessions.listDevices(userId)).map((device) => device.device_id);
+      for (const [deviceId, content] of Object.entries(devices)) {
+        // Unknown devices are skipped, as Synapse does: the sender may hold an old device list.
+        const targets = deviceId === '*' ? known : known.includes(deviceId) ? [deviceId] : [];
+        for (const target of targets) local.push({ user_id: userId, device_id: target, sender: sender.userId, type, content: JSON.stringify(content) });
+      }
+    }
+    let fresh = false;
+    await writeAtNextPosition(this.storage, this.stream, async (stores, position) => {
+      fresh = await stores.deviceInbox.claimTxn(sender.userId, sender.deviceId, txnId, now);
+      if (!fresh) return;
+      const accepted: NewToDeviceMessage[] = [];
+      const held = new Map<string, number>();
+      for (const message of local) {
+        const key = `${message.user_id}\u0000${message.device_id}`;
+        const count = held.get(key) ?? (await stores.deviceInbox.countFor(message.user_id, message.device_id));
+        if (count >= MAX_INBOX_PER_DEVICE) continue;
+        held.set(key, count + 1);
+        accepted.push(message);
+      }
+      await stores.deviceInbox.insert(accepted, position, now);
+    });
+    if (!fresh) return;
+    this.notifier.notify(new Set(local.map((message) => message.user_id)));
+    for (const [server, forServer] of remote) {
+      await this.remote?.send(server, { sender: sender.userId, type, message_id: randomBytes(12).toString('base64url'), messages: forServer });
+    }
+  }
+
+  /** An `m.direct_to_device` EDU from `origin`: its sender must be one of that server's users. */
+  async receiveRemote(origin: string, content: JsonObject): Promise<void> {
+    const { sender, type, messages } = content;
+    if (typeof sender !== 'string' || domainOf(sender) !== origin || typeof type !== 'string' || typeof messages !== 'object' || messages === null) return;
+    const local: NewToDeviceMessage[] = [];
+    for (const [userId, devices] of Object.entries(messages as Record<string, unknown>)) {
+      if (domainOf(userId) !== this.serverName || typeof devices !== 'object' || devices === null) continue;
+      const known = (await this.storage.sessions.listDevices(userId)).map((device) => device.device_id);
+      for (const [deviceId, body] of Object.entries(devices as Record<string, unknown>)) {
+        if (typeof body !== 'object' || body === null) continue;
+        const targets = deviceId === '*' ? known : known.includes(deviceId) ? [deviceId] : [];
+        for (const target of targets) local.push({ user_id: userId, device_id: target, sender, type, content: JSON.stringify(body) });
+      }
+    }
+    if (local.length === 0) return;
+    const now = this.clock.now();
+    await writeAtNextPosition(this.storage, this.stream, async (stores, position) => {
+      const accepted: NewToDeviceMessage[] = [];
+      for (const message of local) if ((await stores.deviceInbox.countFor(message.user_id, message.device_id)) < MAX_INBOX_PER_DEVICE) accepted.push(message);
+      await stores.deviceInbox.insert(accepted, position, now);
+    });
+    this.notifier.notify(new Set(local.map((message) => message.user_id)));
+  }
+
+  /**
+   * What a sync answer at `upTo` carries for this device: first what the client acknowledged by
+   * syncing from `since` is deleted, then up to 100 waiting messages are marked as delivered at
+   * `upTo`. `more` says that others wait (the next sync must not park).
+   */
+  async forSync(userId: string, deviceId: string, since: number | undefined, upTo: number): Promise<{ events: JsonObject[]; more: boolean }> {
+    if (since !== undefined) await this.storage.deviceInbox.acknowledge(userId, deviceId, since);
+    const rows = await this.storage.deviceInbox.pending(userId, deviceId, since, TO_DEVICE_PER_SYNC + 1);
+    const delivered = rows.slice(0, TO_DEVICE_PER_SYNC);
+    if (delivered.length > 0) await this.storage.deviceInbox.markDelivered(delivered.map((row) => row.id), upTo);
+    return {
+      events: delivered.map((row) => ({ sender: row.sender, type: row.type, content: parseStoredJson<JsonObject>(row.content, {}) })),
+      more: rows.length > TO_DEVICE_PER_SYNC,
+    };
+  }
+
+  /** Transaction ids older than a day are forgotten (a retry comes within minutes). */
+  async pruneTransactions(): Promise<void> {
+    await this.storage.deviceInbox.pruneTxns(this.clock.now() - TXN_LIFETIME_MS);
+  }
+}
+
+function domainOf(userId: string): string | undefined {
+  const colon = userId.indexOf(':');
+  return userId.startsWith('@') && colon > 1 ? userId.slice(colon + 1) : undefined;
+}
