@@ -111,10 +111,13 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   });
   const membership = new FederatedMembership({ signer, client: federation.client, keyRing: federation.keyRing, remote: remoteEvents, storage, cache: roomCache, stream, notifier, clock });
   const roomReader = new RoomReader(storage, roomCache, stream, clock);
-  const history = new RoomHistory(roomReader, stream);
+  // Set below, once account data exists (history hides the messages of ignored users).
+  let ignoredUsersOf = async (_userId: string): Promise<ReadonlySet<string>> => new Set();
+  const history = new RoomHistory(roomReader, stream, (userId) => ignoredUsersOf(userId));
   const rooms = new RoomService(storage, config, clock, roomCache, writer, roomReader, limiters, membership);
   const typing = new TypingTracker(roomCache, notifier);
   const accountData = new AccountDataService(storage, stream, notifier, roomCache);
+  ignoredUsersOf = (userId) => accountData.ignoredUsers(userId);
   const unread = new UnreadCounts(storage);
   const receipts = new ReceiptService(storage, stream, notifier, roomReader, accountData, clock, unread);
   const profiles = new ProfileService(storage, rooms, limiters, config.server_name, membership);

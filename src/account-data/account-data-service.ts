@@ -9,11 +9,14 @@ import { GLOBAL_ACCOUNT_DATA, type Storage } from '../storage/index.js';
 import type { Notifier } from '../sync/notifier.js';
 import { writeAtNextPosition, type StreamCounter } from '../sync/stream.js';
 import { parseStoredJson } from '../core/json.js';
+import { BoundedCache } from '../core/bounded-cache.js';
 
 /** Types that have their own endpoints and may not be written here (as in Synapse). */
 const SERVER_MANAGED_TYPES = new Set(['m.push_rules']);
 /** Room tags live in the room's `m.tag` account data, where sync shows them. */
 const TAG_TYPE = 'm.tag';
+const IGNORED_USERS_TYPE = 'm.ignored_user_list';
+const MAX_CACHED_IGNORE_LISTS = 50_000;
 const MAX_TAG_BYTES = 255;
 const MAX_TAGS_PER_ROOM = 100;
 
@@ -53,6 +56,7 @@ export class AccountDataService {
   /** Writes without the client-facing checks (read markers store `m.fully_read` here). */
   async write(userId: string, roomId: string, type: string, content: JsonObject): Promise<void> {
     const text = JSON.stringify(content);
+    if (type === IGNORED_USERS_TYPE) this.ignored.invalidate();
     await writeAtNextPosition(
       this.storage,
       this.stream,
@@ -61,6 +65,24 @@ export class AccountDataService {
     );
     this.notifier.notify([userId]);
   }
+
+  /**
+   * Whom the user ignores (`m.ignored_user_list`): their messages and invites are hidden from the
+   * user's sync and history. Kept in memory per user (bounded), dropped when the list is written.
+   */
+  async ignoredUsers(userId: string): Promise<ReadonlySet<string>> {
+    const known = this.ignored.get(userId);
+    if (known) return known;
+    const generation = this.ignored.generation;
+    const stored = await this.storage.userData.getAccountData(userId, GLOBAL_ACCOUNT_DATA, IGNORED_USERS_TYPE);
+    const content = stored === undefined ? {} : parseStoredJson<JsonObject>(stored, {});
+    const list = content.ignored_users;
+    const users: ReadonlySet<string> = new Set(typeof list === 'object' && list !== null && !Array.isArray(list) ? Object.keys(list) : []);
+    this.ignored.setIfUnchanged(userId, users, generation);
+    return users;
+  }
+
+  private readonly ignored = new BoundedCache<string, ReadonlySet<string>>(MAX_CACHED_IGNORE_LISTS);
 
   /** A room's tags for a user (`m.tag` room account data): `{"tags": {name: {order?}}}`. */
   async tags(userId: string, roomId: string): Promise<{ tags: Record<string, JsonObject> }> {

@@ -251,7 +251,15 @@ export class RoomHistory {
   constructor(
     private readonly reader: RoomReader,
     private readonly stream: StreamCounter,
+    /** The users a user ignores (`m.ignored_user_list`): their messages are left out of history. */
+    private readonly ignoredUsersOf: (userId: string) => Promise<ReadonlySet<string>> = async () => new Set(),
   ) {}
+
+  /** `matches`, and not a message of someone the viewer ignores (their state events stay: the room must make sense). */
+  private async withoutIgnored(userId: string, matches: EventPredicate): Promise<EventPredicate> {
+    const ignored = await this.ignoredUsersOf(userId);
+    return ignored.size === 0 ? matches : (event) => !isIgnored(ignored, event) && matches(event);
+  }
 
   /** The room, when the user is or was in it (or it is world-readable), with their visibility. */
   private async roomForHistory(roomId: string, userId: string): Promise<{ room: RoomSnapshot; visibility: VisibilityContext }> {
@@ -280,7 +288,7 @@ export class RoomHistory {
       maxStream: Math.min(last, this.stream.current),
       limit: query.limit,
       visibility,
-      matches: query.matches,
+      matches: await this.withoutIgnored(viewer.userId, query.matches),
     });
     const response: JsonObject = {
       chunk: await this.reader.render(page.events, viewer),
@@ -307,6 +315,7 @@ export class RoomHistory {
     const { room, visibility } = await this.roomForHistory(roomId, viewer.userId);
     const event = await this.reader.getEvent(eventId);
     if (!event || event.roomId !== roomId || !canSeeEvent(event, visibility)) throw new MatrixError('M_NOT_FOUND', 'Event not found.');
+    matches = await this.withoutIgnored(viewer.userId, matches);
     const beforeLimit = Math.floor(limit / 2);
     const maxStream = this.stream.current;
     const justBefore: TopologicalPosition = { depth: event.depth, stream: event.stream - 1 };
@@ -422,4 +431,9 @@ function parsePosition(token: string | undefined, name: string): number | undefi
 
 export function notInRoom(userId: string, roomId: string): MatrixError {
   return new MatrixError('M_FORBIDDEN', `User ${userId} not in room ${roomId}`);
+}
+
+/** A message (not a state event) sent by someone in `ignored`. */
+export function isIgnored(ignored: ReadonlySet<string>, event: { sender: string; stateKey?: string | undefined }): boolean {
+  return event.stateKey === undefined && ignored.has(event.sender);
 }

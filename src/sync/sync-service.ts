@@ -8,7 +8,7 @@
 import { MatrixError } from '../core/errors.js';
 import { toStrippedState, type ClientEvent, type JsonObject, type StoredEvent, type Viewer } from '../rooms/events.js';
 import type { RoomCache, UserRoom } from '../rooms/room-cache.js';
-import type { RoomReader } from '../rooms/room-reader.js';
+import { isIgnored, type RoomReader } from '../rooms/room-reader.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
 import { membershipAt, type MembershipChange, type VisibilityContext } from '../rooms/visibility.js';
 import { BoundedCache } from '../core/bounded-cache.js';
@@ -170,6 +170,7 @@ export class SyncService {
     const leave: Record<string, JsonObject> = {};
     const knock: Record<string, JsonObject> = {};
     const rooms = await this.cache.roomsOf(userId);
+    const ignored = await this.accountData.ignoredUsers(userId);
     for (const [roomId, entry] of rooms) {
       if (entry.forgotten || !filter.includesRoom(roomId)) continue;
       // Most of a bot's rooms are quiet between two syncs: skipped here without a promise each,
@@ -183,15 +184,18 @@ export class SyncService {
       if (!room || (entry.membership !== 'join' && room.membership(userId) !== entry.membership)) {
         const pending = entry.membership === 'invite' || entry.membership === 'knock';
         const include = pending ? !since || fullState || entry.stream > since.stream : since ? entry.stream > since.stream : filter.includeLeave;
-        const section = include ? await this.outOfRoomSection(roomId, userId, entry.membership) : undefined;
+        const section = include ? await this.outOfRoomSection(roomId, userId, entry.membership, ignored) : undefined;
         if (section) (entry.membership === 'invite' ? invite : entry.membership === 'knock' ? knock : leave)[roomId] = section;
         continue;
       }
-      const context: RoomContext = { room, entry, since, upTo, typingSerial, filter, viewer, fullState, accountData: roomAccountData.get(roomId) ?? [] };
+      const context: RoomContext = { room, entry, since, upTo, typingSerial, filter, viewer, fullState, accountData: roomAccountData.get(roomId) ?? [], ignored };
       if (entry.membership === 'join') {
         const section = await this.joinedRoom(context);
         if (section) join[roomId] = section;
       } else if (entry.membership === 'invite') {
+        // An invite from someone the user ignores is not shown (the spec's ignoring users).
+        const inviter = room.get('m.room.member', userId)?.sender;
+        if (inviter !== undefined && ignored.has(inviter)) continue;
         if (!since || fullState || entry.stream > since.stream) invite[roomId] = this.invitedRoom(room, userId);
         if (since && entry.stream > since.stream) {
           // Removed and invited again between two syncs: the client must also learn it left.
@@ -264,7 +268,7 @@ export class SyncService {
       stopAt: fresh ? -1 : since!.stream,
       limit,
       visibility,
-      matches: (e) => filter.timeline.matches(e),
+      matches: (e) => !isIgnored(context.ignored, e) && filter.timeline.matches(e),
     });
     const timelineEvents = page.events.reverse();
     const firstStream = timelineEvents[0]?.stream ?? upTo + 1;
@@ -407,10 +411,11 @@ export class SyncService {
    * A membership kept for a room this server is not in: an invite shows the stripped state its
    * server sent; a rejected invite shows the leave event.
    */
-  private async outOfRoomSection(roomId: string, userId: string, membership: string): Promise<JsonObject | undefined> {
+  private async outOfRoomSection(roomId: string, userId: string, membership: string, ignored: ReadonlySet<string>): Promise<JsonObject | undefined> {
     const kept = await this.storage.federation.remoteMembership(roomId, userId);
     if (!kept || kept.membership !== membership) return undefined;
     const pdu = parseStoredJson<JsonObject>(kept.pdu, {});
+    if (membership === 'invite' && typeof pdu.sender === 'string' && ignored.has(pdu.sender)) return undefined;
     const event: JsonObject = {
       type: pdu.type,
       state_key: pdu.state_key,
@@ -448,7 +453,7 @@ export class SyncService {
       stopAt: since?.stream ?? -1,
       limit,
       visibility,
-      matches: (e) => filter.timeline.matches(e),
+      matches: (e) => !isIgnored(context.ignored, e) && filter.timeline.matches(e),
     });
     const timeline = page.events.reverse();
     // The state as of the leave: what changed since the token when the user was in the room then;
@@ -518,5 +523,7 @@ interface RoomContext {
   viewer: Viewer;
   fullState: boolean;
   accountData: AccountDataRow[];
+  /** Whom the user ignores: their messages and invites are left out. */
+  ignored: ReadonlySet<string>;
 }
 
