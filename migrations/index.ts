@@ -17,6 +17,7 @@ import * as eventsTopological from './0011-events-topological.js';
 import * as stateResets from './0012-state-resets.js';
 import * as serverMeta from './0013-server-meta.js';
 import * as deviceInbox from './0014-device-inbox.js';
+import * as eventRelations from './0015-event-relations.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -33,4 +34,5 @@ export const migrations: Record<string, Migration> = {
   '0012-state-resets': stateResets,
   '0013-server-meta': serverMeta,
   '0014-device-inbox': deviceInbox,
+  '0015-event-relations': eventRelations,
 };

@@ -25,6 +25,7 @@ import { sessionRoutes } from './http/routes/session.js';
 import { clientProbeRoutes } from './http/routes/client-probes.js';
 import { profileRoutes } from './http/routes/profile.js';
 import { deviceRoutes } from './http/routes/devices.js';
+import { relationRoutes } from './http/routes/relations.js';
 import { AUTHENTICATED_MEDIA_PREFIX, authenticatedMediaRoutes, legacyMediaRoutes, MEDIA_PREFIXES } from './http/routes/media.js';
 import { roomEventRoutes } from './http/routes/room-events.js';
 import { directoryLookupRoutes, roomRoutes } from './http/routes/rooms.js';
@@ -219,6 +220,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     }),
     { prefix: CLIENT_PREFIXES[0] },
   );
+  await app.register(named('relationRoutes', relationRoutes(services)), { prefix: '/_matrix/client/v1' });
   await app.register(named('legacyMediaRoutes', legacyMediaRoutes(services)), { prefix: MEDIA_PREFIXES[0] });
   await app.register(named('authenticatedMediaRoutes', authenticatedMediaRoutes(services)), { prefix: AUTHENTICATED_MEDIA_PREFIX });
   await app.register(named('adminRoutes', adminRoutes(services)));

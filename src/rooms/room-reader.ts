@@ -122,6 +122,16 @@ export class RoomReader {
     return row && Number(row.stream_ordering) > 0 ? eventFromRow(row) : undefined;
   }
 
+  /** Events relating to `eventId`, as stored (see RoomStore.relationsOf). */
+  async relationsOf(eventId: string, options: Parameters<Storage['rooms']['relationsOf']>[1]): Promise<StoredEvent[]> {
+    return (await this.storage.rooms.relationsOf(eventId, options)).map(eventFromRow);
+  }
+
+  /** A room's threads, most recently active first (see RoomStore.threadsOf). */
+  threadsOf(roomId: string, options: Parameters<Storage['rooms']['threadsOf']>[1]): ReturnType<Storage['rooms']['threadsOf']> {
+    return this.storage.rooms.threadsOf(roomId, options);
+  }
+
   /** Whether `sender` has replied (m.in_reply_to) to `eventId` in the room; the reply's id. */
   async findReply(roomId: string, sender: string, eventId: string): Promise<string | undefined> {
     return this.storage.rooms.findReply(roomId, sender, eventId);
@@ -303,6 +313,70 @@ export class RoomHistory {
     return response;
   }
 
+  /**
+   * `GET /rooms/{roomId}/relations/{eventId}[/{relType}[/{eventType}]]`: the events that relate to
+   * one the user can see (edits, reactions, thread replies, references), a page at a time.
+   */
+  async relations(viewer: Viewer, roomId: string, eventId: string, query: RelationsQuery): Promise<JsonObject> {
+    const { room, visibility } = await this.roomForHistory(roomId, viewer.userId);
+    const parent = await this.reader.getEvent(eventId);
+    if (!parent || parent.roomId !== roomId || !canSeeEvent(parent, visibility)) throw new MatrixError('M_NOT_FOUND', 'Event not found.');
+    const ignored = await this.ignoredUsersOf(viewer.userId);
+    const limit = Math.min(Math.max(query.limit ?? DEFAULT_RELATIONS_LIMIT, 1), MAX_RELATIONS_LIMIT);
+    const from = relationToken(query.from);
+    const to = relationToken(query.to);
+    const backwards = query.dir !== 'f';
+    let before = backwards ? (from ?? Number.MAX_SAFE_INTEGER) : (to ?? Number.MAX_SAFE_INTEGER);
+    let after = backwards ? (to ?? -1) : (from ?? -1);
+    const chunk: StoredEvent[] = [];
+    let more = false;
+    for (let pages = 0; pages < PAGE_SCAN_LIMIT && chunk.length <= limit; pages++) {
+      const rows = await this.reader.relationsOf(eventId, { relType: query.relType, eventType: query.eventType, dir: backwards ? 'b' : 'f', before, after, limit: limit + 1 });
+      for (const event of rows) {
+        if (backwards) before = event.stream;
+        else after = event.stream;
+        if (event.roomId !== room.roomId || !canSeeEvent(event, visibility) || isIgnored(ignored, event)) continue;
+        chunk.push(event);
+      }
+      if (rows.length <= limit) break;
+    }
+    if (chunk.length > limit) {
+      chunk.length = limit;
+      more = true;
+    }
+    const last = chunk.at(-1);
+    return {
+      chunk: await this.reader.render(chunk, viewer),
+      ...(more && last ? { next_batch: `r${last.stream}` } : {}),
+      ...(query.from !== undefined ? { prev_batch: query.from } : {}),
+    };
+  }
+
+  /**
+   * `GET /rooms/{roomId}/threads`: thread roots the user can see, most recently active first, each
+   * with its summary in `unsigned["m.relations"]["m.thread"]` (latest reply, count, participation).
+   */
+  async threads(viewer: Viewer, roomId: string, query: { include?: 'all' | 'participated' | undefined; from?: string | undefined; limit?: number | undefined }): Promise<JsonObject> {
+    const { visibility } = await this.roomForHistory(roomId, viewer.userId);
+    const limit = Math.min(Math.max(query.limit ?? DEFAULT_THREADS_LIMIT, 1), MAX_RELATIONS_LIMIT);
+    const before = query.from?.startsWith('t') && /^t\d+$/.test(query.from) ? Number(query.from.slice(1)) : Number.MAX_SAFE_INTEGER;
+    const rows = await this.reader.threadsOf(roomId, { before, limit: limit + 1, viewer: viewer.userId, participatedOnly: query.include === 'participated' });
+    const chunk: ClientEvent[] = [];
+    for (const row of rows.slice(0, limit)) {
+      const root = await this.reader.getEvent(row.rootId);
+      if (!root || root.roomId !== roomId || !canSeeEvent(root, visibility)) continue;
+      const [latest] = await this.reader.relationsOf(row.rootId, { relType: 'm.thread', dir: 'b', before: Number.MAX_SAFE_INTEGER, after: -1, limit: 1 });
+      const [rendered] = await this.reader.render([root], viewer);
+      const summary: JsonObject = { count: row.count, current_user_participated: row.viewerReplied || root.sender === viewer.userId };
+      if (latest && canSeeEvent(latest, visibility)) summary.latest_event = (await this.reader.render([latest], viewer))[0] as unknown as JsonObject;
+      const unsigned = (rendered!.unsigned ?? {}) as JsonObject;
+      const relations = (unsigned['m.relations'] ?? {}) as JsonObject;
+      chunk.push({ ...rendered!, unsigned: { ...unsigned, 'm.relations': { ...relations, 'm.thread': summary } } });
+    }
+    const more = rows.length > limit;
+    return { chunk, ...(more ? { next_batch: `t${rows[limit - 1]!.latest}` } : {}) };
+  }
+
   /** A pagination token as a place: `t<depth>-<position>` as it is; a sync token through topologicalAt. */
   private async boundOf(room: RoomSnapshot, token: string | undefined, name: string): Promise<TopologicalPosition | undefined> {
     if (token === undefined || token === '') return undefined;
@@ -409,6 +483,24 @@ function memberEventsOf(state: StoredEvent[], events: StoredEvent[]): StoredEven
 }
 
 /** Bounds for paging a whole room: above every event, and below every event. */
+const DEFAULT_RELATIONS_LIMIT = 5;
+const DEFAULT_THREADS_LIMIT = 5;
+const MAX_RELATIONS_LIMIT = 100;
+
+export interface RelationsQuery {
+  relType?: string | undefined;
+  eventType?: string | undefined;
+  from?: string | undefined;
+  to?: string | undefined;
+  dir?: 'b' | 'f' | undefined;
+  limit?: number | undefined;
+}
+
+/** A `/relations` page token (`r<position>`), or undefined for none or one we did not make. */
+function relationToken(token: string | undefined): number | undefined {
+  return token !== undefined && /^r\d{1,16}$/.test(token) ? Number(token.slice(1)) : undefined;
+}
+
 const TOPMOST: TopologicalPosition = { depth: Number.MAX_SAFE_INTEGER, stream: Number.MAX_SAFE_INTEGER };
 const BOTTOMMOST: TopologicalPosition = { depth: 0, stream: 0 };
 

@@ -139,6 +139,69 @@ export class RoomStore {
 
   async insertEvent(event: EventRow): Promise<void> {
     await insertEventQuery.all(this.db, ...EVENT_COLUMNS.map((column) => event[column]));
+    // Relations are indexed as events arrive; most events have none, and the text says so cheaply.
+    if (event.content.includes('m.relates_to') && event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0) {
+      const relation = relationOf(event.content);
+      if (relation) {
+        await this.db
+          .insertInto('event_relations')
+          .values({ event_id: event.event_id, relates_to_id: relation.eventId, rel_type: relation.relType, room_id: event.room_id, stream_ordering: event.stream_ordering })
+          .onConflict((c) => c.doNothing())
+          .execute();
+      }
+    }
+  }
+
+  /**
+   * Events relating to `eventId` (with `relType`, and of `eventType`), newest first going back
+   * (`dir` b) or oldest first going forward, with positions in (after, before).
+   */
+  async relationsOf(
+    eventId: string,
+    options: { relType?: string | undefined; eventType?: string | undefined; dir: 'b' | 'f'; before: number; after: number; limit: number },
+  ): Promise<EventRow[]> {
+    let query = this.db
+      .selectFrom('event_relations')
+      .innerJoin('events', 'events.event_id', 'event_relations.event_id')
+      .selectAll('events')
+      .where('event_relations.relates_to_id', '=', eventId)
+      .where('event_relations.stream_ordering', '<', options.before)
+      .where('event_relations.stream_ordering', '>', options.after);
+    if (options.relType !== undefined) query = query.where('event_relations.rel_type', '=', options.relType);
+    if (options.eventType !== undefined) query = query.where('events.type', '=', options.eventType);
+    return query.orderBy('event_relations.stream_ordering', options.dir === 'b' ? 'desc' : 'asc').limit(options.limit).execute();
+  }
+
+  /**
+   * A room's threads, most recently active first: the root's id, its newest reply's position, how
+   * many replies it has and whether `viewer` sent one; only threads active before `before`.
+   * `participatedOnly`: only threads whose root or a reply the viewer sent.
+   */
+  async threadsOf(roomId: string, options: { before: number; limit: number; viewer: string; participatedOnly: boolean }): Promise<Array<{ rootId: string; latest: number; count: number; viewerReplied: boolean }>> {
+    let query = this.db
+      .selectFrom('event_relations')
+      .innerJoin('events', 'events.event_id', 'event_relations.event_id')
+      .select([
+        'event_relations.relates_to_id as rootId',
+        (eb) => eb.fn.max('event_relations.stream_ordering').as('latest'),
+        (eb) => eb.fn.countAll<number>().as('count'),
+        (eb) => eb.fn.max(eb.case().when('events.sender', '=', options.viewer).then(1).else(0).end()).as('viewerReplied'),
+      ])
+      .where('event_relations.room_id', '=', roomId)
+      .where('event_relations.rel_type', '=', 'm.thread')
+      .groupBy('event_relations.relates_to_id')
+      .having((eb) => eb.fn.max('event_relations.stream_ordering'), '<', options.before);
+    if (options.participatedOnly) {
+      const viewer = options.viewer;
+      query = query.having((eb) =>
+        eb.or([
+          eb(eb.fn.max(eb.case().when('events.sender', '=', viewer).then(1).else(0).end()), '=', 1),
+          eb.exists(eb.selectFrom('events as root').select('root.event_id').where('root.event_id', '=', eb.ref('event_relations.relates_to_id')).where('root.sender', '=', viewer)),
+        ]),
+      );
+    }
+    const rows = await query.orderBy('latest', 'desc').limit(options.limit).execute();
+    return rows.map((row) => ({ rootId: row.rootId, latest: Number(row.latest), count: Number(row.count), viewerReplied: Number(row.viewerReplied) === 1 }));
   }
 
   async setCurrentState(roomId: string, type: string, stateKey: string, eventId: string): Promise<void> {
@@ -330,6 +393,8 @@ export class RoomStore {
    * state events that replaced it get the redacted form as their prev_content too.
    */
   async markRedacted(eventId: string, content: string, redactedBy: string): Promise<void> {
+    // A redacted event's content has no m.relates_to any more: it relates to nothing.
+    await this.db.deleteFrom('event_relations').where('event_id', '=', eventId).execute();
     await this.db.updateTable('events').set({ content, redacted_by: redactedBy }).where('event_id', '=', eventId).execute();
     await this.db.updateTable('events').set({ prev_content: content }).where('replaces_state', '=', eventId).execute();
   }
@@ -418,4 +483,15 @@ export class RoomStore {
     const rows = await this.db.selectFrom('room_aliases').select('alias').where('room_id', '=', roomId).execute();
     return rows.map((r) => r.alias);
   }
+}
+
+/** The `m.relates_to` of an event's content text, when it names an event and a `rel_type`. */
+function relationOf(content: string): { eventId: string; relType: string } | undefined {
+  try {
+    const relation = (JSON.parse(content) as { 'm.relates_to'?: { event_id?: unknown; rel_type?: unknown } })['m.relates_to'];
+    if (typeof relation?.event_id === 'string' && typeof relation.rel_type === 'string') return { eventId: relation.event_id, relType: relation.rel_type };
+  } catch {
+    // Stored content is JSON we wrote; a broken one just has no relation.
+  }
+  return undefined;
 }

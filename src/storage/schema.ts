@@ -312,8 +312,17 @@ export interface ToDeviceTxnsTable {
   created_ts: number;
 }
 
+export interface EventRelationsTable {
+  event_id: string;
+  relates_to_id: string;
+  rel_type: string;
+  room_id: string;
+  stream_ordering: number;
+}
+
 export interface Database {
   server_meta: ServerMetaTable;
+  event_relations: EventRelationsTable;
   device_inbox: DeviceInboxTable;
   to_device_txns: ToDeviceTxnsTable;
   users: UsersTable;
