@@ -270,7 +270,7 @@ export class SyncService {
       visibility,
       matches: (e) => !isIgnored(context.ignored, e) && filter.timeline.matches(e),
     });
-    const timelineEvents = page.events.reverse();
+    let timelineEvents = page.events.reverse();
     const firstStream = timelineEvents[0]?.stream ?? upTo + 1;
     // An unfiltered, unlimited timeline of a user joined throughout holds every change since the
     // token: there is no state to add. Otherwise the state is derived (see stateDelta).
@@ -280,6 +280,20 @@ export class SyncService {
     const stateEvents = timelineHoldsEverything
       ? []
       : await this.stateDelta(room, timelineEvents, firstStream, upTo, fullState ? undefined : since!.stream);
+    // A state key whose last change the user could not see (history visibility; a filter or an
+    // ignore list can do the same) would end, applied after the state, at an older event of the
+    // timeline: "invited" for someone who has joined since. That key's events leave the timeline
+    // and its current event goes in the state, so state and timeline end in the true state.
+    const stale = supersededKeys(room, timelineEvents, upTo);
+    if (stale.size > 0) {
+      timelineEvents = timelineEvents.filter((e) => e.stateKey === undefined || !stale.has(stateKeyOf(e)));
+      for (const key of stale) {
+        const current = room.get(key.slice(0, key.indexOf('\u0000')), key.slice(key.indexOf('\u0000') + 1))!;
+        const at = stateEvents.findIndex((e) => stateKeyOf(e) === key);
+        if (at >= 0) stateEvents.splice(at, 1, current);
+        else stateEvents.push(current);
+      }
+    }
     const ephemeral = (await this.ephemeral(room, fresh ? undefined : since, upTo, typingChanged, userId)).filter((e) =>
       filter.ephemeral.typeAllowed(String(e.type)),
     );
@@ -527,3 +541,21 @@ interface RoomContext {
   ignored: ReadonlySet<string>;
 }
 
+function stateKeyOf(event: { type: string; stateKey?: string | undefined }): string {
+  return `${event.type}\u0000${event.stateKey ?? ''}`;
+}
+
+/**
+ * The state keys the timeline changes whose current value (at `upTo`) is not the timeline's last
+ * event for them: a later change was left out of the timeline.
+ */
+function supersededKeys(room: RoomSnapshot, timeline: readonly StoredEvent[], upTo: number): Set<string> {
+  const lastInTimeline = new Map<string, StoredEvent>();
+  for (const event of timeline) if (event.stateKey !== undefined && event.rejected === undefined) lastInTimeline.set(stateKeyOf(event), event);
+  const stale = new Set<string>();
+  for (const [key, last] of lastInTimeline) {
+    const current = room.get(last.type, last.stateKey!);
+    if (current && current.eventId !== last.eventId && current.stream > last.stream && current.stream <= upTo) stale.add(key);
+  }
+  return stale;
+}

@@ -577,3 +577,28 @@ describe('a filtered timeline that scans long runs of other events', () => {
     if (!found) expect(typeof room.timeline.prev_batch).toBe('string');
   });
 });
+
+describe('a rejoin', () => {
+  it('with history visibility "joined": state and timeline together end in the true current state', async () => {
+    // alice made the room; carol is invited while bob is in it; bob leaves; carol joins while bob
+    // is out (he may not see that); bob rejoins.
+    const roomId = await alice.createRoom({ preset: 'public_chat', initial_state: [{ type: 'm.room.history_visibility', state_key: '', content: { history_visibility: 'joined' } }] });
+    await bob.join(roomId);
+    const since = (await bob.sync()).next_batch as string;
+    await alice.invite(roomId, carol.userId);
+    await bob.ok('POST', `/rooms/${enc(roomId)}/leave`, {});
+    await carol.join(roomId);
+    await bob.join(roomId);
+
+    const room = (await bob.sync({ since })).rooms.join[roomId];
+    // What a client does: the state, then the timeline over it.
+    const members = new Map<string, string>();
+    for (const event of [...(room.state.events as Json[]), ...(room.timeline.events as Json[])]) {
+      if (event.type === 'm.room.member') members.set(event.state_key as string, event.content.membership as string);
+    }
+    expect(members.get(carol.userId)).toBe('join');
+    expect(members.get(bob.userId)).toBe('join');
+    // Carol's join, which bob could not see happen, is not in his timeline.
+    expect((room.timeline.events as Json[]).some((event) => event.state_key === carol.userId && event.content.membership === 'join')).toBe(false);
+  });
+});
