@@ -66,6 +66,8 @@ export const MAX_TIMELINE_LIMIT = 1000;
 export interface CompiledEventFilter {
   limit: number | undefined;
   lazyLoadMembers: boolean;
+  /** With lazy loading: send member events the device already has again (default false). */
+  includeRedundantMembers: boolean;
   /** False when the filter lets every event through. */
   restrictive: boolean;
   typeAllowed(type: string): boolean;
@@ -133,6 +135,7 @@ export function compileEventFilter(definition: EventFilterDefinition | undefined
   return {
     limit: typeof given.limit === 'number' ? Math.max(0, Math.min(MAX_TIMELINE_LIMIT, Math.floor(given.limit))) : undefined,
     lazyLoadMembers: given.lazy_load_members === true,
+    includeRedundantMembers: given.include_redundant_members === true,
     restrictive: [d.types, d.not_types, d.senders, d.not_senders, d.rooms, d.not_rooms, d.contains_url].some((v) => v !== undefined),
     typeAllowed,
     matches(event) {

@@ -71,6 +71,25 @@ export class SyncService {
    */
   private readonly compiledFilters = new BoundedCache<string, CompiledFilter>(MAX_COMPILED_FILTERS);
 
+  /**
+   * Member events each device was sent in lazy-loading syncs, per room (Synapse keeps the same),
+   * so that a member the device has is not sent again. Bounded: a device forgotten here just gets
+   * some members again. An initial sync starts a device's room afresh.
+   */
+  private readonly lazyMembers = new BoundedCache<string, Set<string>>(MAX_LAZY_MEMBER_SETS);
+
+  private lazyMembersSent(viewer: Viewer, roomId: string, fresh: boolean): Set<string> {
+    const key = `${viewer.userId}\u0000${viewer.deviceId}\u0000${roomId}`;
+    let sent = fresh ? undefined : this.lazyMembers.get(key);
+    if (!sent) {
+      sent = new Set();
+      this.lazyMembers.set(key, sent);
+    }
+    // One set must not grow without end in a huge, busy room.
+    if (sent.size > MAX_LAZY_MEMBERS_PER_SET) sent.clear();
+    return sent;
+  }
+
   async sync(request: SyncRequest): Promise<JsonObject> {
     const userId = request.requester.userId;
     const filter = request.filterDefinition ? compileFilter(request.filterDefinition) : await this.compiledFilter(userId, request.filter);
@@ -306,18 +325,27 @@ export class SyncService {
     const lazyMembers = filter.state.lazyLoadMembers || filter.timeline.lazyLoadMembers;
     const senders = new Set(timelineEvents.map((e) => e.sender));
     senders.add(userId);
+    // Lazy loading: the whole state (a new room, full_state) keeps only the members of the
+    // timeline's senders; an incremental one keeps every membership change of the gap, which the
+    // client cannot learn from anything else.
     const state = stateEvents.filter(
-      (e) =>
-        filter.state.matches(e) &&
-        (!lazyMembers || e.type !== 'm.room.member' || senders.has(e.stateKey ?? '')),
+      (e) => filter.state.matches(e) && (!lazyMembers || !fullState || e.type !== 'm.room.member' || senders.has(e.stateKey ?? '')),
     );
-    if (lazyMembers && !fullState) {
-      // Lazy loading: the member events of this timeline's senders, unless already here.
-      const present = new Set([...state, ...timelineEvents].filter((e) => e.type === 'm.room.member').map((e) => e.stateKey));
-      for (const sender of senders) {
-        const member = room.get('m.room.member', sender);
-        if (!present.has(sender) && member && member.stream <= upTo && sender !== userId) state.push(member);
+    if (lazyMembers) {
+      const sentToDevice = this.lazyMembersSent(viewer, room.roomId, fresh);
+      const redundantWanted = filter.state.includeRedundantMembers || filter.timeline.includeRedundantMembers;
+      if (!fullState) {
+        // The member events of this timeline's senders, unless here already or (without
+        // include_redundant_members) sent to this device before.
+        const present = new Set([...state, ...timelineEvents].filter((e) => e.type === 'm.room.member').map((e) => e.stateKey));
+        for (const sender of senders) {
+          const member = room.get('m.room.member', sender);
+          if (!member || present.has(sender) || member.stream > upTo || sender === userId) continue;
+          if (!redundantWanted && sentToDevice.has(member.eventId)) continue;
+          state.push(member);
+        }
       }
+      for (const e of [...state, ...timelineEvents]) if (e.type === 'm.room.member') sentToDevice.add(e.eventId);
     }
     return {
       timeline: {
@@ -540,6 +568,9 @@ interface RoomContext {
   /** Whom the user ignores: their messages and invites are left out. */
   ignored: ReadonlySet<string>;
 }
+
+const MAX_LAZY_MEMBER_SETS = 20_000;
+const MAX_LAZY_MEMBERS_PER_SET = 5_000;
 
 function stateKeyOf(event: { type: string; stateKey?: string | undefined }): string {
   return `${event.type}\u0000${event.stateKey ?? ''}`;

@@ -602,3 +602,30 @@ describe('a rejoin', () => {
     expect((room.timeline.events as Json[]).some((event) => event.state_key === carol.userId && event.content.membership === 'join')).toBe(false);
   });
 });
+
+describe('lazy-loaded members over a gap', () => {
+  it('sends the membership changes of the gap, and not the members the device already has', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    await carol.join(roomId);
+    await bob.send(roomId, text('hello from bob'));
+    const filter = JSON.stringify({ room: { state: { lazy_load_members: true }, timeline: { limit: 5 } } });
+    const first = await alice.sync({ filter });
+    const firstRoom = first.rooms.join[roomId];
+    const firstMembers = ([...firstRoom.state.events, ...firstRoom.timeline.events] as Json[]).filter((e) => e.type === 'm.room.member').map((e) => e.state_key);
+    expect(firstMembers).toContain(bob.userId);
+
+    await carol.ok('POST', `/rooms/${enc(roomId)}/leave`, {});
+    for (let i = 0; i < 10; i++) await bob.send(roomId, text(`gap ${i}`));
+    const next = (await alice.sync({ since: first.next_batch, filter })).rooms.join[roomId];
+    expect(next.timeline.limited).toBe(true);
+    const memberships = (next.state.events as Json[]).filter((e) => e.type === 'm.room.member').map((e) => [e.state_key, e.content.membership]);
+    expect(memberships).toContainEqual([carol.userId, 'leave']);
+    // include_redundant_members defaults to false: bob's join went to this device already.
+    expect(memberships.map(([user]) => user)).not.toContain(bob.userId);
+    // With it true, bob's join comes again.
+    const redundant = JSON.stringify({ room: { state: { lazy_load_members: true, include_redundant_members: true }, timeline: { limit: 5 } } });
+    const again = (await alice.sync({ since: first.next_batch, filter: redundant })).rooms.join[roomId];
+    expect((again.state.events as Json[]).some((e) => e.type === 'm.room.member' && e.state_key === bob.userId)).toBe(true);
+  });
+});
