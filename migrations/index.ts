@@ -18,6 +18,7 @@ import * as stateResets from './0012-state-resets.js';
 import * as serverMeta from './0013-server-meta.js';
 import * as deviceInbox from './0014-device-inbox.js';
 import * as eventRelations from './0015-event-relations.js';
+import * as eventsByTime from './0016-events-by-time.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -35,4 +36,5 @@ export const migrations: Record<string, Migration> = {
   '0013-server-meta': serverMeta,
   '0014-device-inbox': deviceInbox,
   '0015-event-relations': eventRelations,
+  '0016-events-by-time': eventsByTime,
 };

@@ -122,6 +122,11 @@ export class RoomReader {
     return row && Number(row.stream_ordering) > 0 ? eventFromRow(row) : undefined;
   }
 
+  /** Events nearest to a timestamp (see RoomStore.eventsNearTime). */
+  async eventsNearTime(roomId: string, ts: number, dir: 'b' | 'f', limit: number): Promise<StoredEvent[]> {
+    return (await this.storage.rooms.eventsNearTime(roomId, ts, dir, limit)).map(eventFromRow);
+  }
+
   /** Events relating to `eventId`, as stored (see RoomStore.relationsOf). */
   async relationsOf(eventId: string, options: Parameters<Storage['rooms']['relationsOf']>[1]): Promise<StoredEvent[]> {
     return (await this.storage.rooms.relationsOf(eventId, options)).map(eventFromRow);
@@ -377,6 +382,26 @@ export class RoomHistory {
     return { chunk, ...(more ? { next_batch: `t${rows[limit - 1]!.latest}` } : {}) };
   }
 
+  /**
+   * `GET /rooms/{roomId}/timestamp_to_event`: the event the user can see that is closest to `ts`
+   * in direction `dir` (`f`: at or after it; `b`: at or before it), by its sender's timestamp.
+   */
+  async timestampToEvent(viewer: Viewer, roomId: string, ts: number, dir: 'b' | 'f'): Promise<{ event_id: string; origin_server_ts: number }> {
+    const { visibility } = await this.roomForHistory(roomId, viewer.userId);
+    for (let offset = ts, pages = 0; pages < PAGE_SCAN_LIMIT; pages++) {
+      const events = await this.reader.eventsNearTime(roomId, offset, dir, TIME_SCAN_PAGE);
+      const seen = events.find((event) => canSeeEvent(event, visibility));
+      if (seen) return { event_id: seen.eventId, origin_server_ts: seen.originServerTs };
+      if (events.length < TIME_SCAN_PAGE) break;
+      // A page of events the user may not see: on from the last one's time (the ties of that
+      // millisecond are read again, which only costs a little).
+      const edge = events.at(-1)!.originServerTs;
+      if (edge === offset) break;
+      offset = edge;
+    }
+    throw new MatrixError('M_NOT_FOUND', `Unable to find event ${dir === 'f' ? 'after' : 'before'} ${ts} in room ${roomId}`);
+  }
+
   /** A pagination token as a place: `t<depth>-<position>` as it is; a sync token through topologicalAt. */
   private async boundOf(room: RoomSnapshot, token: string | undefined, name: string): Promise<TopologicalPosition | undefined> {
     if (token === undefined || token === '') return undefined;
@@ -484,6 +509,7 @@ function memberEventsOf(state: StoredEvent[], events: StoredEvent[]): StoredEven
 
 /** Bounds for paging a whole room: above every event, and below every event. */
 const DEFAULT_RELATIONS_LIMIT = 5;
+const TIME_SCAN_PAGE = 50;
 const DEFAULT_THREADS_LIMIT = 5;
 const MAX_RELATIONS_LIMIT = 100;
 

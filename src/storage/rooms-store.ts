@@ -153,6 +153,25 @@ export class RoomStore {
   }
 
   /**
+   * The events of a room nearest to a timestamp: at or after it (`f`, oldest first) or at or before
+   * it (`b`, newest first). Outliers and rejected events are no part of the room's timeline.
+   */
+  async eventsNearTime(roomId: string, ts: number, dir: 'b' | 'f', limit: number): Promise<EventRow[]> {
+    return this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('room_id', '=', roomId)
+      .where('origin_server_ts', dir === 'f' ? '>=' : '<=', ts)
+      .where('outlier', '=', 0)
+      .where('rejected', 'is', null)
+      .where('stream_ordering', '>', 0)
+      .orderBy('origin_server_ts', dir === 'f' ? 'asc' : 'desc')
+      .orderBy('stream_ordering', dir === 'f' ? 'asc' : 'desc')
+      .limit(limit)
+      .execute();
+  }
+
+  /**
    * Events relating to `eventId` (with `relType`, and of `eventType`), newest first going back
    * (`dir` b) or oldest first going forward, with positions in (after, before).
    */

@@ -1,6 +1,7 @@
 /**
- * `/_matrix/client/v1`: relations (`/rooms/{roomId}/relations/{eventId}[/{relType}[/{eventType}]]`)
- * and threads (`/rooms/{roomId}/threads`), which the spec defines in v1 only.
+ * `/_matrix/client/v1`: relations (`/rooms/{roomId}/relations/{eventId}[/{relType}[/{eventType}]]`),
+ * threads (`/rooms/{roomId}/threads`) and `/rooms/{roomId}/timestamp_to_event`, which the spec
+ * defines in v1 only.
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -36,6 +37,17 @@ export function relationRoutes(services: Services): FastifyPluginAsyncTypebox {
       '/rooms/:roomId/relations/:eventId/:relType/:eventType',
       { schema: { params: Type.Object({ roomId: Type.String(), eventId: Type.String(), relType: Type.String({ maxLength: 255 }), eventType: Type.String({ maxLength: 255 }) }), querystring: RelationsQuery } },
       async (request) => relations(request.params, request.query, requesterOf(request)),
+    );
+
+    app.get(
+      '/rooms/:roomId/timestamp_to_event',
+      {
+        schema: {
+          params: Type.Object({ roomId: Type.String() }),
+          querystring: Type.Object({ ts: Type.Integer({ minimum: 0 }), dir: StringEnum(['b', 'f'] as const) }),
+        },
+      },
+      async (request) => services.history.timestampToEvent(requesterOf(request), request.params.roomId, request.query.ts, request.query.dir),
     );
 
     app.get(
