@@ -23,6 +23,7 @@ import { ReceiptService } from './rooms/receipts-service.js';
 import { RoomCache } from './rooms/room-cache.js';
 import { RoomHistory, RoomReader } from './rooms/room-reader.js';
 import { RoomService } from './rooms/room-service.js';
+import { UserDirectory } from './rooms/user-directory.js';
 import type { Storage } from './storage/index.js';
 import { Notifier } from './sync/notifier.js';
 import { StreamCounter } from './sync/stream.js';
@@ -65,6 +66,7 @@ export interface Services {
   profiles: ProfileService;
   sync: SyncService;
   toDevice: ToDeviceService;
+  userDirectory: UserDirectory;
   media: MediaService;
   /** The room side of federation as served to other servers. */
   roomFederation: RoomFederation;
@@ -140,6 +142,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     config, clock, storage, limiters, accounts, sessions, registration, signer,
     devices: new DeviceService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, toDevice, media,
+    userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000)),
     roomFederation, federationSender,
   };
 }

@@ -65,6 +65,13 @@ export function profileRoutes(services: Services): FastifyPluginAsyncTypebox {
       return {};
     });
 
+    /** POST /user_directory/search */
+    app.post(
+      '/user_directory/search',
+      { onRequest: requireUser, schema: { body: Type.Object({ search_term: Type.String({ maxLength: 512 }), limit: Type.Optional(Type.Integer({ minimum: 0 })) }) } },
+      async (request) => services.userDirectory.search(requesterOf(request).userId, request.body.search_term, Math.min(request.body.limit ?? 10, 50)),
+    );
+
     /** GET /user/{userId}/rooms/{roomId}/tags */
     app.get('/user/:userId/rooms/:roomId/tags', { onRequest: requireUser, schema: { params: TagsParams } }, async (request) => {
       assertOwnUser(requesterOf(request).userId, request.params.userId, 'get tags');

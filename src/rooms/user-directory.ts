@@ -1,0 +1,76 @@
+/**
+ * `POST /user_directory/search`: the users a user may find, as Synapse finds them by default
+ * (`search_all_users: false`): those who share a room with the searcher, and those in rooms
+ * published in the directory. Matched on the user id and the display name their member event
+ * carries in those rooms; computed from the rooms' current state, bounded per request.
+ */
+import type { JsonObject } from './events.js';
+import type { RoomCache } from './room-cache.js';
+import type { RoomSnapshot } from './room-snapshot.js';
+
+/** Rooms and members one search reads at most: a directory search must stay cheap. */
+const MAX_ROOMS_SCANNED = 1_000;
+const MAX_MEMBERS_SCANNED = 100_000;
+
+export interface DirectoryResult {
+  limited: boolean;
+  results: JsonObject[];
+}
+
+export class UserDirectory {
+  constructor(
+    private readonly cache: RoomCache,
+    private readonly publicRoomIds: () => Promise<string[]>,
+  ) {}
+
+  async search(searcher: string, term: string, limit: number): Promise<DirectoryResult> {
+    const needle = term.trim().toLowerCase();
+    const roomIds = new Set<string>();
+    for (const [roomId, entry] of await this.cache.roomsOf(searcher)) if (entry.membership === 'join') roomIds.add(roomId);
+    for (const roomId of await this.publicRoomIds()) roomIds.add(roomId);
+
+    const found = new Map<string, { displayname?: string; avatarUrl?: string }>();
+    let rooms = 0;
+    let members = 0;
+    for (const roomId of roomIds) {
+      if (++rooms > MAX_ROOMS_SCANNED || members > MAX_MEMBERS_SCANNED) break;
+      const room = await this.cache.room(roomId);
+      if (!room) continue;
+      for (const userId of room.joinedUsers()) {
+        members += 1;
+        if (found.has(userId)) continue;
+        const profile = profileIn(room, userId);
+        if (matches(needle, userId, profile.displayname)) found.set(userId, profile);
+      }
+    }
+    const ranked = [...found.entries()].sort(([a, pa], [b, pb]) => rank(needle, a, pa.displayname) - rank(needle, b, pb.displayname) || a.localeCompare(b));
+    return {
+      limited: ranked.length > limit,
+      results: ranked.slice(0, limit).map(([userId, profile]) => ({
+        user_id: userId,
+        ...(profile.displayname !== undefined ? { display_name: profile.displayname } : {}),
+        ...(profile.avatarUrl !== undefined ? { avatar_url: profile.avatarUrl } : {}),
+      })),
+    };
+  }
+}
+
+function profileIn(room: RoomSnapshot, userId: string): { displayname?: string; avatarUrl?: string } {
+  const content = room.get('m.room.member', userId)?.content ?? {};
+  return {
+    ...(typeof content.displayname === 'string' ? { displayname: content.displayname } : {}),
+    ...(typeof content.avatar_url === 'string' ? { avatarUrl: content.avatar_url } : {}),
+  };
+}
+
+function matches(needle: string, userId: string, displayname: string | undefined): boolean {
+  if (needle === '') return true;
+  return userId.toLowerCase().includes(needle) || (displayname?.toLowerCase().includes(needle) ?? false);
+}
+
+/** Best first: a name or localpart that starts with the term, then any other match. */
+function rank(needle: string, userId: string, displayname: string | undefined): number {
+  const localpart = userId.slice(1, userId.indexOf(':')).toLowerCase();
+  if (displayname?.toLowerCase().startsWith(needle) || localpart.startsWith(needle)) return 0;
+  return 1;
+}
