@@ -19,6 +19,7 @@ import * as serverMeta from './0013-server-meta.js';
 import * as deviceInbox from './0014-device-inbox.js';
 import * as eventRelations from './0015-event-relations.js';
 import * as eventsByTime from './0016-events-by-time.js';
+import * as presence from './0017-presence.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -37,4 +38,5 @@ export const migrations: Record<string, Migration> = {
   '0014-device-inbox': deviceInbox,
   '0015-event-relations': eventRelations,
   '0016-events-by-time': eventsByTime,
+  '0017-presence': presence,
 };

@@ -61,6 +61,7 @@ export function routedUrl(url: string): string {
 
 const TOKEN_PRUNE_INTERVAL_MS = 3_600_000;
 const DEACTIVATED_SWEEP_INTERVAL_MS = 60_000;
+const PRESENCE_SWEEP_INTERVAL_MS = 15_000;
 /** How long a shutdown waits for requests being answered before cutting them off. */
 const SHUTDOWN_GRACE_MS = 10_000;
 
@@ -137,6 +138,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   // transactions a day after they came: the tables would only grow.
   let pruning: NodeJS.Timeout | undefined;
   let deactivatedSweep: NodeJS.Timeout | undefined;
+  let presenceSweep: NodeJS.Timeout | undefined;
   app.addHook('onReady', async () => {
     pruning = setInterval(() => {
       services.sessions.pruneExpiredTokens().catch((err: unknown) => app.log.error({ err }, 'pruning expired tokens failed'));
@@ -153,6 +155,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     await leaveDeactivated();
     deactivatedSweep = setInterval(() => void leaveDeactivated(), DEACTIVATED_SWEEP_INTERVAL_MS);
     deactivatedSweep.unref();
+    // Users whose clients stopped syncing go offline.
+    presenceSweep = setInterval(() => void services.presence.sweepIdle().catch((err: unknown) => app.log.error({ err }, 'presence sweep failed')), PRESENCE_SWEEP_INTERVAL_MS);
+    presenceSweep.unref();
     await services.media.start();
     services.federationSender.log = app.log;
     services.roomFederation.useLogger(app.log);
@@ -170,6 +175,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     metrics?.registry.clear();
     clearInterval(pruning);
     clearInterval(deactivatedSweep);
+    clearInterval(presenceSweep);
     services.federationSender.stop();
     services.federation.close();
     services.typing.clear();

@@ -29,6 +29,7 @@ import { Notifier } from './sync/notifier.js';
 import { StreamCounter } from './sync/stream.js';
 import { SyncService } from './sync/sync-service.js';
 import { ToDeviceService } from './sync/to-device.js';
+import { PresenceService } from './sync/presence.js';
 import { TypingTracker } from './sync/typing.js';
 import { UnreadCounts } from './sync/unread.js';
 import { AccountService } from './users/account-service.js';
@@ -66,6 +67,7 @@ export interface Services {
   profiles: ProfileService;
   sync: SyncService;
   toDevice: ToDeviceService;
+  presence: PresenceService;
   userDirectory: UserDirectory;
   media: MediaService;
   /** The room side of federation as served to other servers. */
@@ -126,9 +128,12 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const toDevice = new ToDeviceService(storage, stream, notifier, clock, config.server_name, {
     send: (server, content) => federationSender.queueEdu([server], { edu_type: 'm.direct_to_device', content }),
   });
+  const presence = new PresenceService(storage, stream, notifier, roomCache, clock, config.server_name, config.presence.enabled, {
+    send: (servers, edu) => federationSender.sendEphemeral(servers, edu),
+  });
   const roomFederation = new RoomFederation({
     signer, storage, cache: roomCache, graph, remote: remoteEvents, keyRing: federation.keyRing, client: federation.client, sender: federationSender,
-    typing, receipts, clock, toDevice,
+    typing, receipts, clock, toDevice, presence,
     membership,
     userExists: async (userId) => {
       const user = await storage.users.get(userId);
@@ -136,12 +141,12 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     },
   });
   sendEphemeralOfLocalUsers(config.server_name, roomCache, typing, receipts, federationSender);
-  const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice);
+  const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence);
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
   return {
     config, clock, storage, limiters, accounts, sessions, registration, signer,
     devices: new DeviceService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
-    stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, toDevice, media,
+    stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, toDevice, presence, media,
     userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000)),
     roomFederation, federationSender,
   };

@@ -217,6 +217,8 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    // Presence (Synapse's key): online while clients sync, m.presence in sync and over federation.
+    presence: Type.Object({ enabled: Type.Boolean({ default: true }) }, { additionalProperties: false, default: {} }),
     // Prometheus metrics at `path`, for clients at `allowed_addresses` only (by the connection's own
     // address; behind x_forwarded, never for a request that came through the proxy).
     metrics: Type.Object(

@@ -58,6 +58,8 @@ export interface RoomFederationDeps {
   receipts: ReceiptService;
   /** Where `m.direct_to_device` EDUs go: the local devices' inboxes. */
   toDevice: { receiveRemote(origin: string, content: JsonObject): Promise<void> };
+  /** Where `m.presence` EDUs go. */
+  presence: { receiveRemote(origin: string, content: JsonObject): Promise<void> };
   clock: Clock;
   /** Whether a local user exists (and is not deactivated). */
   userExists: (userId: string) => Promise<boolean>;
@@ -405,10 +407,11 @@ export class RoomFederation {
         if (type === 'm.typing') await this.remoteTyping(origin, content as JsonObject);
         else if (type === 'm.receipt') await this.remoteReceipts(origin, content as JsonObject);
         else if (type === 'm.direct_to_device') await this.deps.toDevice.receiveRemote(origin, content as JsonObject);
+        else if (type === 'm.presence') await this.deps.presence.receiveRemote(origin, content as JsonObject);
         else if (KEPT_EDU_TYPES.has(type)) {
           await this.deps.storage.federation.keepEdu(origin, type, JSON.stringify(content), this.deps.clock.now(), MAX_KEPT_EDUS_PER_ORIGIN);
         }
-        // m.presence and anything unknown: accepted, not acted on.
+        // Anything unknown: accepted, not acted on.
       } catch (err) {
         this.deps.log?.debug({ err, origin, type }, 'federation: an EDU was ignored');
       }

@@ -85,7 +85,7 @@ export type { UserRow, UserPatch, UserListQuery } from './users-store.js';
 export type { DeviceRow, AccessTokenRow, RefreshTokenRow } from './sessions-store.js';
 export type { RatelimitOverrideRow } from './ratelimit-store.js';
 export type { EventRow, RoomRow, NewRoomRow, MembershipRow, TopologicalPosition } from './rooms-store.js';
-export type { AccountDataRow, ReceiptRow } from './user-data-store.js';
+export type { AccountDataRow, ReceiptRow, PresenceRow } from './user-data-store.js';
 export type { WebhookRow, FeedRow, RoomFeedRow, FeedPatch } from './bridge-store.js';
 export type { MediaRow, RemoteMediaRow } from './media-store.js';
 export type { ServerKeyRow, OutboxRow, DestinationRow, RemoteMembershipRow } from './federation-store.js';

@@ -320,8 +320,17 @@ export interface EventRelationsTable {
   stream_ordering: number;
 }
 
+export interface PresenceTable {
+  user_id: string;
+  presence: string;
+  status_msg: string | null;
+  last_active_ts: number;
+  stream_ordering: number;
+}
+
 export interface Database {
   server_meta: ServerMetaTable;
+  presence: PresenceTable;
   event_relations: EventRelationsTable;
   device_inbox: DeviceInboxTable;
   to_device_txns: ToDeviceTxnsTable;

@@ -1,16 +1,43 @@
 /** Per-user data that sync returns besides room events: account data, read receipts and filters. */
 import type { Kysely, Selectable } from 'kysely';
-import type { AccountDataTable, Database, ReceiptsTable } from './schema.js';
+import type { AccountDataTable, Database, PresenceTable, ReceiptsTable } from './schema.js';
 import { newestPosition } from './stream-positions.js';
 
 export type AccountDataRow = Selectable<AccountDataTable>;
 export type ReceiptRow = Selectable<ReceiptsTable>;
+export type PresenceRow = Selectable<PresenceTable>;
 
 /** The room id under which global (not per-room) account data is stored. */
 export const GLOBAL_ACCOUNT_DATA = '';
 
 export class UserDataStore {
   constructor(private readonly db: Kysely<Database>) {}
+
+  // ---- presence ----
+
+  async getPresence(userId: string): Promise<PresenceRow | undefined> {
+    return this.db.selectFrom('presence').selectAll().where('user_id', '=', userId).executeTakeFirst();
+  }
+
+  async setPresence(row: PresenceRow): Promise<void> {
+    await this.db
+      .insertInto('presence')
+      .values(row)
+      .onConflict((c) => c.column('user_id').doUpdateSet({ presence: row.presence, status_msg: row.status_msg, last_active_ts: row.last_active_ts, stream_ordering: row.stream_ordering }))
+      .execute();
+  }
+
+  /** Presence that changed in (after, upTo], at most `limit` rows, oldest change first. */
+  async presenceChanged(after: number, upTo: number, limit: number): Promise<PresenceRow[]> {
+    return this.db.selectFrom('presence').selectAll().where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).orderBy('stream_ordering').limit(limit).execute();
+  }
+
+  async presenceOf(userIds: readonly string[]): Promise<PresenceRow[]> {
+    const rows: PresenceRow[] = [];
+    for (let i = 0; i < userIds.length; i += 500) rows.push(...(await this.db.selectFrom('presence').selectAll().where('user_id', 'in', userIds.slice(i, i + 500)).execute()));
+    return rows;
+  }
+
 
   async setAccountData(row: AccountDataRow): Promise<void> {
     await this.db
@@ -76,7 +103,7 @@ export class UserDataStore {
   }
 
   async maxStreamOrdering(): Promise<number> {
-    return Math.max(await newestPosition(this.db, 'account_data'), await newestPosition(this.db, 'receipts'));
+    return Math.max(await newestPosition(this.db, 'account_data'), await newestPosition(this.db, 'receipts'), await newestPosition(this.db, 'presence'));
   }
 
   /** Stores a filter under the user's next filter id and returns it. */

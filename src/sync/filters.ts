@@ -82,6 +82,7 @@ export interface CompiledFilter {
   ephemeral: CompiledEventFilter;
   roomAccountData: CompiledEventFilter;
   accountData: CompiledEventFilter;
+  presence: CompiledEventFilter;
   /** Trims a client event to `event_fields`, when given. */
   project(event: ClientEvent): JsonObject;
 }
@@ -170,6 +171,7 @@ export function compileFilter(definition: FilterDefinition): CompiledFilter {
     ephemeral: compileEventFilter(given.ephemeral),
     roomAccountData: compileEventFilter(given.account_data),
     accountData: compileEventFilter(definition.account_data),
+    presence: compileEventFilter(definition.presence),
     project(event) {
       if (!fields) return event as unknown as JsonObject;
       return projectFields(event as unknown as JsonObject, fields);

@@ -17,6 +17,7 @@ import type { Requester } from '../users/session-service.js';
 import { assertFilterIds, compileFilter, DEFAULT_TIMELINE_LIMIT, parseInlineFilter, parseStoredFilter, type CompiledFilter, type FilterDefinition } from './filters.js';
 import type { Notifier } from './notifier.js';
 import type { ToDeviceService } from './to-device.js';
+import type { PresenceService, PresenceState } from './presence.js';
 import { formatSyncToken, parseSyncToken, type StreamCounter, type SyncToken } from './stream.js';
 import type { TypingTracker } from './typing.js';
 import type { UnreadCounts } from './unread.js';
@@ -35,6 +36,8 @@ export interface SyncRequest {
   /** A filter already checked, given by the server itself (the bridge); replaces `filter`. */
   filterDefinition?: FilterDefinition | undefined;
   signal?: AbortSignal | undefined;
+  /** `set_presence`: what this sync says of the user's presence (default online). */
+  setPresence?: PresenceState | undefined;
 }
 
 interface BuiltSync {
@@ -63,6 +66,7 @@ export class SyncService {
     private readonly unread: UnreadCounts,
     private readonly accountData: AccountDataService,
     private readonly toDevice: ToDeviceService,
+    private readonly presence: PresenceService,
   ) {}
 
   /**
@@ -91,6 +95,15 @@ export class SyncService {
   }
 
   async sync(request: SyncRequest): Promise<JsonObject> {
+    const ended = await this.presence.syncStarted(request.requester.userId, request.setPresence);
+    try {
+      return await this.syncFor(request);
+    } finally {
+      ended();
+    }
+  }
+
+  private async syncFor(request: SyncRequest): Promise<JsonObject> {
     const userId = request.requester.userId;
     const filter = request.filterDefinition ? compileFilter(request.filterDefinition) : await this.compiledFilter(userId, request.filter);
     let since = parseSyncToken(request.since);
@@ -237,20 +250,22 @@ export class SyncService {
     }
 
     const toDevice = await this.toDevice.forSync(userId, requester.deviceId, since?.stream, upTo);
+    const presence = (await this.presence.forSync(userId, since?.stream, upTo)).filter((e) => filter.presence.matches({ type: 'm.presence', sender: String(e.sender) }));
     const empty =
       Object.keys(join).length === 0 &&
       Object.keys(invite).length === 0 &&
       Object.keys(leave).length === 0 &&
       Object.keys(knock).length === 0 &&
       globalAccountData.length === 0 &&
-      toDevice.events.length === 0;
+      toDevice.events.length === 0 &&
+      presence.length === 0;
     return {
       empty,
       body: {
         next_batch: formatSyncToken({ stream: upTo, typing: typingSerial }),
         rooms: { join, invite, leave, knock },
         account_data: { events: globalAccountData },
-        presence: { events: [] },
+        presence: { events: presence },
         to_device: { events: toDevice.events },
         device_lists: { changed: [], left: [] },
         device_one_time_keys_count: {},

@@ -74,10 +74,17 @@ describe('endpoints SDKs probe', () => {
     expectMatrixError(await hs.http.get('/_matrix/client/v3/pushrules/'), 401, 'M_MISSING_TOKEN');
   });
 
-  it('presence is accepted and reported offline; no TURN server; unknown endpoints are M_UNRECOGNIZED', async () => {
-    expect(await alice.ok('PUT', `/presence/${enc(alice.userId)}/status`, { presence: 'online' })).toEqual({});
-    expect(await bob.ok('GET', `/presence/${enc(alice.userId)}/status`)).toEqual({ presence: 'offline' });
+  it('presence is one’s own to set and seen by those sharing a room; no TURN server; unknown endpoints are M_UNRECOGNIZED', async () => {
+    expect(await alice.ok('PUT', `/presence/${enc(alice.userId)}/status`, { presence: 'unavailable', status_msg: 'in a meeting' })).toEqual({});
+    expect(await alice.ok('GET', `/presence/${enc(alice.userId)}/status`)).toMatchObject({ presence: 'unavailable', status_msg: 'in a meeting', currently_active: false });
+    // bob shares no room with alice: not his to see.
+    expectMatrixError(await bob.request('GET', `/presence/${enc(alice.userId)}/status`), 403, 'M_FORBIDDEN');
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    expect(await bob.ok('GET', `/presence/${enc(alice.userId)}/status`)).toMatchObject({ presence: 'unavailable', status_msg: 'in a meeting' });
     expectMatrixError(await bob.request('PUT', `/presence/${enc(alice.userId)}/status`, { presence: 'online' }), 403, 'M_FORBIDDEN');
+    expectMatrixError(await alice.request('PUT', `/presence/${enc(alice.userId)}/status`, { presence: 'dancing' }), 400, 'M_INVALID_PARAM');
+    expectMatrixError(await alice.request('GET', `/presence/${enc('@nobody:test.local')}/status`), 404, 'M_NOT_FOUND');
     expect((await hs.http.get('/_matrix/client/v3/voip/turnServer').auth(alice.user.accessToken, { type: 'bearer' })).body).toEqual({});
     const probe = await hs.http.get('/_matrix/client/unstable/org.matrix.msc4143/rtc/transports').auth(alice.user.accessToken, { type: 'bearer' });
     expectMatrixError(probe, 404, 'M_UNRECOGNIZED');

@@ -101,10 +101,13 @@ describe('the relations index', () => {
       const edit = await writer.send(diskRoom, { msgtype: 'm.text', body: '* edited', 'm.new_content': { msgtype: 'm.text', body: 'edited' }, ...rel('m.replace', root) });
       await writer.send(diskRoom, { msgtype: 'm.text', body: 'a reply, not a relation', 'm.relates_to': { 'm.in_reply_to': { event_id: root } } });
       await disk.close();
-      // As before migration 0015.
-      const sqlite = new SqliteDriver(join(dir, 'hs.db'));
-      sqlite.exec("DROP TABLE event_relations; DELETE FROM kysely_migration WHERE name = '0015-event-relations'");
-      sqlite.close();
+      // Back to the database as it was before migration 0015 (every later one undone too).
+      const { Kysely, Migrator, SqliteDialect } = await import('kysely');
+      const { migrations } = await import('../../migrations/index.js');
+      const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: new SqliteDriver(join(dir, 'hs.db')) }) });
+      const { error } = await new Migrator({ db, provider: { getMigrations: async () => migrations } }).migrateTo('0014-device-inbox');
+      await db.destroy();
+      expect(error).toBeUndefined();
       const again = await startTestHomeserver(overrides);
       try {
         const token = (await again.http.post('/_matrix/client/v3/login').send({ type: 'm.login.password', user: 'writer', password: writer.user.password })).body.access_token as string;

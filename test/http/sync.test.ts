@@ -175,7 +175,8 @@ describe('sections', () => {
     expect(topic.unsigned.prev_content).toEqual({ topic: 't' });
     expect(room.summary).toEqual({ 'm.heroes': [bob.userId], 'm.joined_member_count': 2, 'm.invited_member_count': 0 });
     expect(answer.account_data).toEqual({ events: [] });
-    expect(answer.presence).toEqual({ events: [] });
+    // Presence of those sharing a room, the syncing user (now online) among them.
+    expect((answer.presence.events as Json[]).map((e) => [e.type, e.sender, e.content.presence])).toContainEqual(['m.presence', alice.userId, 'online']);
   });
 
   it('counts unread messages until a read receipt', async () => {

@@ -1,7 +1,6 @@
 /**
- * Endpoints SDKs call at start or in passing that a bot server answers simply: push rules (the
- * spec's defaults; matrix-js-sdk will not start without them), presence (disabled, as on a Synapse
- * with presence off) and TURN (none configured). Anything else unknown gets 404 M_UNRECOGNIZED.
+ * Endpoints SDKs call at start or in passing: push rules (the spec's defaults; matrix-js-sdk will
+ * not start without them), presence, and TURN (none configured). Anything else unknown gets 404 M_UNRECOGNIZED.
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -22,17 +21,22 @@ export function clientProbeRoutes(services: Services): FastifyPluginAsyncTypebox
       app.get(path, async (request) => defaultPushRules(requesterOf(request).userId).global);
     }
 
-    /** Presence is not tracked: everyone is offline, and setting it is accepted and ignored. */
-    app.get('/presence/:userId/status', { schema: { params: Type.Object({ userId: Type.String() }) } }, async (request) => {
-      const user = await services.accounts.getUser(request.params.userId);
-      if (!user) throw new MatrixError('M_NOT_FOUND', 'Unknown user');
-      return { presence: 'offline' };
+    /** GET /presence/{userId}/status: oneself, or someone sharing a room. */
+    app.get('/presence/:userId/status', { schema: { params: Type.Object({ userId: Type.String({ maxLength: 255 }) }) } }, async (request) => {
+      return services.presence.get(requesterOf(request).userId, request.params.userId);
     });
+    /** PUT /presence/{userId}/status: one's own. */
     app.put(
       '/presence/:userId/status',
-      { schema: { params: Type.Object({ userId: Type.String() }), body: Type.Object({ presence: Type.String(), status_msg: Type.Optional(Type.String()) }) } },
+      {
+        schema: {
+          params: Type.Object({ userId: Type.String({ maxLength: 255 }) }),
+          body: Type.Object({ presence: Type.String({ maxLength: 32 }), status_msg: Type.Optional(Type.Union([Type.String(), Type.Null()])) }),
+        },
+      },
       async (request) => {
         if (request.params.userId !== requesterOf(request).userId) throw new MatrixError('M_FORBIDDEN', 'Cannot set presence of other users');
+        await services.presence.set(request.params.userId, request.body.presence, request.body.status_msg ?? undefined);
         return {};
       },
     );

@@ -42,6 +42,7 @@ export function syncRoutes(services: Services): FastifyPluginAsyncTypebox {
             fullState: request.query.full_state === true,
             filter: request.query.filter,
             signal: disconnected.signal,
+            setPresence: request.query.set_presence,
           });
         } finally {
           reply.raw.off('close', onClose);

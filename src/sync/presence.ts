@@ -1,0 +1,183 @@
+/**
+ * Presence (`/presence/{userId}/status`, `m.presence` in sync, `m.presence` EDUs): whether a user
+ * is online, unavailable or offline, and their status message. Local users are online while their
+ * clients sync (`set_presence`, default online) and go offline a minute after the last sync ends;
+ * a status set with PUT stays until changed. Each change takes a stream position, so a sync sees
+ * the changes after its token of the users it shares a room with. `presence.enabled: false` (as in
+ * Synapse) turns all of it off: everyone is offline and nothing is sent.
+ */
+import type { Clock } from '../core/clock.js';
+import { MatrixError } from '../core/errors.js';
+import type { JsonObject } from '../rooms/events.js';
+import type { RoomCache } from '../rooms/room-cache.js';
+import type { PresenceRow, Storage } from '../storage/index.js';
+import type { Notifier } from './notifier.js';
+import { writeAtNextPosition, type StreamCounter } from './stream.js';
+
+export type PresenceState = 'online' | 'unavailable' | 'offline';
+const STATES = new Set<string>(['online', 'unavailable', 'offline']);
+/** A user whose last sync ended this long ago is offline (Synapse: 30 s after the sync timeout). */
+export const IDLE_AFTER_MS = 60_000;
+/** At most this many presence changes in one sync answer. */
+const MAX_PER_SYNC = 500;
+const MAX_STATUS_MSG = 1024;
+
+/** Where local users' changes go to other servers. */
+export interface RemotePresence {
+  send(servers: Iterable<string>, edu: JsonObject): void;
+}
+
+export class PresenceService {
+  /** Local users whose client syncs now or did recently: when it last did, how many syncs are open, their presence. */
+  private readonly active = new Map<string, { lastSeen: number; open: number; presence?: string }>();
+
+  constructor(
+    private readonly storage: Storage,
+    private readonly stream: StreamCounter,
+    private readonly notifier: Notifier,
+    private readonly cache: RoomCache,
+    private readonly clock: Clock,
+    private readonly serverName: string,
+    readonly enabled: boolean,
+    private readonly remote: RemotePresence | undefined,
+  ) {}
+
+  /** `GET /presence/{userId}/status`: for the user themself and those who share a room with them. */
+  async get(requester: string, userId: string): Promise<JsonObject> {
+    if (domainOf(userId) === this.serverName && !(await this.storage.users.get(userId))) throw new MatrixError('M_NOT_FOUND', 'Unknown user');
+    if (requester !== userId && this.enabled && !(await this.shareRoom(requester, userId))) {
+      throw new MatrixError('M_FORBIDDEN', 'You are not allowed to see their presence.');
+    }
+    const row = this.enabled ? await this.storage.userData.getPresence(userId) : undefined;
+    return row ? this.contentOf(row) : { presence: 'offline' };
+  }
+
+  /** `PUT /presence/{userId}/status`. */
+  async set(userId: string, presence: string, statusMsg: string | undefined): Promise<void> {
+    if (!STATES.has(presence)) throw new MatrixError('M_INVALID_PARAM', `presence must be online, unavailable or offline, not ${presence}`, { status: 400 });
+    if (statusMsg !== undefined && statusMsg.length > MAX_STATUS_MSG) throw new MatrixError('M_INVALID_PARAM', `status_msg is longer than ${MAX_STATUS_MSG} characters`, { status: 400 });
+    if (!this.enabled) return;
+    const previous = await this.storage.userData.getPresence(userId);
+    await this.change(userId, presence as PresenceState, statusMsg ?? previous?.status_msg ?? null, this.clock.now());
+  }
+
+  /**
+   * A sync of `userId` starts with `set_presence` (default online): online or unavailable is
+   * taken on when different; offline changes nothing (the client asked not to be marked online).
+   * Returns what to call when the sync ends.
+   */
+  async syncStarted(userId: string, setPresence: PresenceState | undefined): Promise<() => void> {
+    if (!this.enabled) return () => {};
+    const now = this.clock.now();
+    const entry = this.active.get(userId) ?? { lastSeen: now, open: 0 };
+    entry.open += 1;
+    entry.lastSeen = now;
+    this.active.set(userId, entry);
+    const wanted = setPresence ?? 'online';
+    // Known in memory after the first sync: a sync costs no read for this.
+    if (wanted !== 'offline' && entry.presence !== wanted) {
+      const row = await this.storage.userData.getPresence(userId);
+      if (!row || row.presence !== wanted) await this.change(userId, wanted, row?.status_msg ?? null, now);
+      entry.presence = wanted;
+    }
+    return () => {
+      entry.open = Math.max(0, entry.open - 1);
+      entry.lastSeen = this.clock.now();
+    };
+  }
+
+  /** Local users whose clients stopped syncing a while ago go offline. Run every few seconds. */
+  async sweepIdle(): Promise<void> {
+    const now = this.clock.now();
+    for (const [userId, entry] of this.active) {
+      if (entry.open > 0 || now - entry.lastSeen < IDLE_AFTER_MS) continue;
+      this.active.delete(userId);
+      const row = await this.storage.userData.getPresence(userId);
+      if (row && row.presence !== 'offline') await this.change(userId, 'offline', row.status_msg, row.last_active_ts);
+    }
+  }
+
+  /** An `m.presence` EDU from `origin`: updates of that server's users only. */
+  async receiveRemote(origin: string, content: JsonObject): Promise<void> {
+    if (!this.enabled || !Array.isArray(content.push)) return;
+    for (const update of content.push.slice(0, 1000) as unknown[]) {
+      if (typeof update !== 'object' || update === null) continue;
+      const { user_id: userId, presence, status_msg: statusMsg, last_active_ago: ago } = update as JsonObject;
+      if (typeof userId !== 'string' || domainOf(userId) !== origin || typeof presence !== 'string' || !STATES.has(presence)) continue;
+      const lastActive = this.clock.now() - (typeof ago === 'number' && ago >= 0 ? ago : 0);
+      const message = typeof statusMsg === 'string' ? statusMsg.slice(0, MAX_STATUS_MSG) : null;
+      await this.change(userId, presence as PresenceState, message, lastActive, false);
+    }
+  }
+
+  /**
+   * The `m.presence` events a sync answer carries: with a token, the changes after it of users
+   * sharing a room with the viewer; without one, the presence of everyone sharing a room.
+   */
+  async forSync(viewer: string, after: number | undefined, upTo: number): Promise<JsonObject[]> {
+    if (!this.enabled) return [];
+    let rows: PresenceRow[];
+    if (after === undefined) {
+      rows = await this.storage.userData.presenceOf([...(await this.roommates(viewer))]);
+    } else {
+      rows = [];
+      for (const row of await this.storage.userData.presenceChanged(after, upTo, MAX_PER_SYNC)) {
+        if (row.user_id === viewer || (await this.shareRoom(viewer, row.user_id))) rows.push(row);
+      }
+    }
+    return rows.slice(0, MAX_PER_SYNC).map((row) => ({ type: 'm.presence', sender: row.user_id, content: this.contentOf(row) }));
+  }
+
+  private async change(userId: string, presence: PresenceState, statusMsg: string | null, lastActive: number, local = true): Promise<void> {
+    const entry = this.active.get(userId);
+    if (entry) entry.presence = presence;
+    await writeAtNextPosition(this.storage, this.stream, (stores, position) =>
+      stores.userData.setPresence({ user_id: userId, presence, status_msg: statusMsg, last_active_ts: lastActive, stream_ordering: position }),
+    );
+    const roommates = await this.roommates(userId);
+    this.notifier.notify([...roommates].filter((user) => domainOf(user) === this.serverName));
+    if (local && this.remote) {
+      const servers = new Set([...roommates].map(domainOf).filter((server): server is string => server !== undefined && server !== this.serverName));
+      const content: JsonObject = { user_id: userId, presence, last_active_ago: Math.max(0, this.clock.now() - lastActive), currently_active: presence === 'online' };
+      if (statusMsg !== null) content.status_msg = statusMsg;
+      if (servers.size > 0) this.remote.send(servers, { edu_type: 'm.presence', content: { push: [content] } });
+    }
+  }
+
+  private contentOf(row: PresenceRow): JsonObject {
+    const local = domainOf(row.user_id) === this.serverName;
+    const entry = local ? this.active.get(row.user_id) : undefined;
+    const lastActiveAgo = Math.max(0, this.clock.now() - Number(row.last_active_ts));
+    const content: JsonObject = {
+      presence: row.presence,
+      last_active_ago: lastActiveAgo,
+      currently_active: row.presence === 'online' && (local ? entry !== undefined && (entry.open > 0 || this.clock.now() - entry.lastSeen < IDLE_AFTER_MS) : true),
+    };
+    if (row.status_msg !== null) content.status_msg = row.status_msg;
+    return content;
+  }
+
+  /** Everyone (themself included) joined to a room the user is joined to. */
+  private async roommates(userId: string): Promise<Set<string>> {
+    const users = new Set<string>([userId]);
+    for (const [roomId, entry] of await this.cache.roomsOf(userId)) {
+      if (entry.membership !== 'join') continue;
+      const room = await this.cache.room(roomId);
+      for (const member of room?.joinedUsers() ?? []) users.add(member);
+    }
+    return users;
+  }
+
+  private async shareRoom(a: string, b: string): Promise<boolean> {
+    const theirs = await this.cache.roomsOf(b);
+    for (const [roomId, entry] of await this.cache.roomsOf(a)) {
+      if (entry.membership === 'join' && theirs.get(roomId)?.membership === 'join') return true;
+    }
+    return false;
+  }
+}
+
+function domainOf(userId: string): string | undefined {
+  const colon = userId.indexOf(':');
+  return colon > 0 ? userId.slice(colon + 1) : undefined;
+}
