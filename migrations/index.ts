@@ -20,6 +20,7 @@ import * as deviceInbox from './0014-device-inbox.js';
 import * as eventRelations from './0015-event-relations.js';
 import * as eventsByTime from './0016-events-by-time.js';
 import * as presence from './0017-presence.js';
+import * as push from './0018-push.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -39,4 +40,5 @@ export const migrations: Record<string, Migration> = {
   '0015-event-relations': eventRelations,
   '0016-events-by-time': eventsByTime,
   '0017-presence': presence,
+  '0018-push': push,
 };

@@ -24,12 +24,13 @@ import { RoomCache } from './rooms/room-cache.js';
 import { RoomHistory, RoomReader } from './rooms/room-reader.js';
 import { RoomService } from './rooms/room-service.js';
 import { UserDirectory } from './rooms/user-directory.js';
-import type { Storage } from './storage/index.js';
+import { GLOBAL_ACCOUNT_DATA, type Storage } from './storage/index.js';
 import { Notifier } from './sync/notifier.js';
 import { StreamCounter } from './sync/stream.js';
 import { SyncService } from './sync/sync-service.js';
 import { ToDeviceService } from './sync/to-device.js';
 import { PresenceService } from './sync/presence.js';
+import { PushRulesService } from './push/push-rules-service.js';
 import { TypingTracker } from './sync/typing.js';
 import { UnreadCounts } from './sync/unread.js';
 import { AccountService } from './users/account-service.js';
@@ -68,6 +69,7 @@ export interface Services {
   sync: SyncService;
   toDevice: ToDeviceService;
   presence: PresenceService;
+  pushRules: PushRulesService;
   userDirectory: UserDirectory;
   media: MediaService;
   /** The room side of federation as served to other servers. */
@@ -148,6 +150,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     devices: new DeviceService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, toDevice, presence, media,
     userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000)),
+    pushRules: new PushRulesService(storage, clock, (userId, type, content) => accountData.write(userId, GLOBAL_ACCOUNT_DATA, type, content)),
     roomFederation, federationSender,
   };
 }

@@ -328,8 +328,23 @@ export interface PresenceTable {
   stream_ordering: number;
 }
 
+export interface PushRuleChangesTable {
+  user_id: string;
+  content: string;
+}
+
+export interface PushersTable {
+  user_id: string;
+  app_id: string;
+  pushkey: string;
+  content: string;
+  created_ts: number;
+}
+
 export interface Database {
   server_meta: ServerMetaTable;
+  push_rule_changes: PushRuleChangesTable;
+  pushers: PushersTable;
   presence: PresenceTable;
   event_relations: EventRelationsTable;
   device_inbox: DeviceInboxTable;

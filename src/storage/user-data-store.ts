@@ -13,6 +13,39 @@ export const GLOBAL_ACCOUNT_DATA = '';
 export class UserDataStore {
   constructor(private readonly db: Kysely<Database>) {}
 
+  // ---- push rules and pushers ----
+
+  async getPushRuleChanges(userId: string): Promise<string | undefined> {
+    return (await this.db.selectFrom('push_rule_changes').select('content').where('user_id', '=', userId).executeTakeFirst())?.content;
+  }
+
+  async setPushRuleChanges(userId: string, content: string): Promise<void> {
+    await this.db.insertInto('push_rule_changes').values({ user_id: userId, content }).onConflict((c) => c.column('user_id').doUpdateSet({ content })).execute();
+  }
+
+  async pushersOf(userId: string): Promise<string[]> {
+    return (await this.db.selectFrom('pushers').select('content').where('user_id', '=', userId).orderBy('created_ts').execute()).map((row) => row.content);
+  }
+
+  async countPushers(userId: string): Promise<number> {
+    const row = await this.db.selectFrom('pushers').select((eb) => eb.fn.countAll<number>().as('n')).where('user_id', '=', userId).executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
+  /** Adds or replaces the user's pusher for (app_id, pushkey); `exclusive` removes other users' pushers of that pair. */
+  async setPusher(userId: string, appId: string, pushkey: string, content: string, now: number, exclusive: boolean): Promise<void> {
+    if (exclusive) await this.db.deleteFrom('pushers').where('app_id', '=', appId).where('pushkey', '=', pushkey).where('user_id', '!=', userId).execute();
+    await this.db
+      .insertInto('pushers')
+      .values({ user_id: userId, app_id: appId, pushkey, content, created_ts: now })
+      .onConflict((c) => c.columns(['app_id', 'pushkey', 'user_id']).doUpdateSet({ content }))
+      .execute();
+  }
+
+  async deletePusher(userId: string, appId: string, pushkey: string): Promise<void> {
+    await this.db.deleteFrom('pushers').where('user_id', '=', userId).where('app_id', '=', appId).where('pushkey', '=', pushkey).execute();
+  }
+
   // ---- presence ----
 
   async getPresence(userId: string): Promise<PresenceRow | undefined> {

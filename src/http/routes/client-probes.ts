@@ -4,7 +4,6 @@
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { defaultPushRules } from '../../push/default-rules.js';
 import type { Services } from '../../services.js';
 import { authenticate, requesterOf } from '../auth.js';
 import { MatrixError } from '../../core/errors.js';
@@ -15,11 +14,52 @@ export function clientProbeRoutes(services: Services): FastifyPluginAsyncTypebox
 
     /** GET /pushrules/ (js-sdk asks with the slash) and GET /pushrules/global/ */
     for (const path of ['/pushrules/', '/pushrules']) {
-      app.get(path, async (request) => defaultPushRules(requesterOf(request).userId));
+      app.get(path, async (request) => services.pushRules.ruleset(requesterOf(request).userId));
     }
     for (const path of ['/pushrules/global/', '/pushrules/global']) {
-      app.get(path, async (request) => defaultPushRules(requesterOf(request).userId).global);
+      app.get(path, async (request) => (await services.pushRules.ruleset(requesterOf(request).userId)).global);
     }
+    const RuleParams = Type.Object({ kind: Type.String({ maxLength: 32 }), ruleId: Type.String({ minLength: 1, maxLength: 512 }) });
+    /** GET/PUT/DELETE /pushrules/global/{kind}/{ruleId} */
+    app.get('/pushrules/global/:kind/:ruleId', { schema: { params: RuleParams } }, async (request) =>
+      services.pushRules.rule(requesterOf(request).userId, request.params.kind, request.params.ruleId),
+    );
+    app.put(
+      '/pushrules/global/:kind/:ruleId',
+      {
+        schema: {
+          params: RuleParams,
+          querystring: Type.Object({ before: Type.Optional(Type.String({ maxLength: 512 })), after: Type.Optional(Type.String({ maxLength: 512 })) }),
+          body: Type.Object({ actions: Type.Optional(Type.Array(Type.Unknown())), conditions: Type.Optional(Type.Array(Type.Unknown())), pattern: Type.Optional(Type.String({ maxLength: 1024 })) }),
+        },
+      },
+      async (request) => {
+        await services.pushRules.putRule(requesterOf(request).userId, request.params.kind, request.params.ruleId, request.body, request.query);
+        return {};
+      },
+    );
+    app.delete('/pushrules/global/:kind/:ruleId', { schema: { params: RuleParams } }, async (request) => {
+      await services.pushRules.deleteRule(requesterOf(request).userId, request.params.kind, request.params.ruleId);
+      return {};
+    });
+    /** GET/PUT /pushrules/global/{kind}/{ruleId}/enabled and /actions */
+    for (const attribute of ['enabled', 'actions'] as const) {
+      app.get(`/pushrules/global/:kind/:ruleId/${attribute}`, { schema: { params: RuleParams } }, async (request) => {
+        const rule = await services.pushRules.rule(requesterOf(request).userId, request.params.kind, request.params.ruleId);
+        return { [attribute]: rule[attribute] };
+      });
+      app.put(`/pushrules/global/:kind/:ruleId/${attribute}`, { schema: { params: RuleParams, body: Type.Object({ [attribute]: Type.Unknown() }) } }, async (request) => {
+        await services.pushRules.setAttribute(requesterOf(request).userId, request.params.kind, request.params.ruleId, attribute, (request.body as Record<string, unknown>)[attribute]);
+        return {};
+      });
+    }
+
+    /** GET /pushers, POST /pushers/set: stored and listed (no pushes are sent to gateways). */
+    app.get('/pushers', async (request) => ({ pushers: await services.pushRules.pushers(requesterOf(request).userId) }));
+    app.post('/pushers/set', { schema: { body: Type.Object({}, { additionalProperties: true, maxProperties: 20 }) } }, async (request) => {
+      await services.pushRules.setPusher(requesterOf(request).userId, request.body as Record<string, unknown> as never);
+      return {};
+    });
 
     /** GET /presence/{userId}/status: oneself, or someone sharing a room. */
     app.get('/presence/:userId/status', { schema: { params: Type.Object({ userId: Type.String({ maxLength: 255 }) }) } }, async (request) => {

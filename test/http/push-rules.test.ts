@@ -1,0 +1,77 @@
+/** Push rules (/pushrules/global/...) and pushers (/pushers): what clients change and list. */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { client, type Json, type TestClient } from '../support/client.js';
+import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
+
+let hs: TestHomeserver;
+let alice: TestClient;
+beforeEach(async () => {
+  hs = await startTestHomeserver();
+  alice = client(hs, await createUser(hs, 'alice'));
+});
+afterEach(() => hs.close());
+
+const ids = (rules: Json[]) => rules.map((rule) => rule.rule_id);
+
+describe('push rules', () => {
+  it('adds the user’s own rules in place, after .m.rule.master and before the other defaults', async () => {
+    await alice.ok('PUT', '/pushrules/global/override/mute-ci', { actions: ['dont_notify'], conditions: [{ kind: 'event_match', key: 'sender', pattern: '@ci:*' }] });
+    await alice.ok('PUT', '/pushrules/global/override/first', { actions: ['notify'], conditions: [] }, { before: 'mute-ci' });
+    await alice.ok('PUT', '/pushrules/global/override/last', { actions: ['notify'], conditions: [] }, { after: 'mute-ci' });
+    const override = (await alice.ok('GET', '/pushrules/')).global.override as Json[];
+    expect(ids(override).slice(0, 4)).toEqual(['.m.rule.master', 'first', 'mute-ci', 'last']);
+    expect(override[2]).toEqual({ rule_id: 'mute-ci', default: false, enabled: true, actions: ['dont_notify'], conditions: [{ kind: 'event_match', key: 'sender', pattern: '@ci:*' }] });
+    expect(await alice.ok('GET', '/pushrules/global/override/mute-ci/actions')).toEqual({ actions: ['dont_notify'] });
+
+    await alice.ok('PUT', '/pushrules/global/content/deploys', { actions: ['notify', { set_tweak: 'highlight' }], pattern: 'deploy' });
+    await alice.ok('PUT', `/pushrules/global/room/${encodeURIComponent('!quiet:test.local')}`, { actions: ['dont_notify'] });
+    const all = (await alice.ok('GET', '/pushrules/')).global;
+    expect(all.content[0]).toMatchObject({ rule_id: 'deploys', pattern: 'deploy' });
+    expect(all.room[0]).toMatchObject({ rule_id: '!quiet:test.local', conditions: [{ kind: 'event_match', key: 'room_id', pattern: '!quiet:test.local' }] });
+
+    await alice.ok('DELETE', '/pushrules/global/override/first');
+    expect(ids((await alice.ok('GET', '/pushrules/global/')).override).slice(0, 3)).toEqual(['.m.rule.master', 'mute-ci', 'last']);
+  });
+
+  it('turns default rules off and changes their actions, and says what it refuses', async () => {
+    await alice.ok('PUT', '/pushrules/global/override/.m.rule.master/enabled', { enabled: true });
+    expect(await alice.ok('GET', '/pushrules/global/override/.m.rule.master/enabled')).toEqual({ enabled: true });
+    await alice.ok('PUT', '/pushrules/global/underride/.m.rule.message/actions', { actions: ['dont_notify'] });
+    expect((await alice.ok('GET', '/pushrules/global/underride/.m.rule.message')).actions).toEqual(['dont_notify']);
+
+    const refused = async (method: 'PUT' | 'DELETE' | 'GET', path: string, body: Json | undefined, status: number, errcode: string) => {
+      const answer = await alice.request(method, path, body);
+      expect([answer.status, answer.body.errcode]).toEqual([status, errcode]);
+    };
+    await refused('PUT', '/pushrules/global/override/.mine', { actions: ['notify'] }, 400, 'M_INVALID_PARAM');
+    await refused('PUT', '/pushrules/global/sideways/x', { actions: ['notify'] }, 400, 'M_INVALID_PARAM');
+    await refused('PUT', '/pushrules/global/content/x', { actions: ['notify'] }, 400, 'M_MISSING_PARAM');
+    await refused('PUT', '/pushrules/global/override/x', { actions: ['explode'] }, 400, 'M_INVALID_PARAM');
+    await refused('GET', '/pushrules/global/override/nope', undefined, 404, 'M_NOT_FOUND');
+    await refused('DELETE', '/pushrules/global/override/.m.rule.master', undefined, 400, 'M_INVALID_PARAM');
+    const badPlace = await alice.request('PUT', '/pushrules/global/override/x?before=nope', { actions: ['notify'] });
+    expect(badPlace.status).toBe(404);
+  });
+
+  it('tells the client in /sync as m.push_rules account data', async () => {
+    const since = (await alice.sync()).next_batch as string;
+    await alice.ok('PUT', '/pushrules/global/sender/@noisy:test.local', { actions: ['dont_notify'] });
+    const sync = await alice.sync({ since });
+    const rules = (sync.account_data.events as Json[]).find((event) => event.type === 'm.push_rules');
+    expect(rules?.content.global.sender[0]).toMatchObject({ rule_id: '@noisy:test.local', actions: ['dont_notify'] });
+  });
+});
+
+describe('pushers', () => {
+  it('are stored, listed, replaced and removed', async () => {
+    const pusher = { pushkey: 'key-1', kind: 'http', app_id: 'org.example.app', app_display_name: 'App', device_display_name: 'Phone', lang: 'en', data: { url: 'https://push.example/_matrix/push/v1/notify', format: 'event_id_only' } };
+    await alice.ok('POST', '/pushers/set', pusher);
+    expect((await alice.ok('GET', '/pushers')).pushers).toEqual([pusher]);
+    await alice.ok('POST', '/pushers/set', { ...pusher, device_display_name: 'New phone' });
+    expect((await alice.ok('GET', '/pushers')).pushers.map((p: Json) => p.device_display_name)).toEqual(['New phone']);
+    const noUrl = await alice.request('POST', '/pushers/set', { ...pusher, data: {} });
+    expect([noUrl.status, noUrl.body.errcode]).toEqual([400, 'M_MISSING_PARAM']);
+    await alice.ok('POST', '/pushers/set', { ...pusher, kind: null });
+    expect((await alice.ok('GET', '/pushers')).pushers).toEqual([]);
+  });
+});
