@@ -17,7 +17,7 @@ import { assertRoomAlias, assertUserId, isRoomAlias, isRoomId, newRoomId, server
 import { planCreateRoom, type Preset, type StateDraft } from './presets.js';
 import { redactedContent } from './redaction.js';
 import { roomIdFromCreateEventId } from './pdu.js';
-import { DEFAULT_ROOM_VERSION, knownRoomVersion, SUPPORTED_ROOM_VERSIONS } from './room-versions.js';
+import { DEFAULT_ROOM_VERSION, knownRoomVersion, roomVersion, SUPPORTED_ROOM_VERSIONS } from './room-versions.js';
 import type { RoomCache } from './room-cache.js';
 import { notInRoom, type RoomReader } from './room-reader.js';
 import type { RoomSnapshot } from './room-snapshot.js';
@@ -466,6 +466,73 @@ export class RoomService {
     });
   }
 
+  // ---- upgrades ----
+
+  /**
+   * `POST /rooms/{roomId}/upgrade`: a new room of `newVersion` with the old one's state copied (name,
+   * topic, avatar, join rules, history visibility, guest access, encryption, server ACL, power
+   * levels), a `predecessor` in its create event; then the old room gets a tombstone pointing at the
+   * new one, its power levels are raised so ordinary members can no longer talk or invite there,
+   * and this server's aliases move over. As Synapse does it.
+   */
+  async upgradeRoom(requester: Requester, roomId: string, newVersion: string): Promise<string> {
+    if (!SUPPORTED_ROOM_VERSIONS.includes(newVersion)) {
+      throw new MatrixError('M_UNSUPPORTED_ROOM_VERSION', `Your homeserver does not support room version ${newVersion}`, { status: 400 });
+    }
+    const room = await this.reader.roomOrForbidden(roomId, requester.userId);
+    if (!room.isJoined(requester.userId)) throw notInRoom(requester.userId, roomId);
+    const levels = effectivePowerLevels(room.lookup, room.version);
+    if (userPowerLevel(levels, requester.userId) < requiredPowerForEvent(levels, 'm.room.tombstone', true)) {
+      throw new MatrixError('M_FORBIDDEN', 'You do not have the power to upgrade this room');
+    }
+    if (room.get('m.room.tombstone')?.content.replacement_room !== undefined) {
+      throw new MatrixError('M_FORBIDDEN', 'This room has already been replaced');
+    }
+    const initialState: NonNullable<CreateRoomRequest['initial_state']> = [];
+    for (const type of UPGRADE_COPIED_STATE) {
+      const event = room.get(type, '');
+      if (event && Object.keys(event.content).length > 0) initialState.push({ type, state_key: '', content: event.content });
+    }
+    const create = room.get('m.room.create')?.content ?? {};
+    const creationContent: JsonObject = { predecessor: { room_id: roomId } };
+    for (const key of ['m.federate', 'type'] as const) if (create[key] !== undefined) creationContent[key] = create[key];
+    // The old power levels, with the upgrader able to write the copied state. A v12 room's
+    // creators are no entry of `users` (their power is the create event's).
+    const oldLevels = room.get('m.room.power_levels')?.content ?? {};
+    const users: JsonObject = { ...((oldLevels.users as JsonObject | undefined) ?? {}) };
+    if (isPrivilegedCreatorVersion(newVersion)) delete users[requester.userId];
+    else users[requester.userId] = Math.max(Number(users[requester.userId] ?? 0), 100);
+    const joinRule = room.get('m.room.join_rules')?.content.join_rule;
+    const newRoomId = await this.createRoom(requester, {
+      room_version: newVersion,
+      preset: joinRule === 'public' ? 'public_chat' : 'private_chat',
+      creation_content: creationContent,
+      initial_state: initialState,
+      power_level_content_override: { ...oldLevels, users },
+    });
+
+    await this.setState(requester, roomId, 'm.room.tombstone', '', { body: 'This room has been replaced', replacement_room: newRoomId });
+    // Ordinary members can no longer talk or invite in the old room.
+    const restricted = Math.max(50, Number(oldLevels.users_default ?? 0) + 1);
+    const current = room.get('m.room.power_levels')?.content;
+    if (current && (Number(current.events_default ?? 0) < restricted || Number(current.invite ?? 0) < restricted)) {
+      await this.setState(requester, roomId, 'm.room.power_levels', '', { ...current, events_default: restricted, invite: restricted }).catch(() => undefined);
+    }
+    // This server's aliases of the old room now lead to the new one.
+    for (const alias of await this.storage.rooms.aliasesOfRoom(roomId)) {
+      await this.withAliasLock(roomId, async () => {
+        await this.storage.rooms.deleteAlias(alias);
+        await this.storage.rooms.insertAlias(alias, newRoomId, requester.userId);
+      });
+    }
+    const canonical = room.get('m.room.canonical_alias')?.content;
+    if (canonical && Object.keys(canonical).length > 0) {
+      await this.setState(requester, newRoomId, 'm.room.canonical_alias', '', canonical).catch(() => undefined);
+      await this.setState(requester, roomId, 'm.room.canonical_alias', '', {}).catch(() => undefined);
+    }
+    return newRoomId;
+  }
+
   // ---- the room directory ----
 
   /**
@@ -760,4 +827,20 @@ const DIRECTORY_SCAN_LIMIT = 2000;
 
 function matchesSearch(entry: JsonObject, term: string): boolean {
   return ['name', 'topic', 'canonical_alias'].some((key) => typeof entry[key] === 'string' && (entry[key] as string).toLowerCase().includes(term));
+}
+
+/** State a room upgrade copies into the new room (power levels go as the creation's override). */
+const UPGRADE_COPIED_STATE = [
+  'm.room.server_acl',
+  'm.room.encryption',
+  'm.room.name',
+  'm.room.avatar',
+  'm.room.topic',
+  'm.room.guest_access',
+  'm.room.history_visibility',
+  'm.room.join_rules',
+] as const;
+
+function isPrivilegedCreatorVersion(version: string): boolean {
+  return roomVersion(version)?.privilegedCreators === true;
 }

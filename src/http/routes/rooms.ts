@@ -156,6 +156,11 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
       return {};
     });
 
+    /** POST /rooms/{roomId}/upgrade */
+    app.post('/rooms/:roomId/upgrade', { schema: { params: RoomIdParams, body: Type.Object({ new_version: Type.String({ maxLength: 32 }) }) } }, async (request) => ({
+      replacement_room: await services.rooms.upgradeRoom(requesterOf(request), request.params.roomId, request.body.new_version),
+    }));
+
     /** GET /publicRooms: this server's directory, or another's (`server`). A token is needed, as in Synapse by default. */
     app.get(
       '/publicRooms',
