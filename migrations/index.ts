@@ -21,6 +21,7 @@ import * as eventRelations from './0015-event-relations.js';
 import * as eventsByTime from './0016-events-by-time.js';
 import * as presence from './0017-presence.js';
 import * as push from './0018-push.js';
+import * as eventSearch from './0019-event-search.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -41,4 +42,5 @@ export const migrations: Record<string, Migration> = {
   '0016-events-by-time': eventsByTime,
   '0017-presence': presence,
   '0018-push': push,
+  '0019-event-search': eventSearch,
 };

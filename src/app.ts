@@ -95,7 +95,7 @@ export type App = FastifyInstance;
 
 export async function buildApp(config: Config, deps: AppDependencies = {}): Promise<App> {
   const ownsStorage = deps.storage === undefined;
-  const storage = deps.storage ?? new Storage(openDatabase(config.database));
+  const storage = deps.storage ?? new Storage(openDatabase({ ...config.database, measureQueries: config.metrics.enabled }), { searchIndex: config.enable_search });
   try {
     await migrateToLatest(storage.db);
     await bindServerName(storage.db, config.server_name);
@@ -250,7 +250,7 @@ function instrument(services: Services): Metrics {
     metrics.eventsPersisted.inc(events);
   });
   services.notifier.wakeObserver = (ms) => metrics.syncWake.observe(ms / 1000);
-  observeQueries(services.storage.db, (ms, failed) => metrics.databaseQueries.observe({ outcome: failed ? 'error' : 'ok' }, ms / 1000));
+  observeQueries(services.storage.db, (ms, failed) => metrics.observeQuery(ms, failed));
   return metrics;
 }
 

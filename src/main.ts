@@ -34,7 +34,7 @@ function operatorConfig(option: string | undefined, quiet = false): { config: Co
 
 /** Opens, migrates and claims the database for the configured server name, or says why not. */
 async function openStorage(config: Config, source: ConfigSource): Promise<{ storage: Storage; applied: string[] }> {
-  const storage = new Storage(openDatabase(config.database));
+  const storage = new Storage(openDatabase(config.database), { searchIndex: config.enable_search });
   try {
     const applied = await migrateToLatest(storage.db);
     await bindServerName(storage.db, config.server_name);

@@ -217,6 +217,9 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    // Full-text search (POST /search; Synapse's key): messages, room names and topics are indexed
+    // as they are stored, which costs about 20 µs of CPU per message (docs/benchmarks.md).
+    enable_search: Type.Boolean({ default: true }),
     // Presence (Synapse's key): online while clients sync, m.presence in sync and over federation.
     presence: Type.Object({ enabled: Type.Boolean({ default: true }) }, { additionalProperties: false, default: {} }),
     // Prometheus metrics at `path`, for clients at `allowed_addresses` only (by the connection's own

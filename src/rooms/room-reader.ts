@@ -127,6 +127,11 @@ export class RoomReader {
     return (await this.storage.rooms.eventsNearTime(roomId, ts, dir, limit)).map(eventFromRow);
   }
 
+  /** Full-text search hits (see RoomStore.searchEvents). */
+  searchEvents(options: Parameters<Storage['rooms']['searchEvents']>[0]): ReturnType<Storage['rooms']['searchEvents']> {
+    return this.storage.rooms.searchEvents(options);
+  }
+
   /** Events relating to `eventId`, as stored (see RoomStore.relationsOf). */
   async relationsOf(eventId: string, options: Parameters<Storage['rooms']['relationsOf']>[1]): Promise<StoredEvent[]> {
     return (await this.storage.rooms.relationsOf(eventId, options)).map(eventFromRow);
@@ -402,6 +407,56 @@ export class RoomHistory {
     throw new MatrixError('M_NOT_FOUND', `Unable to find event ${dir === 'f' ? 'after' : 'before'} ${ts} in room ${roomId}`);
   }
 
+  /**
+   * `POST /search`, `room_events`: messages, room names and topics holding every word of the
+   * search term (as word prefixes), in the rooms the user is joined to (or those of `filter.rooms`
+   * among them), best match or newest first; each hit checked against history visibility and the
+   * ignore list. `nextBatch` pages on.
+   */
+  async search(viewer: Viewer, joinedRooms: readonly string[], query: SearchQuery): Promise<JsonObject> {
+    const terms = query.searchTerm.toLowerCase().split(/[^\p{L}\p{N}_]+/u).filter((t) => t.length > 0).slice(0, MAX_SEARCH_TERMS);
+    const wanted = query.rooms ? joinedRooms.filter((roomId) => query.rooms!.includes(roomId)) : [...joinedRooms];
+    const rooms = wanted.filter((roomId) => !query.notRooms?.includes(roomId)).slice(0, MAX_SEARCHED_ROOMS);
+    const keys = query.keys ?? ['content.body', 'content.name', 'content.topic'];
+    const types = keys.map((key) => SEARCH_KEY_TYPES[key]).filter((type): type is string => type !== undefined);
+    const limit = Math.min(Math.max(query.limit ?? DEFAULT_SEARCH_LIMIT, 1), MAX_SEARCH_LIMIT);
+    let offset = query.nextBatch !== undefined && /^o\d{1,9}$/.test(query.nextBatch) ? Number(query.nextBatch.slice(1)) : 0;
+    const ignored = await this.ignoredUsersOf(viewer.userId);
+    const visibilities = new Map<string, VisibilityContext | undefined>();
+    const results: JsonObject[] = [];
+    let more = false;
+    for (let pages = 0; pages < PAGE_SCAN_LIMIT && results.length < limit; pages++) {
+      const hits = await this.reader.searchEvents({ terms, roomIds: rooms, types, orderBy: query.orderBy ?? 'rank', offset, limit: limit + 1 });
+      for (const [index, hit] of hits.entries()) {
+        if (index === limit) break;
+        offset += 1;
+        const event = await this.reader.getEvent(hit.eventId);
+        if (!event || isIgnored(ignored, event)) continue;
+        if (!visibilities.has(event.roomId)) {
+          const room = await this.reader.roomOrForbidden(event.roomId, viewer.userId).catch(() => undefined);
+          visibilities.set(event.roomId, room ? await this.reader.visibilityFor(room, viewer.userId) : undefined);
+        }
+        const visibility = visibilities.get(event.roomId);
+        if (!visibility || !canSeeEvent(event, visibility)) continue;
+        const [rendered] = await this.reader.render([event], viewer);
+        results.push({ rank: hit.rank, result: rendered as unknown as JsonObject });
+        if (results.length === limit) break;
+      }
+      more = hits.length > limit || (results.length === limit && hits.length > 0);
+      if (hits.length <= limit) break;
+    }
+    return {
+      search_categories: {
+        room_events: {
+          count: results.length,
+          results,
+          highlights: terms,
+          ...(more ? { next_batch: `o${offset}` } : {}),
+        },
+      },
+    };
+  }
+
   /** A pagination token as a place: `t<depth>-<position>` as it is; a sync token through topologicalAt. */
   private async boundOf(room: RoomSnapshot, token: string | undefined, name: string): Promise<TopologicalPosition | undefined> {
     if (token === undefined || token === '') return undefined;
@@ -509,6 +564,22 @@ function memberEventsOf(state: StoredEvent[], events: StoredEvent[]): StoredEven
 
 /** Bounds for paging a whole room: above every event, and below every event. */
 const DEFAULT_RELATIONS_LIMIT = 5;
+const DEFAULT_SEARCH_LIMIT = 10;
+const MAX_SEARCH_LIMIT = 50;
+const MAX_SEARCH_TERMS = 16;
+const MAX_SEARCHED_ROOMS = 1000;
+/** The spec's `keys` of a room events search, and the event types they are found in. */
+const SEARCH_KEY_TYPES: Record<string, string> = { 'content.body': 'm.room.message', 'content.name': 'm.room.name', 'content.topic': 'm.room.topic' };
+
+export interface SearchQuery {
+  searchTerm: string;
+  keys?: string[] | undefined;
+  orderBy?: 'rank' | 'recent' | undefined;
+  rooms?: string[] | undefined;
+  notRooms?: string[] | undefined;
+  limit?: number | undefined;
+  nextBatch?: string | undefined;
+}
 const TIME_SCAN_PAGE = 50;
 const DEFAULT_THREADS_LIMIT = 5;
 const MAX_RELATIONS_LIMIT = 100;

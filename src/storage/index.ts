@@ -16,6 +16,11 @@ import { MediaStore } from './media-store.js';
 import { FederationStore } from './federation-store.js';
 import { DeviceInboxStore } from './device-inbox-store.js';
 
+export interface StorageOptions {
+  /** Index events for full-text search as they are stored (default true; `enable_search`). */
+  searchIndex?: boolean | undefined;
+}
+
 export interface Stores {
   users: UserStore;
   sessions: SessionStore;
@@ -28,12 +33,12 @@ export interface Stores {
   deviceInbox: DeviceInboxStore;
 }
 
-function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTransaction: boolean): Stores {
+function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTransaction: boolean, options: StorageOptions): Stores {
   return {
     users: new UserStore(db),
     sessions: new SessionStore(db, tokenCache, !inTransaction),
     ratelimits: new RatelimitStore(db),
-    rooms: new RoomStore(db),
+    rooms: new RoomStore(db, options.searchIndex !== false),
     userData: new UserDataStore(db),
     bridge: new BridgeStore(db),
     media: new MediaStore(db),
@@ -55,7 +60,10 @@ export class Storage implements Stores {
 
   private readonly tokenCache: AccessTokenCache;
 
-  constructor(readonly db: Db) {
+  constructor(
+    readonly db: Db,
+    private readonly options: StorageOptions = {},
+  ) {
     this.tokenCache = new AccessTokenCache(dataVersionReader(db));
     ({
       users: this.users,
@@ -67,12 +75,12 @@ export class Storage implements Stores {
       media: this.media,
       federation: this.federation,
       deviceInbox: this.deviceInbox,
-    } = createStores(db, this.tokenCache, false));
+    } = createStores(db, this.tokenCache, false, options));
   }
 
   /** Runs `work` in one transaction; keep it short and never await network or hashing inside. */
   transaction<T>(work: (stores: Stores) => Promise<T>): Promise<T> {
-    return this.db.transaction().execute((trx) => work(createStores(trx, this.tokenCache, true)));
+    return this.db.transaction().execute((trx) => work(createStores(trx, this.tokenCache, true, this.options)));
   }
 
   close(): Promise<void> {

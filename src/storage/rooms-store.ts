@@ -61,7 +61,11 @@ const eventByIdQuery = new QueryTemplate((db: Kysely<Database>, eventId: string)
 );
 
 export class RoomStore {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    /** Index messages, room names and topics for full-text search as they are stored (`enable_search`). */
+    private readonly indexSearch = true,
+  ) {}
 
   /** Rooms published in the directory, by id, after `afterRoomId` (paging), at most `limit`. */
   async publicRoomIds(afterRoomId: string, limit: number): Promise<string[]> {
@@ -139,6 +143,13 @@ export class RoomStore {
 
   async insertEvent(event: EventRow): Promise<void> {
     await insertEventQuery.all(this.db, ...EVENT_COLUMNS.map((column) => event[column]));
+    const searchable = this.indexSearch ? SEARCHED_FIELDS[event.type] : undefined;
+    if (searchable && event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0) {
+      const value = searchedText(event.content, searchable);
+      if (value !== undefined) {
+        await sql`INSERT INTO event_search (rowid, value, event_id, room_id, type) VALUES (${event.stream_ordering}, ${value}, ${event.event_id}, ${event.room_id}, ${event.type})`.execute(this.db);
+      }
+    }
     // Relations are indexed as events arrive; most events have none, and the text says so cheaply.
     if (event.content.includes('m.relates_to') && event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0) {
       const relation = relationOf(event.content);
@@ -411,7 +422,29 @@ export class RoomStore {
    * Replaces an event's content with its redacted form and records which event redacted it; the
    * state events that replaced it get the redacted form as their prev_content too.
    */
+  /**
+   * Full-text search in some rooms: the events whose searched text (message body, room name or
+   * topic) holds every word of `terms` (as prefixes), best match first or newest first.
+   */
+  async searchEvents(options: { terms: readonly string[]; roomIds: readonly string[]; types: readonly string[]; orderBy: 'rank' | 'recent'; offset: number; limit: number }): Promise<Array<{ eventId: string; rank: number }>> {
+    if (options.terms.length === 0 || options.roomIds.length === 0 || options.types.length === 0) return [];
+    const match = options.terms.map((term) => `"${term.replaceAll('"', '""')}"*`).join(' ');
+    const order = options.orderBy === 'recent' ? sql`rowid DESC` : sql`rank, rowid DESC`;
+    const rows = await sql<{ event_id: string; rank: number }>`
+      SELECT event_id, bm25(event_search) AS rank FROM event_search
+      WHERE event_search MATCH ${match}
+        AND room_id IN (${sql.join(options.roomIds)})
+        AND type IN (${sql.join(options.types)})
+      ORDER BY ${order}
+      LIMIT ${options.limit} OFFSET ${options.offset}
+    `.execute(this.db);
+    return rows.rows.map((row) => ({ eventId: row.event_id, rank: -Number(row.rank) }));
+  }
+
   async markRedacted(eventId: string, content: string, redactedBy: string): Promise<void> {
+    // Its text is gone: it is found no more.
+    const row = await this.db.selectFrom('events').select('stream_ordering').where('event_id', '=', eventId).executeTakeFirst();
+    if (row) await sql`DELETE FROM event_search WHERE rowid = ${row.stream_ordering}`.execute(this.db);
     // A redacted event's content has no m.relates_to any more: it relates to nothing.
     await this.db.deleteFrom('event_relations').where('event_id', '=', eventId).execute();
     await this.db.updateTable('events').set({ content, redacted_by: redactedBy }).where('event_id', '=', eventId).execute();
@@ -513,4 +546,16 @@ function relationOf(content: string): { eventId: string; relType: string } | und
     // Stored content is JSON we wrote; a broken one just has no relation.
   }
   return undefined;
+}
+
+/** What full-text search reads of each event type it indexes. */
+const SEARCHED_FIELDS: Record<string, string> = { 'm.room.message': 'body', 'm.room.name': 'name', 'm.room.topic': 'topic' };
+
+function searchedText(content: string, field: string): string | undefined {
+  try {
+    const value = (JSON.parse(content) as Record<string, unknown>)[field];
+    return typeof value === 'string' && value !== '' ? value : undefined;
+  } catch {
+    return undefined;
+  }
 }

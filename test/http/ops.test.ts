@@ -54,7 +54,8 @@ describe('metrics', () => {
     expect(sample(text, 'bot_homeserver_events_persisted_total')).toBeGreaterThanOrEqual(3 + 5);
     expect(sample(text, 'bot_homeserver_event_commit_batch_requests_count')).toBeGreaterThanOrEqual(4);
     expect(sample(text, 'bot_homeserver_sync_parked')).toBe(0);
-    expect(sample(text, 'bot_homeserver_database_query_seconds_count{outcome="ok"}')).toBeGreaterThan(10);
+    expect(sample(text, 'bot_homeserver_database_queries_total{outcome="ok"}')).toBeGreaterThan(10);
+    expect(sample(text, 'bot_homeserver_database_query_seconds_total')).toBeGreaterThan(0);
     expect(sample(text, 'bot_homeserver_federation_queued{kind="pdu"}')).toBe(0);
     expect(text).toContain('nodejs_eventloop_lag_seconds');
     expect(text).toContain('process_resident_memory_bytes');

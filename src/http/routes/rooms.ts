@@ -1,5 +1,6 @@
 /** Rooms and membership: create, join, invite, leave, kick, ban, forget, member lists, aliases. */
 import { Type } from '@sinclair/typebox';
+import { MatrixError } from '../../core/errors.js';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { MAX_CREATE_ROOM_INVITES, MAX_INITIAL_STATE } from '../../rooms/room-service.js';
 import type { Services } from '../../services.js';
@@ -155,6 +156,53 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
       await services.rooms.deleteAlias(requester, request.params.roomAlias, await services.accounts.isAdmin(requester.userId));
       return {};
     });
+
+    /** POST /search: room events (messages, names, topics) by full-text search. */
+    app.post(
+      '/search',
+      {
+        schema: {
+          querystring: Type.Object({ next_batch: Type.Optional(Type.String({ maxLength: 32 })) }),
+          body: Type.Object({
+            search_categories: Type.Object({
+              room_events: Type.Optional(
+                Type.Object(
+                  {
+                    search_term: Type.String({ maxLength: 1024 }),
+                    keys: Type.Optional(Type.Array(StringEnum(['content.body', 'content.name', 'content.topic'] as const), { maxItems: 3 })),
+                    order_by: Type.Optional(StringEnum(['rank', 'recent'] as const)),
+                    filter: Type.Optional(
+                      Type.Object(
+                        { rooms: Type.Optional(Type.Array(Type.String(), { maxItems: 1000 })), not_rooms: Type.Optional(Type.Array(Type.String(), { maxItems: 1000 })), limit: Type.Optional(Type.Integer({ minimum: 0 })) },
+                        { additionalProperties: true },
+                      ),
+                    ),
+                  },
+                  { additionalProperties: true },
+                ),
+              ),
+            }),
+          }),
+        },
+      },
+      async (request) => {
+        if (!services.config.enable_search) throw new MatrixError('M_UNKNOWN', 'Search is disabled on this homeserver', { status: 400 });
+        const requester = requesterOf(request);
+        const query = request.body.search_categories.room_events;
+        if (!query) return { search_categories: {} };
+        const rooms = await services.roomCache.roomsOf(requester.userId);
+        const joined = [...rooms].filter(([, entry]) => entry.membership === 'join').map(([roomId]) => roomId);
+        return services.history.search(requester, joined, {
+          searchTerm: query.search_term,
+          keys: query.keys,
+          orderBy: query.order_by,
+          rooms: query.filter?.rooms,
+          notRooms: query.filter?.not_rooms,
+          limit: query.filter?.limit,
+          nextBatch: request.query.next_batch,
+        });
+      },
+    );
 
     /** POST /rooms/{roomId}/upgrade */
     app.post('/rooms/:roomId/upgrade', { schema: { params: RoomIdParams, body: Type.Object({ new_version: Type.String({ maxLength: 32 }) }) } }, async (request) => ({
