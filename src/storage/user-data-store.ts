@@ -65,6 +65,10 @@ export class UserDataStore {
     return this.db.selectFrom('presence').selectAll().where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).orderBy('stream_ordering').limit(limit).execute();
   }
 
+  async latestPresenceChange(): Promise<number> {
+    return newestPosition(this.db, 'presence');
+  }
+
   async presenceOf(userIds: readonly string[]): Promise<PresenceRow[]> {
     const rows: PresenceRow[] = [];
     for (let i = 0; i < userIds.length; i += 500) rows.push(...(await this.db.selectFrom('presence').selectAll().where('user_id', 'in', userIds.slice(i, i + 500)).execute()));

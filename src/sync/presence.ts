@@ -30,6 +30,8 @@ export interface RemotePresence {
 export class PresenceService {
   /** Local users whose client syncs now or did recently: when it last did, how many syncs are open, their presence. */
   private readonly active = new Map<string, { lastSeen: number; open: number; presence?: string }>();
+  /** The stream position of the newest presence change (read once, then kept). */
+  private latest: number | undefined;
 
   constructor(
     private readonly storage: Storage,
@@ -116,6 +118,9 @@ export class PresenceService {
    */
   async forSync(viewer: string, after: number | undefined, upTo: number): Promise<JsonObject[]> {
     if (!this.enabled) return [];
+    // Most syncs come after no presence change at all: known without a query.
+    this.latest ??= await this.storage.userData.latestPresenceChange();
+    if (after !== undefined && this.latest <= after) return [];
     let rows: PresenceRow[];
     if (after === undefined) {
       rows = await this.storage.userData.presenceOf([...(await this.roommates(viewer))]);
@@ -131,8 +136,11 @@ export class PresenceService {
   private async change(userId: string, presence: PresenceState, statusMsg: string | null, lastActive: number, local = true): Promise<void> {
     const entry = this.active.get(userId);
     if (entry) entry.presence = presence;
-    await writeAtNextPosition(this.storage, this.stream, (stores, position) =>
-      stores.userData.setPresence({ user_id: userId, presence, status_msg: statusMsg, last_active_ts: lastActive, stream_ordering: position }),
+    await writeAtNextPosition(
+      this.storage,
+      this.stream,
+      (stores, position) => stores.userData.setPresence({ user_id: userId, presence, status_msg: statusMsg, last_active_ts: lastActive, stream_ordering: position }),
+      (position) => (this.latest = Math.max(this.latest ?? 0, position)),
     );
     const roommates = await this.roommates(userId);
     this.notifier.notify([...roommates].filter((user) => domainOf(user) === this.serverName));

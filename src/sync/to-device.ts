@@ -10,6 +10,7 @@ import { MatrixError } from '../core/errors.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { NewToDeviceMessage, Storage } from '../storage/index.js';
 import { parseStoredJson } from '../core/json.js';
+import { BoundedCache } from '../core/bounded-cache.js';
 import type { Notifier } from './notifier.js';
 import { writeAtNextPosition, type StreamCounter } from './stream.js';
 
@@ -29,6 +30,12 @@ export interface RemoteToDevice {
 }
 
 export class ToDeviceService {
+  /**
+   * Devices known to have nothing waiting (nothing undelivered, nothing delivered and not yet
+   * acknowledged): their syncs skip both queries. A device not listed is asked once.
+   */
+  private readonly empty = new BoundedCache<string, true>(MAX_KNOWN_EMPTY);
+
   constructor(
     private readonly storage: Storage,
     private readonly stream: StreamCounter,
@@ -75,6 +82,7 @@ export class ToDeviceService {
       await stores.deviceInbox.insert(accepted, position, now);
     });
     if (!fresh) return;
+    this.forgetEmpty(local);
     this.notifier.notify(new Set(local.map((message) => message.user_id)));
     for (const [server, forServer] of remote) {
       await this.remote?.send(server, { sender: sender.userId, type, message_id: randomBytes(12).toString('base64url'), messages: forServer });
@@ -102,7 +110,13 @@ export class ToDeviceService {
       for (const message of local) if ((await stores.deviceInbox.countFor(message.user_id, message.device_id)) < MAX_INBOX_PER_DEVICE) accepted.push(message);
       await stores.deviceInbox.insert(accepted, position, now);
     });
+    this.forgetEmpty(local);
     this.notifier.notify(new Set(local.map((message) => message.user_id)));
+  }
+
+  /** Devices that were sent something are no longer known to be empty (before their syncs are woken). */
+  private forgetEmpty(messages: readonly NewToDeviceMessage[]): void {
+    if (messages.length > 0) this.empty.invalidate();
   }
 
   /**
@@ -111,10 +125,15 @@ export class ToDeviceService {
    * `upTo`. `more` says that others wait (the next sync must not park).
    */
   async forSync(userId: string, deviceId: string, since: number | undefined, upTo: number): Promise<{ events: JsonObject[]; more: boolean }> {
+    const key = deviceKey(userId, deviceId);
+    if (this.empty.get(key)) return { events: [], more: false };
+    const generation = this.empty.generation;
     if (since !== undefined) await this.storage.deviceInbox.acknowledge(userId, deviceId, since);
     const rows = await this.storage.deviceInbox.pending(userId, deviceId, since, TO_DEVICE_PER_SYNC + 1);
     const delivered = rows.slice(0, TO_DEVICE_PER_SYNC);
     if (delivered.length > 0) await this.storage.deviceInbox.markDelivered(delivered.map((row) => row.id), upTo);
+    // Nothing left at all (an older since would find nothing either): later syncs need not ask.
+    else if (since === undefined || !(await this.storage.deviceInbox.hasPending(userId, deviceId, -1))) this.empty.setIfUnchanged(key, true, generation);
     return {
       events: delivered.map((row) => ({ sender: row.sender, type: row.type, content: parseStoredJson<JsonObject>(row.content, {}) })),
       more: rows.length > TO_DEVICE_PER_SYNC,
@@ -125,6 +144,12 @@ export class ToDeviceService {
   async pruneTransactions(): Promise<void> {
     await this.storage.deviceInbox.pruneTxns(this.clock.now() - TXN_LIFETIME_MS);
   }
+}
+
+const MAX_KNOWN_EMPTY = 100_000;
+
+function deviceKey(userId: string, deviceId: string): string {
+  return `${userId}\u0000${deviceId}`;
 }
 
 function domainOf(userId: string): string | undefined {
