@@ -76,11 +76,13 @@ export class PresenceService {
     entry.lastSeen = now;
     this.active.set(userId, entry);
     const wanted = setPresence ?? 'online';
-    // Known in memory after the first sync: a sync costs no read for this.
+    // Known in memory after the first sync: a sync costs no read for this. The change is written
+    // with others in one commit, not before this sync answers: thousands of bots starting at once
+    // must not cost a commit each.
     if (wanted !== 'offline' && entry.presence !== wanted) {
-      const row = await this.storage.userData.getPresence(userId);
-      if (!row || row.presence !== wanted) await this.change(userId, wanted, row?.status_msg ?? null, now);
       entry.presence = wanted;
+      const row = await this.storage.userData.getPresence(userId);
+      if (!row || row.presence !== wanted) this.queueChange(userId, wanted, row?.status_msg ?? null, now);
     }
     return () => {
       entry.open = Math.max(0, entry.open - 1);
@@ -126,11 +128,48 @@ export class PresenceService {
       rows = await this.storage.userData.presenceOf([...(await this.roommates(viewer))]);
     } else {
       rows = [];
+      // Not one's own changes: syncing is what makes one online, and a sync must not wake the
+      // next one with the news that its user is syncing.
       for (const row of await this.storage.userData.presenceChanged(after, upTo, MAX_PER_SYNC)) {
-        if (row.user_id === viewer || (await this.shareRoom(viewer, row.user_id))) rows.push(row);
+        if (row.user_id !== viewer && (await this.shareRoom(viewer, row.user_id))) rows.push(row);
       }
     }
     return rows.slice(0, MAX_PER_SYNC).map((row) => ({ type: 'm.presence', sender: row.user_id, content: this.contentOf(row) }));
+  }
+
+  private readonly queued = new Map<string, { presence: PresenceState; statusMsg: string | null; lastActive: number }>();
+  private flushing: Promise<void> | undefined;
+
+  /** A change made by syncing, written with the others queued meanwhile in one transaction. */
+  private queueChange(userId: string, presence: PresenceState, statusMsg: string | null, lastActive: number): void {
+    this.queued.set(userId, { presence, statusMsg, lastActive });
+    this.flushing ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.flushQueued());
+  }
+
+  private async flushQueued(): Promise<void> {
+    const batch = [...this.queued];
+    this.queued.clear();
+    try {
+      let last = 0;
+      await this.storage.transaction(async (stores) => {
+        for (const [userId, change] of batch) {
+          last = this.stream.next();
+          await stores.userData.setPresence({ user_id: userId, presence: change.presence, status_msg: change.statusMsg, last_active_ts: change.lastActive, stream_ordering: last });
+        }
+      });
+      this.latest = Math.max(this.latest ?? 0, last);
+      this.stream.commit(last);
+      for (const [userId, change] of batch) await this.announce(userId, change.presence, change.statusMsg, change.lastActive, true);
+    } catch {
+      // Presence is best effort: a sync that failed to mark its user online is followed by others.
+      for (const [userId] of batch) {
+        const entry = this.active.get(userId);
+        if (entry) delete entry.presence;
+      }
+    } finally {
+      this.flushing = undefined;
+      if (this.queued.size > 0) this.flushing = this.flushQueued();
+    }
   }
 
   private async change(userId: string, presence: PresenceState, statusMsg: string | null, lastActive: number, local = true): Promise<void> {
@@ -142,8 +181,13 @@ export class PresenceService {
       (stores, position) => stores.userData.setPresence({ user_id: userId, presence, status_msg: statusMsg, last_active_ts: lastActive, stream_ordering: position }),
       (position) => (this.latest = Math.max(this.latest ?? 0, position)),
     );
+    await this.announce(userId, presence, statusMsg, lastActive, local);
+  }
+
+  /** Wakes the roommates' syncs and, for a local user, tells the servers in shared rooms. */
+  private async announce(userId: string, presence: PresenceState, statusMsg: string | null, lastActive: number, local: boolean): Promise<void> {
     const roommates = await this.roommates(userId);
-    this.notifier.notify([...roommates].filter((user) => domainOf(user) === this.serverName));
+    this.notifier.notify([...roommates].filter((user) => user !== userId && domainOf(user) === this.serverName));
     if (local && this.remote) {
       const servers = new Set([...roommates].map(domainOf).filter((server): server is string => server !== undefined && server !== this.serverName));
       const content: JsonObject = { user_id: userId, presence, last_active_ago: Math.max(0, this.clock.now() - lastActive), currently_active: presence === 'online' };
