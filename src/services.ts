@@ -5,6 +5,7 @@
 import { AccountDataService } from './account-data/account-data-service.js';
 import type { Clock } from './core/clock.js';
 import type { Config } from './config/index.js';
+import type { JsonObject } from './rooms/events.js';
 import { Limiters } from './ratelimit/limiters.js';
 import { blobStoreFor, MediaService } from './media/media-service.js';
 import type { Signer } from './core/signed-json.js';
@@ -143,14 +144,15 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     },
   });
   sendEphemeralOfLocalUsers(config.server_name, roomCache, typing, receipts, federationSender);
-  const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence);
+  const pushRules = new PushRulesService(storage, clock, (userId, type, content) => accountData.write(userId, GLOBAL_ACCOUNT_DATA, type, content));
+  const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence, async (userId) => (await pushRules.ruleset(userId)) as unknown as JsonObject);
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
   return {
     config, clock, storage, limiters, accounts, sessions, registration, signer,
     devices: new DeviceService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, toDevice, presence, media,
     userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000)),
-    pushRules: new PushRulesService(storage, clock, (userId, type, content) => accountData.write(userId, GLOBAL_ACCOUNT_DATA, type, content)),
+    pushRules,
     roomFederation, federationSender,
   };
 }

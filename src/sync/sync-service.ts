@@ -67,6 +67,8 @@ export class SyncService {
     private readonly accountData: AccountDataService,
     private readonly toDevice: ToDeviceService,
     private readonly presence: PresenceService,
+    /** The user's push rules, which an initial sync carries as `m.push_rules` (as Synapse's does). */
+    private readonly pushRules: (userId: string) => Promise<JsonObject> = async () => ({}),
   ) {}
 
   /**
@@ -195,6 +197,11 @@ export class SyncService {
         list.push(row);
         roomAccountData.set(row.room_id, list);
       }
+    }
+    // Clients read their push rules from an initial sync; the defaults are nowhere stored until
+    // the user changes one, so they are added here.
+    if (!since && !globalAccountData.some((e) => e.type === 'm.push_rules') && filter.accountData.matches({ type: 'm.push_rules', sender: userId })) {
+      globalAccountData.push({ type: 'm.push_rules', content: await this.pushRules(userId) });
     }
 
     const join: Record<string, JsonObject> = {};

@@ -53,6 +53,19 @@ describe('push rules', () => {
     expect(badPlace.status).toBe(404);
   });
 
+  it('comes in an initial sync, changed or not', async () => {
+    const first = await alice.sync();
+    expect((first.account_data.events as Json[]).find((e) => e.type === 'm.push_rules')?.content.global.underride.map((r: Json) => r.rule_id)).toContain('.m.rule.message');
+    await alice.ok('PUT', '/pushrules/global/override/mine', { actions: ['notify'], conditions: [] });
+    const again = await alice.sync();
+    const rules = (again.account_data.events as Json[]).filter((e) => e.type === 'm.push_rules');
+    expect(rules).toHaveLength(1);
+    expect(rules[0]!.content.global.override.map((r: Json) => r.rule_id)).toContain('mine');
+    // A filter that leaves it out is obeyed.
+    const filtered = await alice.sync({ filter: JSON.stringify({ account_data: { not_types: ['m.push_rules'] } }) });
+    expect(filtered.account_data.events).toEqual([]);
+  });
+
   it('tells the client in /sync as m.push_rules account data', async () => {
     const since = (await alice.sync()).next_batch as string;
     await alice.ok('PUT', '/pushrules/global/sender/@noisy:test.local', { actions: ['dont_notify'] });
