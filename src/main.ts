@@ -41,12 +41,14 @@ async function openStorage(config: Config, source: ConfigSource): Promise<{ stor
     return { storage, applied };
   } catch (err) {
     await storage.close();
-    if (err instanceof ServerNameMismatchError) {
-      throw new ConfigError(`${config.database.path}: ${err.message}
-  configuration used: ${source.description}`);
-    }
-    throw err;
+    throw explained(err, config, source);
   }
+}
+
+/** A database of another server name is the operator's mistake: one sentence naming both. */
+function explained(err: unknown, config: Config, source: ConfigSource): unknown {
+  if (!(err instanceof ServerNameMismatchError)) return err;
+  return new ConfigError(`${config.database.path}: ${err.message}\n  configuration used: ${source.description}`);
 }
 
 export async function main(argv: string[]): Promise<void> {
@@ -62,9 +64,10 @@ export async function main(argv: string[]): Promise<void> {
     .addOption(configOption())
     .action(async (options: { config?: string }) => {
       const { config, source } = operatorConfig(options.config, true);
-      // Claimed here, before the server starts, so a wrong name is one clear line, not a stack.
-      await (await openStorage(config, source)).storage.close();
-      const server = await startServer(config);
+      // The server opens, migrates and claims the database itself; a wrong name is one clear line.
+      const server = await startServer(config).catch((err: unknown) => {
+        throw explained(err, config, source);
+      });
       server.app.log.info({ config: source.description, server_name: config.server_name }, 'configuration');
       if (config.server_name === 'localhost') {
         server.app.log.warn(

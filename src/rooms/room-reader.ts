@@ -229,10 +229,7 @@ export class RoomReader {
     let from = options.from;
     for (let pages = 0; pages < PAGE_SCAN_LIMIT; pages++) {
       const want = options.limit - events.length;
-      const rows =
-        options.dir === 'b'
-          ? await this.storage.rooms.eventsTopologicalBackwards(room.roomId, from, options.to, options.maxStream, want + 1)
-          : await this.storage.rooms.eventsTopologicalForwards(room.roomId, from, options.to, options.maxStream, want + 1);
+      const rows = await this.storage.rooms.eventsTopological(room.roomId, options.dir, from, options.to, options.maxStream, want + 1);
       for (const row of rows.slice(0, want)) {
         const event = eventFromRow(row);
         // Going back, the next page starts just before this event; going forward, just after it.

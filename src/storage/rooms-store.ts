@@ -327,34 +327,19 @@ export class RoomStore {
   }
 
   /**
-   * Events of a room in topological order (depth, then position), newest first: those at or
-   * before `below` and after `above` (as [depth, position]; a token is the point right after the
-   * event it names), with positions in (0, maxStream], at most `limit`. Outliers, rejected and
+   * Events of a room in topological order (depth, then position), walking from `from` towards
+   * `to`: going back (`b`, newest first) the events at or before `from` and after `to`; going
+   * forward (`f`, oldest first) those after `from` and at or before `to` (a token is the point right
+   * after the event it names). Positions in (0, maxStream], at most `limit`. Outliers, rejected and
    * soft-failed events (positions below zero) are never among them.
    */
-  async eventsTopologicalBackwards(roomId: string, below: TopologicalPosition, above: TopologicalPosition | undefined, maxStream: number, limit: number): Promise<EventRow[]> {
-    let query = this.db
-      .selectFrom('events')
-      .selectAll()
-      .where('room_id', '=', roomId)
-      .where('stream_ordering', '>', 0)
-      .where('stream_ordering', '<=', maxStream)
-      .where((eb) => eb.or([eb('depth', '<', below.depth), eb.and([eb('depth', '=', below.depth), eb('stream_ordering', '<=', below.stream)])]));
-    if (above) query = query.where((eb) => eb.or([eb('depth', '>', above.depth), eb.and([eb('depth', '=', above.depth), eb('stream_ordering', '>', above.stream)])]));
-    return query.orderBy('depth', 'desc').orderBy('stream_ordering', 'desc').limit(limit).execute();
-  }
-
-  /** The same, oldest first: events after `above` and at or before `below`. */
-  async eventsTopologicalForwards(roomId: string, above: TopologicalPosition, below: TopologicalPosition | undefined, maxStream: number, limit: number): Promise<EventRow[]> {
-    let query = this.db
-      .selectFrom('events')
-      .selectAll()
-      .where('room_id', '=', roomId)
-      .where('stream_ordering', '>', 0)
-      .where('stream_ordering', '<=', maxStream)
-      .where((eb) => eb.or([eb('depth', '>', above.depth), eb.and([eb('depth', '=', above.depth), eb('stream_ordering', '>', above.stream)])]));
+  async eventsTopological(roomId: string, dir: 'b' | 'f', from: TopologicalPosition, to: TopologicalPosition | undefined, maxStream: number, limit: number): Promise<EventRow[]> {
+    const [below, above] = dir === 'b' ? [from, to] : [to, from];
+    let query = this.db.selectFrom('events').selectAll().where('room_id', '=', roomId).where('stream_ordering', '>', 0).where('stream_ordering', '<=', maxStream);
     if (below) query = query.where((eb) => eb.or([eb('depth', '<', below.depth), eb.and([eb('depth', '=', below.depth), eb('stream_ordering', '<=', below.stream)])]));
-    return query.orderBy('depth', 'asc').orderBy('stream_ordering', 'asc').limit(limit).execute();
+    if (above) query = query.where((eb) => eb.or([eb('depth', '>', above.depth), eb.and([eb('depth', '=', above.depth), eb('stream_ordering', '>', above.stream)])]));
+    const order = dir === 'b' ? 'desc' : 'asc';
+    return query.orderBy('depth', order).orderBy('stream_ordering', order).limit(limit).execute();
   }
 
   /** The greatest depth among a room's shown events at or below a position (0 when none). */

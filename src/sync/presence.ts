@@ -9,6 +9,7 @@
 import type { Clock } from '../core/clock.js';
 import { MatrixError } from '../core/errors.js';
 import type { JsonObject } from '../rooms/events.js';
+import { serverOf } from '../rooms/ids.js';
 import type { RoomCache } from '../rooms/room-cache.js';
 import type { PresenceRow, Storage } from '../storage/index.js';
 import type { Notifier } from './notifier.js';
@@ -46,7 +47,7 @@ export class PresenceService {
 
   /** `GET /presence/{userId}/status`: for the user themself and those who share a room with them. */
   async get(requester: string, userId: string): Promise<JsonObject> {
-    if (domainOf(userId) === this.serverName && !(await this.storage.users.get(userId))) throw new MatrixError('M_NOT_FOUND', 'Unknown user');
+    if (serverOf(userId) === this.serverName && !(await this.storage.users.get(userId))) throw new MatrixError('M_NOT_FOUND', 'Unknown user');
     if (requester !== userId && this.enabled && !(await this.shareRoom(requester, userId))) {
       throw new MatrixError('M_FORBIDDEN', 'You are not allowed to see their presence.');
     }
@@ -107,7 +108,7 @@ export class PresenceService {
     for (const update of content.push.slice(0, 1000) as unknown[]) {
       if (typeof update !== 'object' || update === null) continue;
       const { user_id: userId, presence, status_msg: statusMsg, last_active_ago: ago } = update as JsonObject;
-      if (typeof userId !== 'string' || domainOf(userId) !== origin || typeof presence !== 'string' || !STATES.has(presence)) continue;
+      if (typeof userId !== 'string' || serverOf(userId) !== origin || typeof presence !== 'string' || !STATES.has(presence)) continue;
       const lastActive = this.clock.now() - (typeof ago === 'number' && ago >= 0 ? ago : 0);
       const message = typeof statusMsg === 'string' ? statusMsg.slice(0, MAX_STATUS_MSG) : null;
       await this.change(userId, presence as PresenceState, message, lastActive, false);
@@ -187,9 +188,9 @@ export class PresenceService {
   /** Wakes the roommates' syncs and, for a local user, tells the servers in shared rooms. */
   private async announce(userId: string, presence: PresenceState, statusMsg: string | null, lastActive: number, local: boolean): Promise<void> {
     const roommates = await this.roommates(userId);
-    this.notifier.notify([...roommates].filter((user) => user !== userId && domainOf(user) === this.serverName));
+    this.notifier.notify([...roommates].filter((user) => user !== userId && serverOf(user) === this.serverName));
     if (local && this.remote) {
-      const servers = new Set([...roommates].map(domainOf).filter((server): server is string => server !== undefined && server !== this.serverName));
+      const servers = new Set([...roommates].map(serverOf).filter((server) => server !== this.serverName));
       const content: JsonObject = { user_id: userId, presence, last_active_ago: Math.max(0, this.clock.now() - lastActive), currently_active: presence === 'online' };
       if (statusMsg !== null) content.status_msg = statusMsg;
       if (servers.size > 0) this.remote.send(servers, { edu_type: 'm.presence', content: { push: [content] } });
@@ -197,7 +198,7 @@ export class PresenceService {
   }
 
   private contentOf(row: PresenceRow): JsonObject {
-    const local = domainOf(row.user_id) === this.serverName;
+    const local = serverOf(row.user_id) === this.serverName;
     const entry = local ? this.active.get(row.user_id) : undefined;
     const lastActiveAgo = Math.max(0, this.clock.now() - Number(row.last_active_ts));
     const content: JsonObject = {
@@ -227,9 +228,4 @@ export class PresenceService {
     }
     return false;
   }
-}
-
-function domainOf(userId: string): string | undefined {
-  const colon = userId.indexOf(':');
-  return colon > 0 ? userId.slice(colon + 1) : undefined;
 }

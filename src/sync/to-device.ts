@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../core/clock.js';
 import { MatrixError } from '../core/errors.js';
 import type { JsonObject } from '../rooms/events.js';
+import { isUserId, serverOf } from '../rooms/ids.js';
 import type { NewToDeviceMessage, Storage } from '../storage/index.js';
 import { parseStoredJson } from '../core/json.js';
 import { BoundedCache } from '../core/bounded-cache.js';
@@ -51,8 +52,8 @@ export class ToDeviceService {
     const local: NewToDeviceMessage[] = [];
     const remote = new Map<string, ToDeviceMessages>();
     for (const [userId, devices] of Object.entries(messages)) {
-      const server = domainOf(userId);
-      if (server === undefined) throw new MatrixError('M_INVALID_PARAM', `${userId} is not a user id`, { status: 400 });
+      if (!isUserId(userId)) throw new MatrixError('M_INVALID_PARAM', `${userId} is not a user id`, { status: 400 });
+      const server = serverOf(userId);
       if (server !== this.serverName) {
         const forServer = remote.get(server) ?? {};
         forServer[userId] = devices;
@@ -92,10 +93,10 @@ export class ToDeviceService {
   /** An `m.direct_to_device` EDU from `origin`: its sender must be one of that server's users. */
   async receiveRemote(origin: string, content: JsonObject): Promise<void> {
     const { sender, type, messages } = content;
-    if (typeof sender !== 'string' || domainOf(sender) !== origin || typeof type !== 'string' || typeof messages !== 'object' || messages === null) return;
+    if (typeof sender !== 'string' || serverOf(sender) !== origin || typeof type !== 'string' || typeof messages !== 'object' || messages === null) return;
     const local: NewToDeviceMessage[] = [];
     for (const [userId, devices] of Object.entries(messages as Record<string, unknown>)) {
-      if (domainOf(userId) !== this.serverName || typeof devices !== 'object' || devices === null) continue;
+      if (serverOf(userId) !== this.serverName || typeof devices !== 'object' || devices === null) continue;
       const known = (await this.storage.sessions.listDevices(userId)).map((device) => device.device_id);
       for (const [deviceId, body] of Object.entries(devices as Record<string, unknown>)) {
         if (typeof body !== 'object' || body === null) continue;
@@ -150,9 +151,4 @@ const MAX_KNOWN_EMPTY = 100_000;
 
 function deviceKey(userId: string, deviceId: string): string {
   return `${userId}\u0000${deviceId}`;
-}
-
-function domainOf(userId: string): string | undefined {
-  const colon = userId.indexOf(':');
-  return userId.startsWith('@') && colon > 1 ? userId.slice(colon + 1) : undefined;
 }
