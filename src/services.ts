@@ -125,7 +125,8 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const typing = new TypingTracker(roomCache, notifier);
   const accountData = new AccountDataService(storage, stream, notifier, roomCache);
   ignoredUsersOf = (userId) => accountData.ignoredUsers(userId);
-  const unread = new UnreadCounts(storage);
+  const pushRules = new PushRulesService(storage, clock, (userId, type, content) => accountData.write(userId, GLOBAL_ACCOUNT_DATA, type, content));
+  const unread = new UnreadCounts(storage, (userId) => pushRules.compiledRules(userId));
   const receipts = new ReceiptService(storage, stream, notifier, roomReader, accountData, clock, unread);
   const profiles = new ProfileService(storage, rooms, limiters, config.server_name, membership);
   const toDevice = new ToDeviceService(storage, stream, notifier, clock, config.server_name, {
@@ -144,7 +145,6 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     },
   });
   sendEphemeralOfLocalUsers(config.server_name, roomCache, typing, receipts, federationSender);
-  const pushRules = new PushRulesService(storage, clock, (userId, type, content) => accountData.write(userId, GLOBAL_ACCOUNT_DATA, type, content));
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence, async (userId) => (await pushRules.ruleset(userId)) as unknown as JsonObject);
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
   return {

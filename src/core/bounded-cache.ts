@@ -34,6 +34,12 @@ export class BoundedCache<K, V> {
     if (generation === this.currentGeneration) this.set(key, value);
   }
 
+  /** Forgets one entry; reads of it that started before are not kept either. */
+  delete(key: K): void {
+    this.currentGeneration++;
+    this.entries.delete(key);
+  }
+
   /** Forgets everything; reads that started before are not kept either. */
   invalidate(): void {
     this.currentGeneration++;

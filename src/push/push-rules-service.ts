@@ -6,10 +6,12 @@
  * this server sends no pushes to push gateways (bots do not need phone notifications).
  */
 import type { Clock } from '../core/clock.js';
+import { BoundedCache } from '../core/bounded-cache.js';
 import { MatrixError } from '../core/errors.js';
 import { parseStoredJson } from '../core/json.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { Storage } from '../storage/index.js';
+import { compileRuleset, type CompiledRuleset } from './evaluator.js';
 import { defaultPushRules, type PushAction, type PushCondition, type PushRule, type PushRuleKind } from './default-rules.js';
 
 export const PUSH_RULE_KINDS: readonly PushRuleKind[] = ['override', 'content', 'room', 'sender', 'underride'];
@@ -30,6 +32,8 @@ export type WriteAccountData = (userId: string, type: string, content: JsonObjec
 export class PushRulesService {
   /** One change at a time per user: read, change, write must not interleave. */
   private readonly queues = new Map<string, Promise<void>>();
+  /** Compiled rules of users who sync: every new event of their rooms is evaluated against them. */
+  private readonly compiled = new BoundedCache<string, CompiledRuleset>(10_000);
 
   constructor(
     private readonly storage: Storage,
@@ -40,6 +44,16 @@ export class PushRulesService {
   /** `GET /pushrules/`: every rule, in evaluation order. */
   async ruleset(userId: string): Promise<{ global: Record<PushRuleKind, PushRule[]> }> {
     return effectiveRules(userId, await this.changes(userId));
+  }
+
+  /** The user's enabled rules, ready to evaluate events with. */
+  async compiledRules(userId: string): Promise<CompiledRuleset> {
+    const kept = this.compiled.get(userId);
+    if (kept) return kept;
+    const generation = this.compiled.generation;
+    const rules = compileRuleset(await this.ruleset(userId));
+    this.compiled.setIfUnchanged(userId, rules, generation);
+    return rules;
   }
 
   async rule(userId: string, kind: string, ruleId: string): Promise<PushRule> {
@@ -162,6 +176,7 @@ export class PushRulesService {
       const changes = await this.changes(userId);
       change(changes);
       await this.storage.userData.setPushRuleChanges(userId, JSON.stringify(changes));
+      this.compiled.delete(userId);
       await this.writeAccountData(userId, 'm.push_rules', effectiveRules(userId, changes) as unknown as JsonObject);
     });
     const settled = next.catch(() => undefined);

@@ -462,11 +462,11 @@ export class RoomStore {
   }
 
   /**
-   * Unread messages of a user in a room: messages from others up to `upTo` and after the later of
-   * `floor` and the event of the user's furthest read receipt (public or private), counting at most
-   * `cap`; highlights are those whose JSON mentions the user's id. One statement, so a busy room costs one query, not one per row.
+   * The events that may notify a user in a room: from others, not redacted, up to `upTo` and after
+   * the later of `floor` and the event of the user's furthest read receipt (public or private),
+   * newest first, at most `limit`. Push rules decide which of them count.
    */
-  async countUnread(roomId: string, userId: string, floor: number, upTo: number, cap: number): Promise<{ notifications: number; highlights: number }> {
+  async unreadCandidates(roomId: string, userId: string, floor: number, upTo: number, limit: number): Promise<Array<Pick<EventRow, 'type' | 'state_key' | 'sender' | 'content'>>> {
     // The receipt that reaches furthest, public or private, whichever was sent last.
     const receiptStream = this.db
       .selectFrom('receipts')
@@ -475,27 +475,18 @@ export class RoomStore {
       .where('receipts.room_id', '=', roomId)
       .where('receipts.user_id', '=', userId)
       .where('receipts.receipt_type', 'in', ['m.read', 'm.read.private']);
-    const unread = this.db
+    return this.db
       .selectFrom('events')
-      .select('content')
+      .select(['type', 'state_key', 'sender', 'content'])
       .where('room_id', '=', roomId)
       .where('stream_ordering', '>', floor)
       .where('stream_ordering', '<=', upTo)
       .where((eb) => eb('stream_ordering', '>', eb.fn.coalesce(receiptStream, eb.val(0))))
       .where('sender', '!=', userId)
-      .where('type', 'in', ['m.room.message', 'm.room.encrypted', 'm.sticker'])
       .where('redacted_by', 'is', null)
       .orderBy('stream_ordering', 'desc')
-      .limit(cap)
-      .as('unread');
-    const row = await this.db
-      .selectFrom(unread)
-      .select((eb) => [
-        eb.fn.countAll<number>().as('notifications'),
-        eb.fn.sum<number>(sql<number>`instr(unread.content, ${userId}) > 0`).as('highlights'),
-      ])
-      .executeTakeFirst();
-    return { notifications: Number(row?.notifications ?? 0), highlights: Number(row?.highlights ?? 0) };
+      .limit(limit)
+      .execute();
   }
 
   async getAlias(alias: string): Promise<{ room_id: string; creator: string } | undefined> {

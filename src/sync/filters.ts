@@ -2,6 +2,7 @@
  * Sync filters: what a client asks to see. Stored as the client sent them (so GET returns them
  * unchanged), validated the same way whether stored or given inline, and compiled into predicates.
  */
+import { compileGlob } from '../core/glob.js';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { MatrixError } from '../core/errors.js';
@@ -88,33 +89,6 @@ export interface CompiledFilter {
 }
 
 /**
- * `*` matches any run of characters, as the spec allows in type filters. Linear time (greedy with
- * one backtrack point), so no pattern can make a sync spin the way a regular expression can.
- */
-export function globMatches(pattern: string, text: string): boolean {
-  let p = 0;
-  let t = 0;
-  let star = -1;
-  let resume = 0;
-  while (t < text.length) {
-    if (p < pattern.length && pattern[p] !== '*' && pattern[p] === text[t]) {
-      p++;
-      t++;
-    } else if (p < pattern.length && pattern[p] === '*') {
-      star = p++;
-      resume = t;
-    } else if (star >= 0) {
-      p = star + 1;
-      t = ++resume;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.length && pattern[p] === '*') p++;
-  return p === pattern.length;
-}
-
-/**
  * Only the fields a filter acts on are kept (filters may carry any other keys): a compiled
  * filter is shared by every sync that uses it, for as long as it is cached.
  */
@@ -129,9 +103,12 @@ export function compileEventFilter(definition: EventFilterDefinition | undefined
     not_rooms: given.not_rooms,
     contains_url: given.contains_url,
   };
+  // `*` matches any run of characters, as the spec allows in type filters.
+  const types = d.types?.map((pattern) => compileGlob(pattern));
+  const notTypes = d.not_types?.map((pattern) => compileGlob(pattern));
   const typeAllowed = (type: string): boolean => {
-    if (d.not_types?.some((p) => globMatches(p, type))) return false;
-    return !d.types || d.types.some((p) => globMatches(p, type));
+    if (notTypes?.some((matches) => matches(type))) return false;
+    return !types || types.some((matches) => matches(type));
   };
   return {
     limit: typeof given.limit === 'number' ? Math.max(0, Math.min(MAX_TIMELINE_LIMIT, Math.floor(given.limit))) : undefined,

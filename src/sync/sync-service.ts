@@ -388,6 +388,7 @@ export class SyncService {
         room,
         userId,
         upTo,
+        context.ignored,
         !fresh && !page.more && !filter.timeline.restrictive ? { after: since!.stream, events: timelineEvents } : undefined,
       ),
     };

@@ -1,17 +1,24 @@
 /**
- * Unread counts per (room, user), kept between syncs. A bot that never sends read receipts would
- * otherwise have up to a thousand messages counted by a query on every sync of a busy room; with
- * the counts kept, an incremental sync only adds the new timeline events it already holds. A new
- * read receipt, a rejoin or a gap (a limited or filtered timeline) means a fresh count.
+ * Unread counts per (room, user), kept between syncs: the events since the user's read receipt
+ * that the user's push rules say notify (`notification_count`) and highlight (`highlight_count`).
+ * A bot that never sends read receipts would otherwise have up to a thousand events evaluated on
+ * every sync of a busy room; with the counts kept, an incremental sync only evaluates the new
+ * timeline events it already holds. A new read receipt, a rejoin or a gap (a limited or filtered
+ * timeline) means a fresh count, and so does a change to the user's push rules, so the counts
+ * always say what the rules the user has now say.
  */
+import { parseStoredJson } from '../core/json.js';
+import { evaluatePush, type CompiledRuleset, type PushableEvent, type PushRoomContext } from '../push/evaluator.js';
+import { effectivePowerLevels, userPowerLevel } from '../rooms/auth-rules.js';
 import type { StoredEvent } from '../rooms/events.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
 import type { Storage } from '../storage/index.js';
 
-/** Counting stops here; clients show "99+" long before. */
+/** Counting looks at most this many events back from the newest; clients show "99+" long before. */
 export const UNREAD_COUNT_CAP = 1000;
 
-const NOTIFYING_TYPES = new Set(['m.room.message', 'm.room.encrypted', 'm.sticker']);
+/** The user's push rules, compiled (the push rules service keeps them). */
+export type RulesOf = (userId: string) => Promise<CompiledRuleset>;
 
 interface Counted {
   /** Where the user's current stay in the room began; the count starts there at the earliest. */
@@ -20,6 +27,8 @@ interface Counted {
   memberEventId: string | undefined;
   /** Position the count is correct at. */
   upTo: number;
+  /** The push rules it was counted by: when the user changes them, the count is made afresh. */
+  rules: CompiledRuleset;
   notifications: number;
   highlights: number;
 }
@@ -34,7 +43,10 @@ export class UnreadCounts {
   /** Moves with each receipt, so a count that raced with one is not kept. */
   private readonly receiptGenerations = new Map<string, number>();
 
-  constructor(private readonly storage: Storage) {}
+  constructor(
+    private readonly storage: Storage,
+    private readonly rulesOf: RulesOf,
+  ) {}
 
   /** The user's read receipt moved: the next sync counts afresh. */
   receiptMoved(roomId: string, userId: string): void {
@@ -46,12 +58,15 @@ export class UnreadCounts {
   /**
    * Counts at `upTo`. `newEvents`, when given, are all the events in `(after, upTo]` (an
    * unfiltered, unlimited incremental timeline), so a count kept at `after` can be carried forward.
+   * Events from `ignored` users never count.
    */
-  async countsAt(room: RoomSnapshot, userId: string, upTo: number, newEvents?: { after: number; events: StoredEvent[] }): Promise<UnreadCountsResult> {
+  async countsAt(room: RoomSnapshot, userId: string, upTo: number, ignored: ReadonlySet<string>, newEvents?: { after: number; events: StoredEvent[] }): Promise<UnreadCountsResult> {
     const key = `${room.roomId}\u0000${userId}`;
     // Read before anything that can yield: a receipt moving meanwhile must discard this count.
     const generation = this.receiptGenerations.get(key) ?? 0;
-    const kept = this.counted.get(key);
+    const rules = await this.rulesOf(userId);
+    const counted = this.counted.get(key);
+    const kept = counted?.rules === rules ? counted : undefined;
     const { floor, memberEventId } = await this.joinedSince(room, userId, kept);
     let next: Counted;
     // What happened in the room since the kept count: from memory when the room still holds it
@@ -60,16 +75,23 @@ export class UnreadCounts {
     const since = kept && kept.floor === floor ? this.eventsSince(room, kept.upTo, upTo) ?? (newEvents && kept.upTo === newEvents.after ? newEvents.events : undefined) : undefined;
     // A redaction may remove a counted message: count afresh then.
     const redacts = since?.some((event) => event.type === 'm.room.redaction') ?? false;
+    const evaluator = new RoomEvaluator(room, userId, rules, ignored);
     if (kept && since && !redacts) {
       next = { ...kept, upTo, memberEventId };
       for (const event of since) {
-        if (!NOTIFYING_TYPES.has(event.type) || event.sender === userId || event.redactedBy) continue;
-        next.notifications = Math.min(UNREAD_COUNT_CAP, next.notifications + 1);
-        if (JSON.stringify(event.content).includes(userId)) next.highlights = Math.min(UNREAD_COUNT_CAP, next.highlights + 1);
+        if (event.redactedBy) continue;
+        const outcome = evaluator.evaluate({ type: event.type, sender: event.sender, room_id: room.roomId, state_key: event.stateKey, content: event.content });
+        if (outcome.notify) next.notifications = Math.min(UNREAD_COUNT_CAP, next.notifications + 1);
+        if (outcome.highlight) next.highlights = Math.min(UNREAD_COUNT_CAP, next.highlights + 1);
       }
     } else {
-      const counts = await this.storage.rooms.countUnread(room.roomId, userId, floor, upTo, UNREAD_COUNT_CAP);
-      next = { floor, memberEventId, upTo, ...counts };
+      next = { floor, memberEventId, upTo, rules, notifications: 0, highlights: 0 };
+      for (const row of await this.storage.rooms.unreadCandidates(room.roomId, userId, floor, upTo, UNREAD_COUNT_CAP)) {
+        const content = parseStoredJson<Record<string, unknown>>(row.content, {});
+        const outcome = evaluator.evaluate({ type: row.type, sender: row.sender, room_id: room.roomId, state_key: row.state_key ?? undefined, content });
+        if (outcome.notify) next.notifications++;
+        if (outcome.highlight) next.highlights++;
+      }
     }
     if ((this.receiptGenerations.get(key) ?? 0) === generation) this.counted.set(key, next);
     return { notification_count: next.notifications, highlight_count: next.highlights };
@@ -98,4 +120,39 @@ export class UnreadCounts {
     return { floor: await this.storage.rooms.currentJoinStart(room.roomId, userId), memberEventId: member.eventId };
   }
 
+}
+
+const SILENT = { notify: false, highlight: false };
+
+/**
+ * Evaluates a room's events for one user, with what the push conditions ask of the room read from
+ * its current state (Synapse reads the state at each event; for counting unread events since the
+ * last receipt, the current state is close enough and costs nothing).
+ */
+class RoomEvaluator {
+  /** One object for the room; only the sender's level changes from event to event. */
+  private readonly context: PushRoomContext;
+  private readonly levels: ReturnType<typeof effectivePowerLevels>;
+
+  constructor(
+    room: RoomSnapshot,
+    private readonly userId: string,
+    private readonly rules: CompiledRuleset,
+    private readonly ignored: ReadonlySet<string>,
+  ) {
+    this.levels = effectivePowerLevels(room.lookup, room.version);
+    const displayName = room.get('m.room.member', userId)?.content.displayname;
+    this.context = {
+      memberCount: room.joinedUsers().size,
+      displayName: typeof displayName === 'string' ? displayName : undefined,
+      notificationLevels: this.levels.notifications,
+      senderPowerLevel: 0,
+    };
+  }
+
+  evaluate(event: PushableEvent): { notify: boolean; highlight: boolean } {
+    if (event.sender === this.userId || this.ignored.has(event.sender)) return SILENT;
+    this.context.senderPowerLevel = userPowerLevel(this.levels, event.sender);
+    return evaluatePush(this.rules, event, this.context);
+  }
 }

@@ -20,6 +20,8 @@ afterEach(() => hs.close());
 
 const enc = encodeURIComponent;
 const text = (body: string) => ({ msgtype: 'm.text', body });
+/** A message that mentions the user as clients do since Matrix 1.7 (the default rules highlight it). */
+const mention = (body: string, userId: string) => ({ msgtype: 'm.text', body, 'm.mentions': { user_ids: [userId] } });
 
 /** Resolves once the server holds `count` parked syncs (no sleeps: it yields to the event loop). */
 async function parked(count: number): Promise<void> {
@@ -185,7 +187,7 @@ describe('sections', () => {
     const roomId = await alice.createRoom({ preset: 'public_chat' });
     await bob.join(roomId);
     await alice.send(roomId, text('one'));
-    const last = await alice.send(roomId, text(`two, ${bob.userId}`));
+    const last = await alice.send(roomId, mention(`two, ${bob.userId}`, bob.userId));
     expect((await bob.sync()).rooms.join[roomId].unread_notifications).toEqual({ notification_count: 2, highlight_count: 1 });
     await bob.ok('POST', `/rooms/${enc(roomId)}/receipt/m.read/${enc(last)}`, {});
     expect((await bob.sync()).rooms.join[roomId].unread_notifications).toEqual({ notification_count: 0, highlight_count: 0 });
@@ -200,7 +202,7 @@ describe('unread counts across incremental syncs', () => {
     let answer = await bob.sync();
     expect(counts(answer)).toEqual({ notification_count: 0, highlight_count: 0 });
     await alice.send(roomId, text('one'));
-    await alice.send(roomId, text(`two for ${bob.userId}`));
+    await alice.send(roomId, mention(`two for ${bob.userId}`, bob.userId));
     answer = await bob.sync({ since: answer.next_batch });
     expect(counts(answer)).toEqual({ notification_count: 2, highlight_count: 1 });
     const third = await alice.send(roomId, text('three'));
@@ -494,12 +496,12 @@ describe('unread counts kept between syncs', () => {
     expect(countsIn(await step(), first)).toEqual({ notification_count: 1, highlight_count: 0 });
     await alice.send(second, text('elsewhere'));
     expect(countsIn(await step(), second)).toEqual({ notification_count: 1, highlight_count: 0 });
-    await alice.send(first, text(`two, for ${bob.userId}`));
-    const countUnread = hs.services.storage.rooms.countUnread.bind(hs.services.storage.rooms);
+    await alice.send(first, mention(`two, for ${bob.userId}`, bob.userId));
+    const unreadCandidates = hs.services.storage.rooms.unreadCandidates.bind(hs.services.storage.rooms);
     let queried = 0;
-    hs.services.storage.rooms.countUnread = async (...args) => {
+    hs.services.storage.rooms.unreadCandidates = async (...args) => {
       queried++;
-      return countUnread(...args);
+      return unreadCandidates(...args);
     };
     expect(countsIn(await step(), first)).toEqual({ notification_count: 2, highlight_count: 1 });
     // Carried forward from memory, not counted again.

@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { compileEventFilter, globMatches } from '../../src/sync/filters.js';
+import { compileGlob } from '../../src/core/glob.js';
+import { compileEventFilter } from '../../src/sync/filters.js';
+
+const globMatches = (pattern: string, text: string) => compileGlob(pattern)(text);
 
 describe('globMatches', () => {
   it.each([
@@ -16,6 +19,11 @@ describe('globMatches', () => {
     ['', '', true],
     ['', 'x', false],
     ['m.room.message', 'm.room.messages', false],
+    // No one-character wildcard in filters, and case matters.
+    ['m.room.?', 'm.room.x', false],
+    ['m.room.?', 'm.room.?', true],
+    ['a?*', 'a?b', true],
+    ['M.ROOM.*', 'm.room.message', false],
   ])('%s against %s is %s', (pattern, text, expected) => {
     expect(globMatches(pattern, text)).toBe(expected);
   });
