@@ -10,6 +10,7 @@ import { eventFromRow, stateKeyOf, toClientEvent, type ClientEvent, type JsonObj
 import type { RoomCache } from './room-cache.js';
 import type { RoomSnapshot } from './room-snapshot.js';
 import { canSeeEvent, type VisibilityContext } from './visibility.js';
+import { RelationBundles } from './aggregations.js';
 import { parseStoredJson } from '../core/json.js';
 
 /** Picks events; applied while paging so a filter never shortens a page needlessly. */
@@ -18,12 +19,16 @@ export type EventPredicate = (event: StoredEvent) => boolean;
 const PAGE_SCAN_LIMIT = 20;
 
 export class RoomReader {
+  private readonly bundles: RelationBundles;
+
   constructor(
     private readonly storage: Storage,
     private readonly cache: RoomCache,
     private readonly stream: StreamCounter,
     private readonly clock: Clock,
-  ) {}
+  ) {
+    this.bundles = new RelationBundles(storage);
+  }
 
   /** The room's snapshot, or 403 as Synapse answers for rooms the user cannot know about. */
   async roomOrForbidden(roomId: string, userId: string): Promise<RoomSnapshot> {
@@ -98,8 +103,12 @@ export class RoomReader {
     };
   }
 
-  /** Client forms of events, with `unsigned.redacted_because` filled in. */
-  async render(events: readonly StoredEvent[], viewer: Viewer): Promise<ClientEvent[]> {
+  /**
+   * Client forms of events, with `unsigned.redacted_because` filled in; with `bundle`, also their
+   * bundled aggregations (`unsigned["m.relations"]`) of what the viewer may see (`visibility`
+   * undefined: all of the room).
+   */
+  async render(events: readonly StoredEvent[], viewer: Viewer, bundle?: { visibility: VisibilityContext | undefined }): Promise<ClientEvent[]> {
     const now = this.clock.now();
     const redactionIds = events.flatMap((e) => (e.redactedBy ? [e.redactedBy] : []));
     const redactions = new Map<string, ClientEvent>();
@@ -108,9 +117,16 @@ export class RoomReader {
         redactions.set(row.event_id, toClientEvent(eventFromRow(row), { now, viewer }));
       }
     }
-    return events.map((event) =>
+    const rendered = events.map((event) =>
       toClientEvent(event, { now, viewer, redactedBecause: event.redactedBy ? redactions.get(event.redactedBy) : undefined }),
     );
+    if (!bundle || events.length === 0) return rendered;
+    const bundles = await this.bundles.of(events, viewer, bundle.visibility, (shown, to) => this.render(shown, to));
+    if (bundles.size === 0) return rendered;
+    return rendered.map((event) => {
+      const relations = bundles.get(event.event_id);
+      return relations ? { ...event, unsigned: { ...event.unsigned, 'm.relations': relations } } : event;
+    });
   }
 
   /**
@@ -308,7 +324,7 @@ export class RoomHistory {
       matches: await this.withoutIgnored(viewer.userId, query.matches),
     });
     const response: JsonObject = {
-      chunk: await this.reader.render(page.events, viewer),
+      chunk: await this.reader.render(page.events, viewer, { visibility }),
       start: query.from ?? (backwards ? positionToken(this.stream.current) : topologicalToken(BOTTOMMOST)),
     };
     if (page.events.length > 0 || page.more) response.end = topologicalToken(page.last);
@@ -353,7 +369,7 @@ export class RoomHistory {
     }
     const last = chunk.at(-1);
     return {
-      chunk: await this.reader.render(chunk, viewer),
+      chunk: await this.reader.render(chunk, viewer, { visibility }),
       ...(more && last ? { next_batch: `r${last.stream}` } : {}),
       ...(query.from !== undefined ? { prev_batch: query.from } : {}),
     };
@@ -368,18 +384,13 @@ export class RoomHistory {
     const limit = Math.min(Math.max(query.limit ?? DEFAULT_THREADS_LIMIT, 1), MAX_RELATIONS_LIMIT);
     const before = query.from?.startsWith('t') && /^t\d+$/.test(query.from) ? Number(query.from.slice(1)) : Number.MAX_SAFE_INTEGER;
     const rows = await this.reader.threadsOf(roomId, { before, limit: limit + 1, viewer: viewer.userId, participatedOnly: query.include === 'participated' });
-    const chunk: ClientEvent[] = [];
+    const roots: StoredEvent[] = [];
     for (const row of rows.slice(0, limit)) {
       const root = await this.reader.getEvent(row.rootId);
-      if (!root || root.roomId !== roomId || !canSeeEvent(root, visibility)) continue;
-      const [latest] = await this.reader.relationsOf(row.rootId, { relType: 'm.thread', dir: 'b', before: Number.MAX_SAFE_INTEGER, after: -1, limit: 1 });
-      const [rendered] = await this.reader.render([root], viewer);
-      const summary: JsonObject = { count: row.count, current_user_participated: row.viewerReplied || root.sender === viewer.userId };
-      if (latest && canSeeEvent(latest, visibility)) summary.latest_event = (await this.reader.render([latest], viewer))[0] as unknown as JsonObject;
-      const unsigned = (rendered!.unsigned ?? {}) as JsonObject;
-      const relations = (unsigned['m.relations'] ?? {}) as JsonObject;
-      chunk.push({ ...rendered!, unsigned: { ...unsigned, 'm.relations': { ...relations, 'm.thread': summary } } });
+      if (root && root.roomId === roomId && canSeeEvent(root, visibility)) roots.push(root);
     }
+    // Each root carries its thread's summary in its bundled aggregations.
+    const chunk = await this.reader.render(roots, viewer, { visibility });
     const more = rows.length > limit;
     return { chunk, ...(more ? { next_batch: `t${rows[limit - 1]!.latest}` } : {}) };
   }
@@ -435,7 +446,7 @@ export class RoomHistory {
         }
         const visibility = visibilities.get(event.roomId);
         if (!visibility || !canSeeEvent(event, visibility)) continue;
-        const [rendered] = await this.reader.render([event], viewer);
+        const [rendered] = await this.reader.render([event], viewer, { visibility });
         results.push({ rank: hit.rank, result: rendered as unknown as JsonObject });
         if (results.length === limit) break;
       }
@@ -473,7 +484,7 @@ export class RoomHistory {
     const justAfter: TopologicalPosition = { depth: event.depth, stream: event.stream };
     const before = await this.reader.pageTopological(room, { dir: 'b', from: justBefore, to: undefined, maxStream, limit: beforeLimit, visibility, matches });
     const after = await this.reader.pageTopological(room, { dir: 'f', from: justAfter, to: undefined, maxStream, limit: limit - beforeLimit, visibility, matches });
-    const [rendered] = await this.reader.render([event], viewer);
+    const [rendered] = await this.reader.render([event], viewer, { visibility });
     const all = [...before.events, event, ...after.events];
     // The state at the last event returned, which the caller could see, never the current state:
     // someone who left does not learn what happened after.
@@ -482,8 +493,8 @@ export class RoomHistory {
     const shown = lazyLoadMembers ? memberEventsOf(state, all) : state;
     return {
       event: rendered,
-      events_before: await this.reader.render(before.events, viewer),
-      events_after: await this.reader.render(after.events, viewer),
+      events_before: await this.reader.render(before.events, viewer, { visibility }),
+      events_after: await this.reader.render(after.events, viewer, { visibility }),
       start: topologicalToken(before.last),
       end: topologicalToken(after.last),
       state: await this.reader.render(shown, viewer),
@@ -497,7 +508,7 @@ export class RoomHistory {
     });
     const event = await this.reader.getEvent(eventId);
     if (!event || event.roomId !== roomId || !canSeeEvent(event, visibility)) throw new MatrixError('M_NOT_FOUND', 'Event not found.');
-    const [rendered] = await this.reader.render([event], viewer);
+    const [rendered] = await this.reader.render([event], viewer, { visibility });
     return rendered!;
   }
 

@@ -234,6 +234,93 @@ export class RoomStore {
     return rows.map((row) => ({ rootId: row.rootId, latest: Number(row.latest), count: Number(row.count), viewerReplied: Number(row.viewerReplied) === 1 }));
   }
 
+  /** Which of `eventIds` have relations of the given types: one indexed lookup, before anything costlier. */
+  async relatedTypes(eventIds: readonly string[], relTypes: readonly string[]): Promise<Array<{ eventId: string; relType: string }>> {
+    if (eventIds.length === 0) return [];
+    return this.db
+      .selectFrom('event_relations')
+      .select(['relates_to_id as eventId', 'rel_type as relType'])
+      .distinct()
+      .where('relates_to_id', 'in', eventIds)
+      .where('rel_type', 'in', relTypes)
+      .execute();
+  }
+
+  /**
+   * Thread summaries of `rootIds` (those with replies): how many replies, the newest reply (a
+   * timeline event) and whether `viewer` sent one.
+   */
+  async threadSummaries(rootIds: readonly string[], viewer: string): Promise<Array<{ rootId: string; count: number; viewerReplied: boolean; latest: EventRow }>> {
+    if (rootIds.length === 0) return [];
+    const summaries = await this.db
+      .selectFrom('event_relations')
+      .innerJoin('events', 'events.event_id', 'event_relations.event_id')
+      .select([
+        'event_relations.relates_to_id as rootId',
+        (eb) => eb.fn.max('event_relations.stream_ordering').as('latest'),
+        (eb) => eb.fn.countAll<number>().as('count'),
+        (eb) => eb.fn.max(eb.case().when('events.sender', '=', viewer).then(1).else(0).end()).as('viewerReplied'),
+      ])
+      .where('event_relations.relates_to_id', 'in', rootIds)
+      .where('event_relations.rel_type', '=', 'm.thread')
+      .where('events.stream_ordering', '>', 0)
+      .groupBy('event_relations.relates_to_id')
+      .execute();
+    if (summaries.length === 0) return [];
+    const latest = await this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('stream_ordering', 'in', summaries.map((row) => Number(row.latest)))
+      .execute();
+    const byPosition = new Map(latest.map((row) => [Number(row.stream_ordering), row]));
+    return summaries.flatMap((row) => {
+      const event = byPosition.get(Number(row.latest));
+      return event ? [{ rootId: row.rootId, count: Number(row.count), viewerReplied: Number(row.viewerReplied) === 1, latest: event }] : [];
+    });
+  }
+
+  /**
+   * Edits of `eventIds` that may replace them (the spec: same sender, same type, not redacted),
+   * newest first by the sender's timestamp, then by event id; at most `limit` in all.
+   */
+  async replacementsOf(eventIds: readonly string[], limit: number): Promise<Array<{ relatesTo: string; event: EventRow }>> {
+    if (eventIds.length === 0) return [];
+    const rows = await this.db
+      .selectFrom('event_relations')
+      .innerJoin('events', 'events.event_id', 'event_relations.event_id')
+      .innerJoin('events as original', 'original.event_id', 'event_relations.relates_to_id')
+      .selectAll('events')
+      .select('event_relations.relates_to_id as relatesTo')
+      .where('event_relations.relates_to_id', 'in', eventIds)
+      .where('event_relations.rel_type', '=', 'm.replace')
+      .whereRef('events.sender', '=', 'original.sender')
+      .whereRef('events.type', '=', 'original.type')
+      .where('events.redacted_by', 'is', null)
+      .where('events.stream_ordering', '>', 0)
+      .orderBy('events.origin_server_ts', 'desc')
+      .orderBy('events.event_id', 'desc')
+      .limit(limit)
+      .execute();
+    return rows.map(({ relatesTo, ...event }) => ({ relatesTo, event }));
+  }
+
+  /** Events that reference (`m.reference`) `eventIds`, oldest first, at most `limit` in all. */
+  async referencesOf(eventIds: readonly string[], limit: number): Promise<Array<{ relatesTo: string; event: EventRow }>> {
+    if (eventIds.length === 0) return [];
+    const rows = await this.db
+      .selectFrom('event_relations')
+      .innerJoin('events', 'events.event_id', 'event_relations.event_id')
+      .selectAll('events')
+      .select('event_relations.relates_to_id as relatesTo')
+      .where('event_relations.relates_to_id', 'in', eventIds)
+      .where('event_relations.rel_type', '=', 'm.reference')
+      .where('events.stream_ordering', '>', 0)
+      .orderBy('event_relations.stream_ordering', 'asc')
+      .limit(limit)
+      .execute();
+    return rows.map(({ relatesTo, ...event }) => ({ relatesTo, event }));
+  }
+
   async setCurrentState(roomId: string, type: string, stateKey: string, eventId: string): Promise<void> {
     await this.db
       .insertInto('current_state')

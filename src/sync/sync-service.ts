@@ -371,7 +371,8 @@ export class SyncService {
     }
     return {
       timeline: {
-        events: await this.renderFor(timelineEvents, viewer, filter),
+        // Bundled aggregations where the spec asks for them: limited timelines.
+        events: await this.renderFor(timelineEvents, viewer, filter, page.more ? { visibility } : undefined),
         limited: page.more,
         prev_batch: formatSyncToken({ stream: firstStream - 1, typing: 0 }),
       },
@@ -545,8 +546,8 @@ export class SyncService {
     };
   }
 
-  private async renderFor(events: StoredEvent[], viewer: Viewer, filter: CompiledFilter): Promise<JsonObject[]> {
-    const rendered: ClientEvent[] = await this.reader.render(events, viewer);
+  private async renderFor(events: StoredEvent[], viewer: Viewer, filter: CompiledFilter, bundle?: { visibility: VisibilityContext | undefined }): Promise<JsonObject[]> {
+    const rendered: ClientEvent[] = await this.reader.render(events, viewer, bundle);
     // room_id stays in although the spec's sync form may omit it: some bots read it from the event.
     return rendered.map((event) => filter.project(event));
   }

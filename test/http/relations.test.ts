@@ -85,6 +85,81 @@ describe('threads', () => {
   });
 });
 
+describe('bundled aggregations', () => {
+  const relationsOf = (event: { unsigned?: Record<string, unknown> }) => event.unsigned?.['m.relations'] as Record<string, any> | undefined;
+
+  it('sum up edits, threads and references wherever events are served', async () => {
+    const root = await bot.send(room, { msgtype: 'm.text', body: 'Deploying…' });
+    const firstEdit = await bot.send(room, { msgtype: 'm.text', body: '* Deploying 50%', 'm.new_content': { msgtype: 'm.text', body: 'Deploying 50%' }, ...rel('m.replace', root) });
+    // The newest edit is the one with the later timestamp (the event id only breaks ties).
+    hs.clock.advance(1000);
+    const lastEdit = await bot.send(room, { msgtype: 'm.text', body: '* Deployed', 'm.new_content': { msgtype: 'm.text', body: 'Deployed' }, ...rel('m.replace', root) });
+    // Someone else's "edit" is no edit: it must not replace the bot's message.
+    await alice.send(room, { msgtype: 'm.text', body: '* hacked', 'm.new_content': { msgtype: 'm.text', body: 'hacked' }, ...rel('m.replace', root) });
+    await alice.send(room, { msgtype: 'm.text', body: 'in thread 1', ...rel('m.thread', root) });
+    const reply = await bot.send(room, { msgtype: 'm.text', body: 'in thread 2', ...rel('m.thread', root) });
+    const reference = await alice.send(room, { body: 'see above', ...rel('m.reference', root) }, 'org.example.note');
+    const plain = await alice.send(room, { msgtype: 'm.text', body: 'nothing relates to me' });
+
+    const expectBundle = (event: { event_id: string; unsigned?: Record<string, unknown> }, viewerSentReply: boolean) => {
+      const bundle = relationsOf(event)!;
+      expect(bundle['m.replace']).toMatchObject({ event_id: lastEdit, sender: bot.userId, content: { 'm.new_content': { body: 'Deployed' } } });
+      expect(bundle['m.thread']).toMatchObject({ count: 2, current_user_participated: viewerSentReply, latest_event: { event_id: reply } });
+      expect(bundle['m.reference']).toEqual({ chunk: [{ event_id: reference }] });
+    };
+    const enc = encodeURIComponent;
+
+    const single = await alice.ok('GET', `/rooms/${enc(room)}/event/${enc(root)}`);
+    expectBundle(single as never, true);
+    const viaBot = await bot.ok('GET', `/rooms/${enc(room)}/event/${enc(root)}`);
+    expectBundle(viaBot as never, true);
+
+    const messages = await hs.http.get(`/_matrix/client/v3/rooms/${enc(room)}/messages?dir=b&limit=20`).auth(alice.user.accessToken, bearer);
+    expectMatchesSpec('GET', `/_matrix/client/v3/rooms/${enc(room)}/messages`, messages);
+    const fromMessages = messages.body.chunk.find((e: { event_id: string }) => e.event_id === root);
+    expectBundle(fromMessages, true);
+    expect(relationsOf(messages.body.chunk.find((e: { event_id: string }) => e.event_id === plain))).toBeUndefined();
+    // An edit is not edited in turn, and state events carry no bundles.
+    expect(relationsOf(messages.body.chunk.find((e: { event_id: string }) => e.event_id === firstEdit))).toBeUndefined();
+
+    const context = await alice.ok('GET', `/rooms/${enc(room)}/context/${enc(reply)}`, undefined, { limit: 10 });
+    expectBundle(context.events_before.find((e: { event_id: string }) => e.event_id === root), true);
+
+    // A limited sync timeline carries them; so does /search.
+    const limited = await alice.sync({ filter: JSON.stringify({ room: { timeline: { limit: 8 } } }) });
+    const timeline = limited.rooms.join[room].timeline;
+    expect(timeline.limited).toBe(true);
+    expectBundle(timeline.events.find((e: { event_id: string }) => e.event_id === root), true);
+    const found = await alice.ok('POST', '/search', { search_categories: { room_events: { search_term: 'Deploying' } } });
+    const hit = found.search_categories.room_events.results.find((r: { result: { event_id: string } }) => r.result.event_id === root);
+    expectBundle(hit.result, true);
+  });
+
+  it('give a redacted event no edit back, and leave out what the reader may not see', async () => {
+    const enc = encodeURIComponent;
+    const root = await bot.send(room, { msgtype: 'm.text', body: 'secret v1' });
+    await bot.send(room, { msgtype: 'm.text', body: '* secret v2', 'm.new_content': { msgtype: 'm.text', body: 'secret v2' }, ...rel('m.replace', root) });
+    await bot.ok('PUT', `/rooms/${enc(room)}/redact/${enc(root)}/r1`, {});
+    const redacted = await alice.ok('GET', `/rooms/${enc(room)}/event/${enc(root)}`);
+    expect(redacted.unsigned.redacted_because).toBeDefined();
+    expect(relationsOf(redacted as never)?.['m.replace']).toBeUndefined();
+
+    // History visibility "joined": carol saw the topic while she was in the room, but not the
+    // reply sent after she left; her bundle must not show it.
+    await alice.ok('PUT', `/rooms/${enc(room)}/state/m.room.history_visibility`, { history_visibility: 'joined' });
+    const carol = client(hs, await createUser(hs, 'carol'));
+    await carol.join(room);
+    const topic = await alice.send(room, { msgtype: 'm.text', body: 'topic' });
+    const early = await alice.send(room, { msgtype: 'm.text', body: 'early reply', ...rel('m.thread', topic) });
+    await carol.ok('POST', `/rooms/${enc(room)}/leave`, {});
+    const late = await bot.send(room, { msgtype: 'm.text', body: 'late reply', ...rel('m.thread', topic) });
+    expect(relationsOf((await alice.ok('GET', `/rooms/${enc(room)}/event/${enc(topic)}`)) as never)?.['m.thread']).toMatchObject({ count: 2, latest_event: { event_id: late } });
+    const carolsView = await carol.ok('GET', `/rooms/${enc(room)}/event/${enc(topic)}`);
+    expect(relationsOf(carolsView as never)?.['m.thread']).toBeUndefined();
+    expect((await carol.ok('GET', `/rooms/${enc(room)}/event/${enc(early)}`)).event_id).toBe(early);
+  });
+});
+
 describe('the relations index', () => {
   it('is filled from the events already stored when the migration runs', async () => {
     const { mkdtempSync, rmSync } = await import('node:fs');
