@@ -22,6 +22,7 @@ import * as eventsByTime from './0016-events-by-time.js';
 import * as presence from './0017-presence.js';
 import * as push from './0018-push.js';
 import * as eventSearch from './0019-event-search.js';
+import * as appservices from './0020-appservices.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -43,4 +44,5 @@ export const migrations: Record<string, Migration> = {
   '0017-presence': presence,
   '0018-push': push,
   '0019-event-search': eventSearch,
+  '0020-appservices': appservices,
 };

@@ -26,6 +26,7 @@ import { clientProbeRoutes } from './http/routes/client-probes.js';
 import { profileRoutes } from './http/routes/profile.js';
 import { deviceRoutes } from './http/routes/devices.js';
 import { relationRoutes } from './http/routes/relations.js';
+import { appserviceRoutes } from './http/routes/appservices.js';
 import { AUTHENTICATED_MEDIA_PREFIX, authenticatedMediaRoutes, legacyMediaRoutes, MEDIA_PREFIXES } from './http/routes/media.js';
 import { roomEventRoutes } from './http/routes/room-events.js';
 import { directoryLookupRoutes, roomRoutes } from './http/routes/rooms.js';
@@ -162,6 +163,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     services.federationSender.log = app.log;
     services.roomFederation.useLogger(app.log);
     await services.federationSender.start();
+    await services.appservices.ensureSenders();
+    services.appservices.sender.log = app.log;
+    await services.appservices.sender.start();
     await bridge?.start();
   });
   app.addHook('preClose', async () => {
@@ -177,6 +181,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     clearInterval(deactivatedSweep);
     clearInterval(presenceSweep);
     services.federationSender.stop();
+    services.appservices.sender.stop();
     services.federation.close();
     services.typing.clear();
     if (ownsStorage) await storage.close();
@@ -227,6 +232,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     { prefix: CLIENT_PREFIXES[0] },
   );
   await app.register(named('relationRoutes', relationRoutes(services)), { prefix: '/_matrix/client/v1' });
+  await app.register(named('appserviceRoutes', appserviceRoutes(services)), { prefix: '/_matrix/client/v1' });
   await app.register(named('legacyMediaRoutes', legacyMediaRoutes(services)), { prefix: MEDIA_PREFIXES[0] });
   await app.register(named('authenticatedMediaRoutes', authenticatedMediaRoutes(services)), { prefix: AUTHENTICATED_MEDIA_PREFIX });
   await app.register(named('adminRoutes', adminRoutes(services)));

@@ -39,6 +39,13 @@ import { PasswordHasher } from './users/passwords.js';
 import { RegistrationService } from './users/registration-service.js';
 import { serviceLocalparts } from './users/service-users.js';
 import { SessionService } from './users/session-service.js';
+import { AppServiceRegistry } from './appservices/registry.js';
+import { AppServiceClient } from './appservices/appservice-client.js';
+import { AppServiceSender } from './appservices/appservice-sender.js';
+import { AppServices } from './appservices/appservices.js';
+
+/** How long a request to an application service may take. */
+const APPSERVICE_TIMEOUT_MS = 30_000;
 import { DeviceService } from './users/device-service.js';
 import { PasswordAuth } from './users/password-auth.js';
 
@@ -77,6 +84,8 @@ export interface Services {
   roomFederation: RoomFederation;
   /** Outbound federation: a queue per destination. */
   federationSender: FederationSender;
+  /** Application services registered by `app_service_config_files`. */
+  appservices: AppServices;
 }
 
 export interface ServiceOptions {
@@ -86,9 +95,10 @@ export interface ServiceOptions {
 
 export async function createServices(config: Config, storage: Storage, clock: Clock, options: ServiceOptions = {}): Promise<Services> {
   const hasher = new PasswordHasher(config.password_hashing);
-  const limiters = new Limiters(config, clock, storage);
-  const sessions = new SessionService(storage, config, clock, hasher, limiters);
-  const accounts = new AccountService(storage, config.server_name, clock, hasher, serviceLocalparts(config));
+  const appserviceRegistry = new AppServiceRegistry(config.app_services, config.server_name);
+  const limiters = new Limiters(config, clock, storage, (userId) => appserviceRegistry.isExemptFromLimits(userId));
+  const sessions = new SessionService(storage, config, clock, hasher, limiters, appserviceRegistry);
+  const accounts = new AccountService(storage, config.server_name, clock, hasher, serviceLocalparts(config), (userId) => appserviceRegistry.exclusiveOwnerOfUser(userId) !== undefined);
   const registration = new RegistrationService(config, clock, accounts, sessions, limiters);
 
   // The stream continues from the newest position on disk, so tokens from before a restart stay valid.
@@ -116,19 +126,27 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   writer.onCommit((events) => {
     for (const event of events) if (event.redacts !== undefined) graph.forget(event.redacts);
   });
+  const appserviceSender = new AppServiceSender(appserviceRegistry, storage, new AppServiceClient({ timeoutMs: APPSERVICE_TIMEOUT_MS }), roomCache, clock, {
+    minRetryMs: config.federation.min_retry_interval,
+    maxRetryMs: config.federation.max_retry_interval,
+  });
+  // Also queued in the events' own transaction: a restart loses nothing an appservice is owed.
+  writer.onWrite(appserviceSender.enqueueHook);
+  writer.onCommit(appserviceSender.commitListener);
+  const appservices = new AppServices(appserviceRegistry, appserviceSender, new AppServiceClient({ timeoutMs: APPSERVICE_TIMEOUT_MS }), accounts, sessions, config.server_name);
   const membership = new FederatedMembership({ signer, client: federation.client, keyRing: federation.keyRing, remote: remoteEvents, storage, cache: roomCache, stream, notifier, clock });
   const roomReader = new RoomReader(storage, roomCache, stream, clock);
   // Set below, once account data exists (history hides the messages of ignored users).
   let ignoredUsersOf = async (_userId: string): Promise<ReadonlySet<string>> => new Set();
   const history = new RoomHistory(roomReader, stream, (userId) => ignoredUsersOf(userId));
-  const rooms = new RoomService(storage, config, clock, roomCache, writer, roomReader, limiters, membership);
+  const rooms = new RoomService(storage, config, clock, roomCache, writer, roomReader, limiters, membership, appservices);
   const typing = new TypingTracker(roomCache, notifier);
   const accountData = new AccountDataService(storage, stream, notifier, roomCache);
   ignoredUsersOf = (userId) => accountData.ignoredUsers(userId);
   const pushRules = new PushRulesService(storage, clock, (userId, type, content) => accountData.write(userId, GLOBAL_ACCOUNT_DATA, type, content));
   const unread = new UnreadCounts(storage, (userId) => pushRules.compiledRules(userId));
   const receipts = new ReceiptService(storage, stream, notifier, roomReader, accountData, clock, unread);
-  const profiles = new ProfileService(storage, rooms, limiters, config.server_name, membership);
+  const profiles = new ProfileService(storage, rooms, limiters, config.server_name, membership, appservices);
   const toDevice = new ToDeviceService(storage, stream, notifier, clock, config.server_name, {
     send: (server, content) => federationSender.queueEdu([server], { edu_type: 'm.direct_to_device', content }),
   });
@@ -145,6 +163,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     },
   });
   sendEphemeralOfLocalUsers(config.server_name, roomCache, typing, receipts, federationSender);
+  sendEphemeralToAppservices(typing, receipts, appserviceSender);
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence, async (userId) => (await pushRules.ruleset(userId)) as unknown as JsonObject);
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
   return {
@@ -153,8 +172,21 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, toDevice, presence, media,
     userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000)),
     pushRules,
-    roomFederation, federationSender,
+    roomFederation, federationSender, appservices,
   };
+}
+
+/** Typing notices and receipts go to the appservices that asked for ephemeral events (`receive_ephemeral`). */
+function sendEphemeralToAppservices(typing: TypingTracker, receipts: ReceiptService, sender: AppServiceSender): void {
+  if (!sender.wantsEphemeral) return;
+  typing.onTyping((roomId) => {
+    // Listeners run before the tracker applies the change: read who is typing once it has.
+    queueMicrotask(() => sender.queueEphemeral(roomId, { type: 'm.typing', content: { user_ids: typing.typingIn(roomId) } }));
+  });
+  receipts.onPublicReceipt((roomId, userId, eventId, threadId, ts) => {
+    const data = { ts, ...(threadId !== undefined ? { thread_id: threadId } : {}) };
+    sender.queueEphemeral(roomId, { type: 'm.receipt', content: { [eventId]: { 'm.read': { [userId]: data } } } });
+  });
 }
 
 /** Local users' typing notices and public receipts go to the other servers in the room, as EDUs. */

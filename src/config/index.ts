@@ -1,2 +1,3 @@
 export { loadConfig, finishConfig, findConfigFile, ConfigError, ENV_PREFIX, CONFIG_FILE_ENV, DEFAULT_CONFIG_FILE, type LoadConfigOptions, type ConfigSource } from './load.js';
 export type { Config, RateLimitConfig } from './schema.js';
+export type { AppServiceRegistration, Namespace } from './appservices.js';

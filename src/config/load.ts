@@ -9,6 +9,7 @@ import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { ConfigSchema, EXPECTED, type Config, type RawConfig } from './schema.js';
 import { parseDuration } from './duration.js';
+import { loadAppServiceRegistrations, RegistrationFileError, type AppServiceRegistration } from './appservices.js';
 import { DEFAULT_IP_RANGE_BLACKLIST, invalidRanges } from '../net/address-guard.js';
 import { editDistance } from '../core/edit-distance.js';
 
@@ -102,10 +103,20 @@ export function finishConfig(raw: Record<string, unknown>, envSources: ReadonlyM
       max_retry_interval: durationOrNull('federation.max_retry_interval', config.federation.max_retry_interval) ?? 0,
     },
     ip_range_blacklist: checkedRanges('ip_range_blacklist', config.ip_range_blacklist ?? [...DEFAULT_IP_RANGE_BLACKLIST]),
+    app_services: appServicesOf(config.app_service_config_files),
   };
   checkedRanges('ip_range_whitelist', finished.ip_range_whitelist);
   checkedRanges('metrics.allowed_addresses', finished.metrics.allowed_addresses);
   return finished;
+}
+
+function appServicesOf(files: string[]): AppServiceRegistration[] {
+  try {
+    return loadAppServiceRegistrations(files);
+  } catch (err) {
+    if (err instanceof RegistrationFileError) throw new ConfigError(`invalid application service registration: ${err.message}`);
+    throw err;
+  }
 }
 
 /** Synapse-style sizes: bytes, or a number with K, M or G (powers of 1024, as Synapse reads them). */

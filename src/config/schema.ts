@@ -6,6 +6,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { StringEnum } from '../schemas.js';
+import type { AppServiceRegistration } from './appservices.js';
 
 /**
  * What a value must look like, in words for the operator: the config error for a key whose schema
@@ -220,6 +221,9 @@ export const ConfigSchema = Type.Object(
     // Full-text search (POST /search; Synapse's key): messages, room names and topics are indexed
     // as they are stored, which costs about 20 µs of CPU per message (docs/benchmarks.md).
     enable_search: Type.Boolean({ default: true }),
+    // Application service registration files (Synapse's key): YAML, one per appservice; see
+    // docs/appservices.md. Read and checked at start.
+    app_service_config_files: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
     // Presence (Synapse's key): online while clients sync, m.presence in sync and over federation.
     presence: Type.Object({ enabled: Type.Boolean({ default: true }) }, { additionalProperties: false, default: {} }),
     // Prometheus metrics at `path`, for clients at `allowed_addresses` only (by the connection's own
@@ -248,7 +252,7 @@ export type RawConfig = Static<typeof ConfigSchema>;
 /** The configuration the server runs with: defaults applied, durations in milliseconds. */
 export interface Config extends Omit<
   RawConfig,
-  'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen' | 'key_refresh_interval' | 'federation' | 'ip_range_blacklist'
+  'app_service_config_files' | 'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen' | 'key_refresh_interval' | 'federation' | 'ip_range_blacklist'
 > {
   key_refresh_interval: number;
   federation: { request_timeout: number; max_response_bytes: number; min_retry_interval: number; max_retry_interval: number };
@@ -263,4 +267,7 @@ export interface Config extends Omit<
   refreshable_access_token_lifetime: number | null;
   nonrefreshable_access_token_lifetime: number | null;
   refresh_token_lifetime: number | null;
+  app_service_config_files: string[];
+  /** The registrations those files hold, read and checked. */
+  app_services: AppServiceRegistration[];
 }

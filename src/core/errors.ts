@@ -32,6 +32,11 @@ export const ERRCODE_STATUS = {
   M_BAD_ALIAS: 400,
   M_UNABLE_TO_AUTHORISE_JOIN: 400,
   M_UNABLE_TO_GRANT_JOIN: 400,
+  // POST /appservice/{id}/ping, as the spec words its failures.
+  M_URL_NOT_SET: 400,
+  M_CONNECTION_TIMEOUT: 504,
+  M_CONNECTION_FAILED: 502,
+  M_BAD_STATUS: 502,
 } as const satisfies Record<string, number>;
 
 export type Errcode = keyof typeof ERRCODE_STATUS;

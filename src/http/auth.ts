@@ -36,7 +36,9 @@ export function authenticate(sessions: SessionService) {
   return async function requireAccessToken(request: FastifyRequest): Promise<void> {
     const token = extractAccessToken(request);
     if (token === null) throw new MatrixError('M_MISSING_TOKEN', 'Missing access token');
-    request.requester = await sessions.authenticate(token);
+    // An application service names the user it acts as (its as_token only; others are refused it).
+    const userId = (request.query as Record<string, unknown> | undefined)?.user_id;
+    request.requester = await sessions.authenticate(token, typeof userId === 'string' ? userId : undefined);
   };
 }
 

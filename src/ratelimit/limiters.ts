@@ -27,6 +27,8 @@ export class Limiters {
     config: Config,
     clock: Clock,
     private readonly storage: Storage,
+    /** Users no message limit applies to (those of appservices registered with `rate_limited: false`). */
+    private readonly exempt: (userId: string) => boolean = () => false,
   ) {
     const on = config.ratelimiting_enabled;
     this.loginAddress = new RateLimiter(config.rc_login.address, clock, on);
@@ -47,6 +49,7 @@ export class Limiters {
    * as the burst, so such an action is possible, once the user has been quiet long enough.
    */
   async checkMessage(userId: string, count = 1): Promise<void> {
+    if (this.exempt(userId)) return;
     let override = this.overrides.get(userId);
     if (override === undefined) {
       override = (await this.storage.ratelimits.get(userId)) ?? null;

@@ -22,6 +22,8 @@ export class ProfileService {
     private readonly limiters: Limiters,
     private readonly serverName: string,
     private readonly remote?: RemoteRooms | undefined,
+    /** Asks application services about an unknown user of their namespaces; true when one created them. */
+    private readonly appservices?: { askAboutUser(userId: string): Promise<boolean> } | undefined,
   ) {}
 
   /** A user's profile; a user of another server is asked of their server. */
@@ -31,7 +33,8 @@ export class ProfileService {
       if (!remote) throw new MatrixError('M_NOT_FOUND', 'Profile was not found');
       return remote as Profile;
     }
-    const user = await this.storage.users.get(userId);
+    let user = await this.storage.users.get(userId);
+    if (!user && (await this.appservices?.askAboutUser(userId))) user = await this.storage.users.get(userId);
     if (!user || user.deactivated === 1) throw new MatrixError('M_NOT_FOUND', 'Profile was not found');
     const profile: Profile = {};
     if (user.displayname !== null) profile.displayname = user.displayname;

@@ -47,6 +47,14 @@ export interface CreateRoomRequest {
   room_alias_name?: string | undefined;
 }
 
+/** What application services' alias namespaces ask of alias handling. */
+export interface AliasNamespaces {
+  /** Throws M_EXCLUSIVE when an appservice other than the requester holds the alias exclusively. */
+  assertMayClaimAlias(requester: Requester, alias: string): void;
+  /** Asks the appservices whose namespaces hold an unknown alias; true when one created it. */
+  askAboutAlias(alias: string): Promise<boolean>;
+}
+
 export class RoomService {
   /** Sends in flight, by user, device and transaction id: a retry racing its original joins it. */
   private readonly inflightTxns = new Map<string, Promise<string>>();
@@ -65,6 +73,8 @@ export class RoomService {
     private readonly limiters: Limiters,
     /** Rooms of other servers (federation); undefined keeps this server to itself. */
     private readonly remote?: RemoteRooms | undefined,
+    /** Application services' alias namespaces (see appservices/). */
+    private readonly aliasNamespaces?: AliasNamespaces | undefined,
   ) {}
 
   // ---- creation ----
@@ -96,6 +106,7 @@ export class RoomService {
       if (/[:\s]/.test(request.room_alias_name) || request.room_alias_name.length === 0 || !isRoomAlias(alias)) {
         throw new MatrixError('M_INVALID_PARAM', 'Invalid characters in room alias');
       }
+      this.aliasNamespaces?.assertMayClaimAlias(requester, alias);
     }
     const planned = planCreateRoom({
       roomVersion,
@@ -627,11 +638,15 @@ export class RoomService {
     return (await this.lookupAlias(alias)).roomId;
   }
 
-  /** An alias's room and the servers to join it through (another server's aliases are asked there). */
+  /**
+   * An alias's room and the servers to join it through (another server's aliases are asked there;
+   * an unknown one of an appservice's namespace is asked of the appservice, which may create it).
+   */
   async lookupAlias(alias: string): Promise<{ roomId: string; servers: string[] }> {
     assertRoomAlias(alias);
     if (serverOf(alias) !== this.config.server_name && this.remote) return this.remote.resolveAlias(alias);
-    const row = await this.storage.rooms.getAlias(alias);
+    let row = await this.storage.rooms.getAlias(alias);
+    if (!row && (await this.aliasNamespaces?.askAboutAlias(alias))) row = await this.storage.rooms.getAlias(alias);
     if (!row) throw new MatrixError('M_NOT_FOUND', `Room alias ${alias} not found`);
     const room = await this.cache.room(row.room_id);
     const servers = [this.config.server_name, ...(room ? [...room.joinedServers()].filter((server) => server !== this.config.server_name) : [])];
@@ -643,6 +658,7 @@ export class RoomService {
     if (serverOf(alias) !== this.config.server_name) {
       throw new MatrixError('M_INVALID_PARAM', 'Room alias must be local');
     }
+    this.aliasNamespaces?.assertMayClaimAlias(requester, alias);
     const room = await this.reader.roomOrForbidden(roomId, requester.userId);
     if (!room.isJoined(requester.userId)) throw notInRoom(requester.userId, roomId);
     if (!(await this.storage.rooms.insertAlias(alias, roomId, requester.userId))) {

@@ -15,6 +15,7 @@ import { BridgeStore } from './bridge-store.js';
 import { MediaStore } from './media-store.js';
 import { FederationStore } from './federation-store.js';
 import { DeviceInboxStore } from './device-inbox-store.js';
+import { AppserviceStore } from './appservice-store.js';
 
 export interface StorageOptions {
   /** Index events for full-text search as they are stored (default true; `enable_search`). */
@@ -31,6 +32,7 @@ export interface Stores {
   media: MediaStore;
   federation: FederationStore;
   deviceInbox: DeviceInboxStore;
+  appservices: AppserviceStore;
 }
 
 function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTransaction: boolean, options: StorageOptions): Stores {
@@ -44,6 +46,7 @@ function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTran
     media: new MediaStore(db),
     federation: new FederationStore(db),
     deviceInbox: new DeviceInboxStore(db),
+    appservices: new AppserviceStore(db),
   };
 }
 
@@ -57,6 +60,7 @@ export class Storage implements Stores {
   readonly media: MediaStore;
   readonly federation: FederationStore;
   readonly deviceInbox: DeviceInboxStore;
+  readonly appservices: AppserviceStore;
 
   private readonly tokenCache: AccessTokenCache;
 
@@ -75,6 +79,7 @@ export class Storage implements Stores {
       media: this.media,
       federation: this.federation,
       deviceInbox: this.deviceInbox,
+      appservices: this.appservices,
     } = createStores(db, this.tokenCache, false, options));
   }
 

@@ -305,6 +305,15 @@ export interface DeviceInboxTable {
   created_ts: number;
 }
 
+export interface AppserviceOutboxTable {
+  id: Generated<number>;
+  as_id: string;
+  event_id: string;
+  /** Set when first sent: the transaction that carries it, until acknowledged. */
+  txn_id: number | null;
+  created_ts: number;
+}
+
 export interface ToDeviceTxnsTable {
   user_id: string;
   device_id: string;
@@ -348,6 +357,7 @@ export interface Database {
   presence: PresenceTable;
   event_relations: EventRelationsTable;
   device_inbox: DeviceInboxTable;
+  appservice_outbox: AppserviceOutboxTable;
   to_device_txns: ToDeviceTxnsTable;
   users: UsersTable;
   devices: DevicesTable;

@@ -24,6 +24,8 @@ export interface NewUser {
   avatarUrl?: string | null | undefined;
   /** Creates a service user's account (reserved localpart, never a password); the server only. */
   service?: boolean | undefined;
+  /** Registered by an application service in its own namespace (checked by the caller); no password. */
+  appservice?: boolean | undefined;
 }
 
 export interface BotCredentials {
@@ -53,6 +55,8 @@ export class AccountService {
     private readonly clock: Clock,
     private readonly hasher: PasswordHasher,
     private readonly reserved: ReadonlySet<string> = new Set(),
+    /** Whether an application service holds the user id in an exclusive namespace. */
+    private readonly claimedByAppservice: (userId: string) => boolean = () => false,
   ) {}
 
   /** True for the localpart of a service user (see service-users.ts). */
@@ -65,9 +69,12 @@ export class AccountService {
   }
 
   /** Why `localpart` cannot be registered (invalid, reserved or taken), as the error a client expects. */
-  async assertAvailable(localpart: string): Promise<void> {
-    assertValidLocalpart(localpart, this.serverName);
+  async assertAvailable(localpart: string, byAppservice = false): Promise<void> {
+    assertValidLocalpart(localpart, this.serverName, byAppservice);
     if (this.isReserved(localpart)) throw reservedError(this.userIdFor(localpart));
+    if (!byAppservice && this.claimedByAppservice(this.userIdFor(localpart))) {
+      throw new MatrixError('M_EXCLUSIVE', 'This user ID is reserved by an application service.');
+    }
     if (/^[0-9]+$/.test(localpart)) {
       throw new MatrixError('M_INVALID_USERNAME', 'Numeric user IDs are reserved for guest users.');
     }
@@ -81,7 +88,8 @@ export class AccountService {
       if (!this.isReserved(user.localpart) || user.password) throw new Error(`${user.localpart} is not a service user, or was given a password`);
       assertValidLocalpart(user.localpart, this.serverName);
     } else {
-      await this.assertAvailable(user.localpart);
+      if (user.appservice && user.password) throw new Error(`${user.localpart} is an appservice user, and was given a password`);
+      await this.assertAvailable(user.localpart, user.appservice === true);
     }
     assertUserType(user.userType);
     // Hash before the insert: argon2 takes milliseconds and must not run inside a transaction.

@@ -14,6 +14,7 @@ import type { Storage, Stores } from '../storage/index.js';
 import type { PasswordHasher } from './passwords.js';
 import { generateAccessToken, generateDeviceId, generateRefreshToken, hashToken } from './secrets.js';
 import { serviceLocalparts } from './service-users.js';
+import { AppServiceRegistry, type AppService } from '../appservices/registry.js';
 import { resolveLocalUserId, userIdFor } from './user-ids.js';
 
 /** The longest device display name accepted (Synapse: 100). */
@@ -24,6 +25,8 @@ export interface Requester {
   userId: string;
   deviceId: string;
   accessTokenId: number;
+  /** Set when an application service made the request with its as_token. */
+  appserviceId?: string | undefined;
 }
 
 export interface IssuedSession {
@@ -66,6 +69,7 @@ export class SessionService {
     private readonly clock: Clock,
     private readonly hasher: PasswordHasher,
     private readonly limiters: Limiters,
+    private readonly appservices: AppServiceRegistry = new AppServiceRegistry([], config.server_name),
   ) {
     this.serviceUserIds = new Set([...serviceLocalparts(config)].map((localpart) => userIdFor(localpart, config.server_name)));
   }
@@ -144,7 +148,13 @@ export class SessionService {
   }
 
   /** Resolves an access token to its user, or explains with the error a client expects. */
-  async authenticate(accessToken: string): Promise<Requester> {
+  /**
+   * The requester an access token stands for. An application service's as_token stands for its
+   * sender, or, with `?user_id=` (`masquerade`), for a user in its namespaces that exists.
+   */
+  async authenticate(accessToken: string, masquerade?: string): Promise<Requester> {
+    const service = this.appservices.byToken(accessToken);
+    if (service) return this.appserviceRequester(service, masquerade);
     const token = await this.storage.sessions.findAccessToken(hashToken(accessToken));
     if (!token) {
       throw new MatrixError('M_UNKNOWN_TOKEN', 'Invalid access token passed.', { extra: { soft_logout: false } });
@@ -200,7 +210,20 @@ export class SessionService {
   }
 
   /** `POST /logout`: ends the device behind this token, with all its tokens. */
+  private async appserviceRequester(service: AppService, masquerade: string | undefined): Promise<Requester> {
+    // The device is the appservice's own: transaction ids are scoped to it.
+    const requester = { deviceId: `AS_${service.id}`, accessTokenId: 0, appserviceId: service.id };
+    if (masquerade === undefined || masquerade === service.sender) return { ...requester, userId: service.sender };
+    if (!masquerade.endsWith(`:${this.config.server_name}`) || !this.appservices.isInterestedInUser(service, masquerade)) {
+      throw new MatrixError('M_FORBIDDEN', `Application service cannot masquerade as this user (${masquerade}).`);
+    }
+    const user = await this.storage.users.get(masquerade);
+    if (!user || user.deactivated) throw new MatrixError('M_FORBIDDEN', `Application service has not registered this user (${masquerade})`);
+    return { ...requester, userId: masquerade };
+  }
+
   async logout(requester: Requester): Promise<void> {
+    if (requester.appserviceId !== undefined) throw new MatrixError('M_FORBIDDEN', 'An application service cannot log out of its as_token');
     await this.storage.transaction((stores) => stores.sessions.deleteDevice(requester.userId, requester.deviceId));
   }
 

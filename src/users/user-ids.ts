@@ -10,19 +10,22 @@ export function userIdFor(localpart: string, serverName: string): string {
   return `@${localpart}:${serverName}`;
 }
 
-/** Why a localpart cannot be registered, or null if it can. */
-export function localpartProblem(localpart: string, serverName: string): string | null {
+/**
+ * Why a localpart cannot be registered, or null if it can. A leading `_` is kept for application
+ * services (`byAppservice`), whose bridged users conventionally start with one (`_irc_alice`).
+ */
+export function localpartProblem(localpart: string, serverName: string, byAppservice = false): string | null {
   if (localpart.length === 0) return 'User ID cannot be empty';
   if (!LOCALPART_PATTERN.test(localpart)) return "User ID can only contain characters a-z, 0-9, or '=_-./+'";
-  if (localpart.startsWith('_')) return 'User ID may not begin with _';
+  if (localpart.startsWith('_') && !byAppservice) return 'User ID may not begin with _';
   if (Buffer.byteLength(userIdFor(localpart, serverName)) > MAX_USER_ID_LENGTH) {
     return `User ID may not be longer than ${MAX_USER_ID_LENGTH} characters`;
   }
   return null;
 }
 
-export function assertValidLocalpart(localpart: string, serverName: string): void {
-  const problem = localpartProblem(localpart, serverName);
+export function assertValidLocalpart(localpart: string, serverName: string, byAppservice = false): void {
+  const problem = localpartProblem(localpart, serverName, byAppservice);
   if (problem) throw new MatrixError('M_INVALID_USERNAME', problem);
 }
 

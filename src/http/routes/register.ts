@@ -1,10 +1,18 @@
-/** Open registration (off unless `enable_registration: true`), as Synapse runs it. */
+/**
+ * Open registration (off unless `enable_registration: true`), as Synapse runs it; and the
+ * registrations application services make of their users.
+ */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
 import { MAX_DEVICE_DISPLAY_NAME_LENGTH, MAX_USER_LENGTH } from './session.js';
+import { extractAccessToken } from '../auth.js';
+
+const APPSERVICE_LOGIN = 'm.login.application_service';
 
 export const RegisterBodySchema = Type.Object({
+  /** `m.login.application_service`: an appservice registers a user of its namespaces. */
+  type: Type.Optional(Type.String()),
   username: Type.Optional(Type.String({ maxLength: MAX_USER_LENGTH })),
   password: Type.Optional(Type.String()),
   auth: Type.Optional(
@@ -32,6 +40,18 @@ export function registerRoutes(services: Services): FastifyPluginAsyncTypebox {
       },
       async (request, reply) => {
         const body = request.body;
+        if (body.type === APPSERVICE_LOGIN) {
+          // Open to appservices whether or not open registration is on, as in Synapse.
+          const token = extractAccessToken(request);
+          const requester = token === null ? null : await services.sessions.authenticate(token);
+          return services.appservices.register(requester, {
+            username: body.username,
+            inhibitLogin: body.inhibit_login === true,
+            deviceId: body.device_id,
+            initialDeviceDisplayName: body.initial_device_display_name,
+            refreshable: body.refresh_token === true,
+          });
+        }
         const outcome = await services.registration.registerOpen({
           kind: request.query.kind,
           username: body.username,

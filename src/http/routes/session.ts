@@ -66,6 +66,8 @@ export function sessionRoutes(services: Services, server: ServerInfo): FastifyPl
     /** GET /account/whoami */
     app.get('/account/whoami', { onRequest: requireUser }, async (request) => {
       const requester = requesterOf(request);
+      // An appservice acting through its as_token has no device of its own.
+      if (requester.appserviceId !== undefined) return { user_id: requester.userId, is_guest: false };
       return { user_id: requester.userId, device_id: requester.deviceId, is_guest: false };
     });
 

@@ -1,0 +1,181 @@
+/**
+ * Pushing events to application services (`PUT /_matrix/app/v1/transactions/{txnId}`). The events
+ * an appservice is to receive are queued in the same database transaction that stores them
+ * (`appservice_outbox`), so a restart loses nothing and a local send never waits for an
+ * appservice; each appservice gets its transactions in order, one at a time, at most 100 events
+ * each, retried with a growing delay while it is down. A transaction keeps its id and contents
+ * across retries and restarts, so an appservice can recognise one it already took.
+ * Ephemeral events (typing, receipts) go to appservices with `receive_ephemeral`, in memory only:
+ * a stale typing notice is worthless after a restart.
+ */
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../core/clock.js';
+import { eventFromRow, toClientEvent, type StoredEvent } from '../rooms/events.js';
+import type { WriteHook } from '../rooms/event-writer.js';
+import type { RoomCache } from '../rooms/room-cache.js';
+import type { RoomSnapshot } from '../rooms/room-snapshot.js';
+import type { Storage } from '../storage/index.js';
+import type { AppServiceClient } from './appservice-client.js';
+import type { AppService, AppServiceRegistry } from './registry.js';
+
+export const MAX_EVENTS_PER_TXN = 100;
+const MAX_EPHEMERAL_PER_SERVICE = 500;
+
+export interface AppServiceSenderOptions {
+  minRetryMs: number;
+  maxRetryMs: number;
+}
+
+interface ServiceState {
+  sending: boolean;
+  timer: NodeJS.Timeout | undefined;
+  failures: number;
+  ephemeral: Array<Record<string, unknown>>;
+  /** Ephemeral events riding on the transaction in flight, sent again if it is retried. */
+  inFlightEphemeral: Array<Record<string, unknown>>;
+}
+
+export class AppServiceSender {
+  private readonly states = new Map<string, ServiceState>();
+  /** The appservices with a URL: the others only use the client API. */
+  private readonly targets: readonly AppService[];
+  private stopped = true;
+  private ephemeralCounter = 0;
+  /** Set once the app has a logger. */
+  log: FastifyBaseLogger | undefined;
+
+  constructor(
+    private readonly registry: AppServiceRegistry,
+    private readonly storage: Storage,
+    private readonly client: AppServiceClient,
+    private readonly cache: RoomCache,
+    private readonly clock: Clock,
+    private readonly options: AppServiceSenderOptions,
+  ) {
+    this.targets = registry.all.filter((service) => service.url !== null);
+  }
+
+  /** The writer calls this inside each commit: appservices that want the events get them queued. */
+  readonly enqueueHook: WriteHook = async (stores, events, room) => {
+    const rows: Array<{ asId: string; eventId: string }> = [];
+    for (const service of this.pushTargets()) {
+      for (const event of events) {
+        if (event.outlier || event.rejected !== undefined || event.softFailed) continue;
+        if (this.registry.isInterestedInEvent(service, event, room)) rows.push({ asId: service.id, eventId: event.eventId });
+      }
+    }
+    if (rows.length > 0) await stores.appservices.enqueue(rows, this.clock.now());
+  };
+
+  /** After each commit: wake the appservices that just got something. */
+  readonly commitListener = (events: readonly StoredEvent[], room: RoomSnapshot): void => {
+    for (const service of this.pushTargets()) {
+      if (events.some((event) => this.registry.isInterestedInEvent(service, event, room))) this.kick(service);
+    }
+  };
+
+  /** Whether any appservice asked for typing notices and receipts. */
+  get wantsEphemeral(): boolean {
+    return this.targets.some((service) => service.receiveEphemeral);
+  }
+
+  /** A typing notice or receipt in a room: for appservices with `receive_ephemeral` that are interested in the room. */
+  queueEphemeral(roomId: string, event: Record<string, unknown>): void {
+    const room = this.cache.peek(roomId);
+    if (!room) return;
+    for (const service of this.pushTargets()) {
+      if (!service.receiveEphemeral || !this.registry.isInterestedInRoom(service, room)) continue;
+      const state = this.state(service);
+      state.ephemeral.push({ ...event, room_id: roomId });
+      if (state.ephemeral.length > MAX_EPHEMERAL_PER_SERVICE) state.ephemeral.shift();
+      this.kick(service);
+    }
+  }
+
+  async start(): Promise<void> {
+    this.stopped = false;
+    for (const service of this.pushTargets()) this.kick(service);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const state of this.states.values()) clearTimeout(state.timer);
+  }
+
+  private pushTargets(): readonly AppService[] {
+    return this.targets;
+  }
+
+  private state(service: AppService): ServiceState {
+    let state = this.states.get(service.id);
+    if (!state) {
+      state = { sending: false, timer: undefined, failures: 0, ephemeral: [], inFlightEphemeral: [] };
+      this.states.set(service.id, state);
+    }
+    return state;
+  }
+
+  private kick(service: AppService): void {
+    if (this.stopped) return;
+    const state = this.state(service);
+    if (state.sending || state.timer !== undefined) return;
+    state.sending = true;
+    void this.drain(service, state)
+      .catch((err: unknown) => {
+        // A database error (or the server closing under it): try again later, unless stopped.
+        if (this.stopped) return;
+        this.log?.error({ appservice: service.id, err }, 'sending to an appservice failed');
+        this.retryLater(service, state);
+      })
+      .finally(() => {
+        state.sending = false;
+      });
+  }
+
+  private retryLater(service: AppService, state: ServiceState): void {
+    state.failures++;
+    const delay = Math.min(this.options.maxRetryMs, this.options.minRetryMs * 2 ** Math.min(state.failures - 1, 20));
+    state.timer = setTimeout(() => {
+      state.timer = undefined;
+      this.kick(service);
+    }, delay);
+    state.timer.unref();
+  }
+
+  /** Sends transactions until nothing is left or the appservice fails; then waits before trying again. */
+  private async drain(service: AppService, state: ServiceState): Promise<void> {
+    while (!this.stopped) {
+      const next = await this.storage.appservices.nextTransaction(service.id, MAX_EVENTS_PER_TXN);
+      if (!next && state.ephemeral.length === 0 && state.inFlightEphemeral.length === 0) return;
+      if (state.inFlightEphemeral.length === 0) state.inFlightEphemeral = state.ephemeral.splice(0, MAX_EPHEMERAL_PER_SERVICE);
+      const body: Record<string, unknown> = { events: next ? await this.eventsOf(next.entries.map((entry) => entry.eventId)) : [] };
+      if (service.receiveEphemeral) {
+        body.ephemeral = state.inFlightEphemeral;
+        // The name of MSC2409, which bridges built before it was stable still read.
+        body['de.sorunome.msc2409.ephemeral'] = state.inFlightEphemeral;
+      }
+      const txnId = next ? String(next.txnId) : `e${this.clock.now()}-${++this.ephemeralCounter}`;
+      try {
+        await this.client.pushTransaction(service, txnId, body);
+      } catch (err) {
+        if (this.stopped) return;
+        this.log?.warn({ appservice: service.id, txnId, failures: state.failures + 1, err: (err as Error).message }, 'appservice transaction failed; will retry');
+        this.retryLater(service, state);
+        return;
+      }
+      state.failures = 0;
+      state.inFlightEphemeral = [];
+      if (next) await this.storage.appservices.completeTransaction(service.id, next.txnId);
+    }
+  }
+
+  private async eventsOf(eventIds: readonly string[]): Promise<Array<Record<string, unknown>>> {
+    const rows = new Map((await this.storage.rooms.getEvents(eventIds)).map((row) => [row.event_id, row]));
+    const now = this.clock.now();
+    // In queue order; an event gone from the database (purged) is skipped.
+    return eventIds.flatMap((id) => {
+      const row = rows.get(id);
+      return row ? [toClientEvent(eventFromRow(row), { now }) as unknown as Record<string, unknown>] : [];
+    });
+  }
+}
