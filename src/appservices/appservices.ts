@@ -43,9 +43,11 @@ export class AppServices {
     if (request.username === undefined) throw new MatrixError('M_MISSING_PARAM', 'An application service registration needs a username', { status: 400 });
     const localpart = request.username.startsWith('@') ? request.username.slice(1).split(':')[0]! : request.username;
     const userId = this.accounts.userIdFor(localpart.toLowerCase());
-    if (!this.registry.isInterestedInUser(service, userId) || userId === service.sender) {
+    if (!this.registry.isInterestedInUser(service, userId)) {
       throw new MatrixError('M_EXCLUSIVE', 'Invalid user localpart for this application service.', { status: 400 });
     }
+    // SDKs register the sender too, and take "in use" as "already there" (Synapse answers so).
+    if (userId === service.sender) throw new MatrixError('M_USER_IN_USE', 'User ID already taken.');
     const other = this.registry.exclusiveOwnerOfUser(userId);
     if (other && other.id !== service.id) throw new MatrixError('M_EXCLUSIVE', 'This user ID is reserved by another application service.', { status: 400 });
     await this.accounts.createUser({ localpart: localpart.toLowerCase(), appservice: true });

@@ -142,6 +142,9 @@ describe('the client API as an appservice', () => {
     expect(registered.status).toBe(200);
     expect(registered.body).toMatchObject({ user_id: `@_irc_alice:${SERVER_NAME}`, access_token: expect.any(String) });
     expectMatrixError(await as.post('/register', { type: 'm.login.application_service', username: 'alice' }), 400, 'M_EXCLUSIVE');
+    // SDKs register the sender as well and take "in use" as "there already".
+    expectMatrixError(await as.post('/register', { type: 'm.login.application_service', username: 'ircbot' }), 400, 'M_USER_IN_USE');
+    expectMatrixError(await server.http.post('/_matrix/client/v3/login').send({ type: 'm.login.password', user: 'ircbot', password: 'anything' }), 403, 'M_FORBIDDEN');
     expectMatrixError(await server.http.post('/_matrix/client/v3/register').send({ type: 'm.login.application_service', username: '_irc_bob' }), 401, 'M_MISSING_TOKEN');
 
     // Masquerading: as a registered user of its namespace only.
