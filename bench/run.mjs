@@ -19,6 +19,7 @@ import { killAllWorkers } from './lib/workers.mjs';
 import * as feedParse from './scenarios/feed-parse.mjs';
 import * as federation from './scenarios/federation.mjs';
 import * as growth from './scenarios/growth.mjs';
+import * as appservice from './scenarios/appservice.mjs';
 import * as idleSyncs from './scenarios/idle-syncs.mjs';
 import * as limits from './scenarios/limits.mjs';
 import * as sendThroughput from './scenarios/send-throughput.mjs';
@@ -31,7 +32,7 @@ import * as webhook from './scenarios/webhook.mjs';
  * here. Those without `standalone` run once per durability mode against one shared server; the
  * standalone ones run once, after them, and start the servers they need (`ctx.startServer`).
  */
-const SCENARIOS = [sendThroughput, syncWake, webhook, idleSyncs, startup, growth, feedParse, federation, limits];
+const SCENARIOS = [sendThroughput, syncWake, webhook, idleSyncs, startup, growth, appservice, feedParse, federation, limits];
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const REPO_DIR = resolve(BENCH_DIR, '..');
@@ -46,6 +47,7 @@ const MODES = {
     growth: { sizes: [{ rooms: 1, events: 0 }, { rooms: 100, events: 50_000 }], rounds: 100, initialSyncs: 3 },
     limits: { sqlite: { warmupMs: 100, durationMs: 500 } },
     federation: { wakeIterations: 100, transactions: 10, bigRoom: { members: 100, events: 5_000 } },
+    appservice: { iterations: 100, burst: 1_000, concurrency: 8 },
     synchronous: ['full'],
   },
   full: {
@@ -61,6 +63,7 @@ const MODES = {
     },
     limits: { sqlite: { warmupMs: 1000, durationMs: 5000 } },
     federation: { wakeIterations: 500, transactions: 50, bigRoom: { members: 1_000, events: 100_000 } },
+    appservice: { iterations: 500, burst: 10_000, concurrency: 8 },
     synchronous: ['full', 'normal'],
   },
 };

@@ -3,8 +3,9 @@
  * an appservice is to receive are queued in the same database transaction that stores them
  * (`appservice_outbox`), so a restart loses nothing and a local send never waits for an
  * appservice; each appservice gets its transactions in order, one at a time, at most 100 events
- * each, retried with a growing delay while it is down. A transaction keeps its id and contents
- * across retries and restarts, so an appservice can recognise one it already took.
+ * each, retried with a growing delay while it is down. A transaction that failed keeps its id and
+ * contents across retries and restarts, so an appservice can recognise one it already took (one
+ * cut off by a crash before any answer may come again under another id: at least once).
  * Ephemeral events (typing, receipts) go to appservices with `receive_ephemeral`, in memory only:
  * a stale typing notice is worthless after a restart.
  */
@@ -154,18 +155,21 @@ export class AppServiceSender {
         // The name of MSC2409, which bridges built before it was stable still read.
         body['de.sorunome.msc2409.ephemeral'] = state.inFlightEphemeral;
       }
-      const txnId = next ? String(next.txnId) : `e${this.clock.now()}-${++this.ephemeralCounter}`;
+      const txnId = next ? next.txnId : `e${this.clock.now()}-${++this.ephemeralCounter}`;
+      const ids = next?.entries.map((entry) => entry.id) ?? [];
       try {
         await this.client.pushTransaction(service, txnId, body);
       } catch (err) {
         if (this.stopped) return;
+        // Retried with exactly these events and this id, also after a restart.
+        if (next && !next.fixed) await this.storage.appservices.fixTransaction(service.id, ids);
         this.log?.warn({ appservice: service.id, txnId, failures: state.failures + 1, err: (err as Error).message }, 'appservice transaction failed; will retry');
         this.retryLater(service, state);
         return;
       }
       state.failures = 0;
       state.inFlightEphemeral = [];
-      if (next) await this.storage.appservices.completeTransaction(service.id, next.txnId);
+      if (next) await this.storage.appservices.completeTransaction(service.id, ids);
     }
   }
 

@@ -21,25 +21,29 @@ export class AppserviceStore {
   }
 
   /**
-   * The next transaction for an appservice: the one already begun (rows carrying the oldest
-   * txn_id), or else up to `limit` of the oldest rows, now given the first row's id as their
-   * transaction id. Oldest first.
+   * The next transaction for an appservice, oldest events first: the one a failed attempt fixed
+   * (rows carrying the oldest txn_id), or else up to `limit` of the oldest rows. `fixed` tells
+   * which; the id names the first and last row, so it stays the same for the same rows.
    */
-  async nextTransaction(asId: string, limit: number): Promise<{ txnId: number; entries: OutboxEntry[] } | undefined> {
+  async nextTransaction(asId: string, limit: number): Promise<{ txnId: string; fixed: boolean; entries: OutboxEntry[] } | undefined> {
     const head = await this.db.selectFrom('appservice_outbox').select(['id', 'txn_id']).where('as_id', '=', asId).orderBy('id').limit(1).executeTakeFirst();
     if (!head) return undefined;
-    if (head.txn_id === null) {
-      const ids = (await this.db.selectFrom('appservice_outbox').select('id').where('as_id', '=', asId).where('txn_id', 'is', null).orderBy('id').limit(limit).execute()).map((row) => row.id);
-      await this.db.updateTable('appservice_outbox').set({ txn_id: head.id }).where('id', 'in', ids).execute();
-    }
-    const txnId = head.txn_id ?? head.id;
-    const rows = await this.db.selectFrom('appservice_outbox').select(['id', 'event_id', 'txn_id']).where('as_id', '=', asId).where('txn_id', '=', txnId).orderBy('id').execute();
-    return { txnId: Number(txnId), entries: rows.map((row) => ({ id: row.id, eventId: row.event_id, txnId: row.txn_id === null ? null : Number(row.txn_id) })) };
+    const fixed = head.txn_id !== null;
+    let query = this.db.selectFrom('appservice_outbox').select(['id', 'event_id', 'txn_id']).where('as_id', '=', asId);
+    query = fixed ? query.where('txn_id', '=', head.txn_id) : query.where('txn_id', 'is', null).limit(limit);
+    const rows = await query.orderBy('id').execute();
+    const entries = rows.map((row) => ({ id: row.id, eventId: row.event_id, txnId: row.txn_id === null ? null : Number(row.txn_id) }));
+    return { txnId: `${entries[0]!.id}-${entries.at(-1)!.id}`, fixed, entries };
+  }
+
+  /** A transaction's first attempt failed: its rows stay together for every retry, across restarts. */
+  async fixTransaction(asId: string, ids: readonly number[]): Promise<void> {
+    await this.db.updateTable('appservice_outbox').set({ txn_id: ids[0]! }).where('as_id', '=', asId).where('id', 'in', ids).execute();
   }
 
   /** The appservice acknowledged the transaction: its rows are done. */
-  async completeTransaction(asId: string, txnId: number): Promise<void> {
-    await this.db.deleteFrom('appservice_outbox').where('as_id', '=', asId).where('txn_id', '=', txnId).execute();
+  async completeTransaction(asId: string, ids: readonly number[]): Promise<void> {
+    await this.db.deleteFrom('appservice_outbox').where('as_id', '=', asId).where('id', 'in', ids).execute();
   }
 
   async pendingCount(asId: string): Promise<number> {

@@ -309,7 +309,7 @@ export interface AppserviceOutboxTable {
   id: Generated<number>;
   as_id: string;
   event_id: string;
-  /** Set when first sent: the transaction that carries it, until acknowledged. */
+  /** Set when a transaction's first attempt failed: the transaction that carries it from then on. */
   txn_id: number | null;
   created_ts: number;
 }

@@ -17,6 +17,8 @@ import { expectMatrixError } from '../support/spec-validator.js';
 class FakeAppservice {
   readonly transactions: Array<{ txnId: string; body: Json; auth: string | undefined }> = [];
   readonly queries: string[] = [];
+  /** Every transaction tried, answered or not: its id and its events' ids. */
+  readonly attempts: Array<{ txnId: string; eventIds: string[] }> = [];
   status = 200;
   onQuery: (path: string) => Promise<number> = async () => 404;
   private server: Server | undefined;
@@ -59,8 +61,11 @@ class FakeAppservice {
     const auth = req.headers.authorization;
     if (auth !== 'Bearer hs-secret') return [403, { errcode: 'M_FORBIDDEN' }];
     if (req.method === 'PUT' && path.startsWith('/_matrix/app/v1/transactions/')) {
+      const txnId = path.slice('/_matrix/app/v1/transactions/'.length);
+      const body = JSON.parse(Buffer.concat(chunks).toString()) as Json;
+      this.attempts.push({ txnId, eventIds: (body.events as Json[]).map((e) => e.event_id as string) });
       if (this.status !== 200) return [this.status, {}];
-      this.transactions.push({ txnId: path.slice('/_matrix/app/v1/transactions/'.length), body: JSON.parse(Buffer.concat(chunks).toString()), auth });
+      this.transactions.push({ txnId, body, auth });
       return [200, {}];
     }
     if (req.method === 'POST' && path === '/_matrix/app/v1/ping') return [this.status, {}];
@@ -268,6 +273,10 @@ describe('transactions to the appservice', () => {
     const after = appservice.events().slice(seenBefore).map((e) => e.event_id);
     expect(after.filter((id) => sent.includes(id))).toEqual(sent);
     expect(new Set(appservice.transactions.map((t) => t.txnId)).size).toBe(appservice.transactions.length);
+    // The transaction refused first came again whole, under the same id, after the restart too.
+    const refused = appservice.attempts.find((a) => a.eventIds.includes(sent[0]!))!;
+    const taken = appservice.transactions.find((t) => t.txnId === refused.txnId)!;
+    expect((taken.body.events as Json[]).map((e) => e.event_id)).toEqual(refused.eventIds);
   });
 });
 
