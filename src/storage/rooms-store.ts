@@ -208,18 +208,8 @@ export class RoomStore {
    * `participatedOnly`: only threads whose root or a reply the viewer sent.
    */
   async threadsOf(roomId: string, options: { before: number; limit: number; viewer: string; participatedOnly: boolean }): Promise<Array<{ rootId: string; latest: number; count: number; viewerReplied: boolean }>> {
-    let query = this.db
-      .selectFrom('event_relations')
-      .innerJoin('events', 'events.event_id', 'event_relations.event_id')
-      .select([
-        'event_relations.relates_to_id as rootId',
-        (eb) => eb.fn.max('event_relations.stream_ordering').as('latest'),
-        (eb) => eb.fn.countAll<number>().as('count'),
-        (eb) => eb.fn.max(eb.case().when('events.sender', '=', options.viewer).then(1).else(0).end()).as('viewerReplied'),
-      ])
+    let query = this.threadAggregates(options.viewer)
       .where('event_relations.room_id', '=', roomId)
-      .where('event_relations.rel_type', '=', 'm.thread')
-      .groupBy('event_relations.relates_to_id')
       .having((eb) => eb.fn.max('event_relations.stream_ordering'), '<', options.before);
     if (options.participatedOnly) {
       const viewer = options.viewer;
@@ -232,6 +222,21 @@ export class RoomStore {
     }
     const rows = await query.orderBy('latest', 'desc').limit(options.limit).execute();
     return rows.map((row) => ({ rootId: row.rootId, latest: Number(row.latest), count: Number(row.count), viewerReplied: Number(row.viewerReplied) === 1 }));
+  }
+
+  /** Per thread root: its newest reply's position, its number of replies, whether `viewer` sent one. */
+  private threadAggregates(viewer: string) {
+    return this.db
+      .selectFrom('event_relations')
+      .innerJoin('events', 'events.event_id', 'event_relations.event_id')
+      .select([
+        'event_relations.relates_to_id as rootId',
+        (eb) => eb.fn.max('event_relations.stream_ordering').as('latest'),
+        (eb) => eb.fn.countAll<number>().as('count'),
+        (eb) => eb.fn.max(eb.case().when('events.sender', '=', viewer).then(1).else(0).end()).as('viewerReplied'),
+      ])
+      .where('event_relations.rel_type', '=', 'm.thread')
+      .groupBy('event_relations.relates_to_id');
   }
 
   /** Which of `eventIds` have relations of the given types: one indexed lookup, before anything costlier. */
@@ -252,20 +257,7 @@ export class RoomStore {
    */
   async threadSummaries(rootIds: readonly string[], viewer: string): Promise<Array<{ rootId: string; count: number; viewerReplied: boolean; latest: EventRow }>> {
     if (rootIds.length === 0) return [];
-    const summaries = await this.db
-      .selectFrom('event_relations')
-      .innerJoin('events', 'events.event_id', 'event_relations.event_id')
-      .select([
-        'event_relations.relates_to_id as rootId',
-        (eb) => eb.fn.max('event_relations.stream_ordering').as('latest'),
-        (eb) => eb.fn.countAll<number>().as('count'),
-        (eb) => eb.fn.max(eb.case().when('events.sender', '=', viewer).then(1).else(0).end()).as('viewerReplied'),
-      ])
-      .where('event_relations.relates_to_id', 'in', rootIds)
-      .where('event_relations.rel_type', '=', 'm.thread')
-      .where('events.stream_ordering', '>', 0)
-      .groupBy('event_relations.relates_to_id')
-      .execute();
+    const summaries = await this.threadAggregates(viewer).where('event_relations.relates_to_id', 'in', rootIds).where('events.stream_ordering', '>', 0).execute();
     if (summaries.length === 0) return [];
     const latest = await this.db
       .selectFrom('events')
