@@ -36,6 +36,7 @@ import { opsRoutes } from './http/routes/ops.js';
 import { checkHealth } from './ops/health.js';
 import { Metrics } from './ops/metrics.js';
 import { Bridge, type BridgeOptions } from './bridge/bridge.js';
+import { LocalHomeserver } from './bridge/local-homeserver.js';
 import { serverInfoFor, type ServerInfo } from './server-info.js';
 import { createServices, type Services } from './services.js';
 import { bindServerName, migrateToLatest, observeQueries, openDatabase, Storage } from './storage/index.js';
@@ -132,7 +133,20 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
 
   // Behind a reverse proxy every connection comes from it: the proxy limits clients instead.
   limitConnectionsPerAddress(app.server, config.listen.x_forwarded ? 0 : config.listen.max_connections_per_address);
-  const bridge = config.bridge.enabled ? new Bridge(services, server, app.log, deps.bridge) : undefined;
+  const bridge = config.bridge.enabled
+    ? new Bridge(
+        {
+          homeserver: new LocalHomeserver(services, app.log),
+          storage: services.storage,
+          config: config.bridge,
+          clock: services.clock,
+          rateLimits: config.ratelimiting_enabled,
+          webhookBaseUrl: () => withTrailingSlash(config.bridge.webhook_base_url ?? server.publicBaseUrl),
+          log: app.log,
+        },
+        deps.bridge,
+      )
+    : undefined;
   app.decorate('homeserver', { config, services, server, bridge });
   app.decorateRequest('requester', null);
   // Expired tokens are deleted once a day has passed since they expired, and federation
@@ -280,4 +294,8 @@ function readConfiguredFile(key: string, path: string): Buffer {
   } catch (err) {
     throw new ConfigError(`${key}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
+}
+
+function withTrailingSlash(url: string): string {
+  return url.endsWith('/') ? url : `${url}/`;
 }

@@ -1,22 +1,16 @@
 /**
- * The bridge user: a service account that lives in this process and acts through the same room
- * service as any client. It follows its rooms with the ordinary sync (its position kept across
- * restarts, so old commands never run twice), joins when invited, and turns `!bridge` commands into
- * webhooks and feed subscriptions.
+ * The bridge user: turns `!bridge` commands into webhooks and feed subscriptions, and posts what
+ * they bring. It follows its rooms and acts in them through a `BridgeHomeserver`: this server in
+ * process (the default), or another homeserver that runs it as an application service. Commands
+ * are recorded with the position that brought them, so after a restart none is lost or run twice.
  */
-import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/index.js';
+import type { Clock } from '../core/clock.js';
 import { MatrixError } from '../core/errors.js';
 import { RateLimiter } from '../ratelimit/rate-limiter.js';
-import { effectivePowerLevels, userPowerLevel } from '../rooms/auth-rules.js';
 import type { JsonObject } from '../rooms/events.js';
-import type { ServerInfo } from '../server-info.js';
-import type { FilterDefinition } from '../sync/filters.js';
-import type { Services } from '../services.js';
-import { BOT_USER_TYPE } from '../users/account-service.js';
-import type { Requester } from '../users/session-service.js';
-import { userIdFor } from '../users/user-ids.js';
+import type { BridgeStorage } from '../storage/bridge-store.js';
 import { holdsSecret, parseCommand, type BridgeCommand, type SecretRequest } from './commands.js';
 import { DirectMessages } from './direct-messages.js';
 import { feedFailureReason, FeedService, SubscriptionRefused, type FeedFetcher } from './feeds/service.js';
@@ -25,28 +19,15 @@ import { FeedError } from './feeds/error.js';
 import { fetchFeed } from './feeds/fetch.js';
 import { FeedParserThread } from './feeds/parser-thread.js';
 import { HELP_LINES, joinGreeting } from './help.js';
+import type { BridgeHomeserver, Checkpoint, RoomActivity } from './homeserver.js';
 import type { BridgePoster } from './poster.js';
 import { generateSecret } from './webhooks/secrets.js';
 import { WebhookService } from './webhooks/service.js';
 
 /** Power the bridge needs in a room to act there (Moderator). */
 export const BRIDGE_REQUIRED_POWER = 50;
-const SYNC_TOKEN_KEY = 'sync_token';
-const SYNC_TIMEOUT_MS = 30_000;
-const RETRY_AFTER_ERROR_MS = 1_000;
-/** Only what the bridge reacts to: messages and membership, nothing ephemeral. */
-const SYNC_FILTER: FilterDefinition = {
-  presence: { not_types: ['*'] },
-  account_data: { not_types: ['*'] },
-  room: {
-    timeline: { limit: 100, types: ['m.room.message', 'm.room.member'] },
-    state: { not_types: ['*'] },
-    ephemeral: { not_types: ['*'] },
-    account_data: { not_types: ['*'] },
-  },
-};
 
-/** A `!bridge` command as a sync brought it. */
+/** A `!bridge` command as a sync or a transaction brought it. */
 interface ReceivedCommand {
   roomId: string;
   sender: string;
@@ -61,42 +42,52 @@ export interface BridgeOptions {
   random?: (() => number) | undefined;
 }
 
+/** Where the bridge lives and what it is allowed. */
+export interface BridgeSetup {
+  homeserver: BridgeHomeserver;
+  /** The bridge's own tables (webhooks, feeds, commands), alone or in a transaction. */
+  storage: BridgeStorage;
+  config: Config['bridge'];
+  clock: Clock;
+  /** `ratelimiting_enabled`: the webhooks' rate limit applies only when on. */
+  rateLimits: boolean;
+  /** Where webhook URLs point (ends with a slash); asked each time, as the listening port may be known only once the server listens. */
+  webhookBaseUrl: () => string;
+  log: FastifyBaseLogger;
+}
+
 export class Bridge implements BridgePoster {
   readonly userId: string;
   readonly webhooks: WebhookService;
   readonly feeds: FeedService;
   /** Where feeds are parsed: a worker thread, off the path of requests. */
   readonly feedParser: FeedParserThread;
-  private readonly requester: Requester;
+  private readonly homeserver: BridgeHomeserver;
+  private readonly storage: BridgeStorage;
+  private readonly clock: Clock;
+  private readonly log: FastifyBaseLogger;
+  private readonly webhookBaseUrl: () => string;
   private readonly directMessages: DirectMessages;
   private readonly abort = new AbortController();
   private loop: Promise<void> | undefined;
   /** Each room's commands run one after another; rooms do not wait for each other. */
   private readonly roomQueues = new Map<string, Promise<void>>();
-  private readonly config: Config['bridge'];
 
-  constructor(
-    private readonly services: Services,
-    private readonly server: ServerInfo,
-    private readonly log: FastifyBaseLogger,
-    options: BridgeOptions = {},
-  ) {
-    this.config = services.config.bridge;
-    this.userId = userIdFor(this.config.localpart, services.config.server_name);
-    this.requester = { userId: this.userId, deviceId: 'BRIDGE', accessTokenId: 0 };
-    const limiter = new RateLimiter(this.config.webhooks.rate_limit, services.clock, services.config.ratelimiting_enabled);
-    this.webhooks = new WebhookService(services.storage, services.clock, limiter, this);
-    this.feedParser = new FeedParserThread({ deadlineMs: this.config.feeds.parse_timeout_seconds * 1000 });
-    this.feeds = new FeedService(services.storage, this.config.feeds, services.clock, this, options.fetchFeed ?? fetchFeed, this.feedParser.parse, log, options.random);
-    this.directMessages = new DirectMessages(services, this.requester);
+  constructor(setup: BridgeSetup, options: BridgeOptions = {}) {
+    ({ homeserver: this.homeserver, storage: this.storage, clock: this.clock, log: this.log, webhookBaseUrl: this.webhookBaseUrl } = setup);
+    this.userId = setup.homeserver.userId;
+    const limiter = new RateLimiter(setup.config.webhooks.rate_limit, setup.clock, setup.rateLimits);
+    this.webhooks = new WebhookService(setup.storage, setup.clock, limiter, this);
+    this.feedParser = new FeedParserThread({ deadlineMs: setup.config.feeds.parse_timeout_seconds * 1000 });
+    this.feeds = new FeedService(setup.storage, setup.config.feeds, setup.clock, this, options.fetchFeed ?? fetchFeed, this.feedParser.parse, setup.log, options.random);
+    this.directMessages = new DirectMessages(setup.homeserver);
   }
 
   async start(): Promise<void> {
-    await this.ensureAccount();
-    this.services.notifier.ignoreOwnMessages(this.userId);
+    await this.homeserver.prepare();
     // Commands seen before a restart and not finished run first, in their rooms' queues.
     await this.resumeCommands();
-    this.loop = this.followRooms();
+    this.loop = this.homeserver.follow((activity, checkpoint) => this.take(activity, checkpoint), this.abort.signal);
     this.feeds.start();
   }
 
@@ -111,9 +102,7 @@ export class Bridge implements BridgePoster {
   // ---- BridgePoster ----
 
   async isActiveIn(roomId: string): Promise<boolean> {
-    // Loads the room if it is not in memory (after a restart, or a failed write dropped it).
-    const room = this.services.roomCache.peek(roomId) ?? (await this.services.roomCache.room(roomId));
-    return room?.isJoined(this.userId) ?? false;
+    return (await this.homeserver.membership(roomId, this.userId)) === 'join';
   }
 
   async post(roomId: string, content: JsonObject): Promise<string> {
@@ -121,82 +110,27 @@ export class Bridge implements BridgePoster {
     // m.mentions (intentional mentions) keeps an "@room" in it from notifying the whole room, which
     // the bridge, as Moderator, otherwise could.
     const withMentions = 'm.mentions' in content ? content : { ...content, 'm.mentions': {} };
-    return this.services.rooms.sendAsServer(this.requester, roomId, 'm.room.message', withMentions);
+    return this.homeserver.send(roomId, 'm.room.message', withMentions);
   }
 
   // ---- following rooms ----
 
-  private async ensureAccount(): Promise<void> {
-    const { accounts, limiters } = this.services;
-    const existing = await accounts.getUser(this.userId);
-    if (!existing) {
-      await accounts.createUser({ localpart: this.config.localpart, userType: BOT_USER_TYPE, displayname: this.config.displayname, service: true });
-    } else if (existing.deactivated) {
-      throw new Error(`the bridge user ${this.userId} is deactivated; reactivate it or set bridge.enabled: false`);
-    } else if (await accounts.secureServiceAccount(existing)) {
-      this.log.warn({ user: this.userId }, 'the bridge user had a password; it is removed, and every session opened with it is ended');
-    }
-    // Webhooks and feeds have their own limits; the per-user message limit would only drop posts.
-    await limiters.setMessageOverride(this.userId, { messages_per_second: 0, burst_count: 0 });
-  }
-
-  private async followRooms(): Promise<void> {
-    const { storage, sync } = this.services;
-    let since = await storage.bridge.getValue(SYNC_TOKEN_KEY);
-    while (!this.abort.signal.aborted) {
-      try {
-        const body = await sync.sync({
-          requester: this.requester,
-          since,
-          timeoutMs: SYNC_TIMEOUT_MS,
-          fullState: false,
-          filter: undefined,
-          filterDefinition: SYNC_FILTER,
-          signal: this.abort.signal,
-        });
-        if (this.abort.signal.aborted) break;
-        const next = String(body.next_batch);
-        const commands = this.commandsIn(body, since === undefined);
-        // The new position and the commands it passes are saved together, before acting: after a
-        // crash the sync goes on from here and the commands run (resumeCommands), none lost.
-        if (next !== since || commands.length > 0) {
-          const now = this.services.clock.now();
-          await storage.transaction(async (stores) => {
-            await stores.bridge.insertCommands(commands.map((command) => ({ event_id: command.eventId, room_id: command.roomId, received_ts: now })));
-            await stores.bridge.setValue(SYNC_TOKEN_KEY, next);
-          });
-        }
-        this.followMemberships(body);
-        for (const command of commands) this.inRoom(command.roomId, () => this.runRecorded(command));
-        since = next;
-      } catch (err) {
-        if (this.abort.signal.aborted) break;
-        this.log.error({ err }, 'bridge sync failed');
-        await new Promise((resolve) => setTimeout(resolve, RETRY_AFTER_ERROR_MS).unref());
-      }
-    }
-  }
-
-  private followMemberships(body: JsonObject): void {
-    const rooms = (body.rooms ?? {}) as { invite?: JsonObject; leave?: JsonObject };
-    for (const roomId of Object.keys(rooms.invite ?? {})) this.inRoom(roomId, () => this.acceptInvite(roomId));
-    for (const roomId of Object.keys(rooms.leave ?? {})) this.inRoom(roomId, () => this.leftRoom(roomId));
-  }
-
-  /** The commands a sync brings, in order. */
-  private commandsIn(body: JsonObject, initial: boolean): ReceivedCommand[] {
-    // The first sync ever is history: commands in it were meant for nobody here yet.
-    if (initial) return [];
-    const rooms = (body.rooms ?? {}) as { join?: JsonObject };
-    const commands: ReceivedCommand[] = [];
-    for (const [roomId, room] of Object.entries(rooms.join ?? {})) {
-      for (const event of this.eventsSinceJoining(room as JsonObject)) {
-        if (event.type !== 'm.room.message' || event.sender === this.userId) continue;
-        const received = this.commandOf(roomId, String(event.sender), String(event.event_id), event.content as JsonObject);
-        if (received) commands.push(received);
-      }
-    }
-    return commands;
+  /**
+   * A batch of what happened in the bridge's rooms. Its commands are recorded with the batch's
+   * checkpoint, before acting: after a crash the homeserver goes on from here and the recorded
+   * commands run (resumeCommands), none lost.
+   */
+  private async take(activity: RoomActivity, checkpoint: Checkpoint): Promise<void> {
+    // The first batch ever is history: commands in it were meant for nobody here yet.
+    const commands = activity.initial ? [] : activity.messages.flatMap((message) => (message.sender === this.userId ? [] : (this.commandOf(message.roomId, message.sender, message.eventId, message.content) ?? [])));
+    const now = this.clock.now();
+    await this.storage.transaction(async (stores) => {
+      if (commands.length > 0) await stores.bridge.insertCommands(commands.map((command) => ({ event_id: command.eventId, room_id: command.roomId, received_ts: now })));
+      await checkpoint(stores);
+    });
+    for (const roomId of activity.invites) this.inRoom(roomId, () => this.acceptInvite(roomId));
+    for (const roomId of activity.leaves) this.inRoom(roomId, () => this.leftRoom(roomId));
+    for (const command of commands) this.inRoom(command.roomId, () => this.runRecorded(command));
   }
 
   private commandOf(roomId: string, sender: string, eventId: string, content: JsonObject): ReceivedCommand | undefined {
@@ -211,45 +145,27 @@ export class Bridge implements BridgePoster {
     try {
       await this.run(received.roomId, received.sender, received.eventId, received.command, received.secretHeld);
     } finally {
-      await this.services.storage.bridge.deleteCommand(received.eventId);
+      await this.storage.bridge.deleteCommand(received.eventId);
     }
   }
 
   /**
-   * Commands recorded and not finished when the server stopped. One the bridge has already
+   * Commands recorded and not finished when the bridge stopped. One the bridge has already
    * answered (it stopped between answering and the record's deletion) is not run again; one
    * whose message is gone (a secret the bridge redacted before stopping) is asked for again.
    */
   private async resumeCommands(): Promise<void> {
-    const { storage, roomReader } = this.services;
-    for (const row of await storage.bridge.pendingCommands()) {
+    for (const row of await this.storage.bridge.pendingCommands()) {
       this.inRoom(row.room_id, async () => {
-        const done = () => storage.bridge.deleteCommand(row.event_id);
-        const event = await roomReader.getEvent(row.event_id);
-        if (!event || event.roomId !== row.room_id || (await roomReader.findReply(row.room_id, this.userId, row.event_id))) return done();
-        const received = this.commandOf(row.room_id, event.sender, event.eventId, event.content);
+        const done = () => this.storage.bridge.deleteCommand(row.event_id);
+        const event = await this.homeserver.event(row.room_id, row.event_id);
+        if (!event || (await this.homeserver.hasAnswered(row.room_id, row.event_id))) return done();
+        const received = this.commandOf(row.room_id, event.sender, row.event_id, event.content);
         if (received) return this.runRecorded(received);
-        if (event.redactedBy !== undefined) {
-          await this.notice(row.room_id, 'I was restarted before I could finish that command; please say it again.', row.event_id);
-        }
+        if (event.redacted) await this.notice(row.room_id, 'I was restarted before I could finish that command; please say it again.', row.event_id);
         return done();
       });
     }
-  }
-
-  /**
-   * The timeline after the bridge's own join, when the join is in it: a room it has just joined
-   * shows history from before, and commands there were not meant for it (or were already run
-   * during an earlier stay).
-   */
-  private eventsSinceJoining(room: JsonObject): JsonObject[] {
-    const events = (room.timeline as { events?: JsonObject[] } | undefined)?.events ?? [];
-    let start = 0;
-    events.forEach((event, index) => {
-      const content = event.content as JsonObject | undefined;
-      if (event.type === 'm.room.member' && event.state_key === this.userId && content?.membership === 'join') start = index + 1;
-    });
-    return events.slice(start);
   }
 
   private inRoom(roomId: string, work: () => Promise<void>): void {
@@ -266,7 +182,7 @@ export class Bridge implements BridgePoster {
     // kick and the new invite came so close together that this sync shows only the invite.
     await this.leftRoom(roomId);
     try {
-      await this.services.rooms.join(this.requester, roomId);
+      await this.homeserver.join(roomId);
     } catch (err) {
       this.log.warn({ err, room: roomId }, 'bridge could not join a room it was invited to');
       return;
@@ -345,10 +261,9 @@ export class Bridge implements BridgePoster {
   }
 
   private async powers(roomId: string, sender: string): Promise<{ bridge: number; sender: number; stateDefault: number }> {
-    const room = await this.services.roomCache.room(roomId);
-    if (!room) return { bridge: 0, sender: 0, stateDefault: 0 };
-    const levels = effectivePowerLevels(room.lookup, room.version);
-    return { bridge: userPowerLevel(levels, this.userId), sender: userPowerLevel(levels, sender), stateDefault: levels.state_default };
+    const powers = await this.homeserver.powers(roomId);
+    if (!powers) return { bridge: 0, sender: 0, stateDefault: 0 };
+    return { bridge: powers.of(this.userId), sender: powers.of(sender), stateDefault: powers.stateDefault };
   }
 
   private async createWebhook(roomId: string, sender: string, name: string, reply: (body: string) => Promise<void>, secret?: string): Promise<void> {
@@ -412,7 +327,7 @@ export class Bridge implements BridgePoster {
 
   private async redactQuietly(roomId: string, eventId: string): Promise<boolean> {
     try {
-      await this.services.rooms.redact(this.requester, roomId, eventId, randomUUID(), 'held a webhook secret');
+      await this.homeserver.redact(roomId, eventId, 'held a webhook secret');
       return true;
     } catch (err) {
       if (!(err instanceof MatrixError)) throw err;
@@ -441,7 +356,7 @@ export class Bridge implements BridgePoster {
   private async describeFeeds(roomId: string): Promise<string> {
     const feeds = await this.feeds.list(roomId);
     if (feeds.length === 0) return 'This room follows no feeds.';
-    const now = this.services.clock.now();
+    const now = this.clock.now();
     const lines = feeds.map((feed) => {
       const name = clip(feed.label ?? feed.title ?? feed.url, 200);
       const success = feed.lastSuccessTs === null ? 'never fetched successfully' : `last fetched ${ago(now - feed.lastSuccessTs)}`;
@@ -452,17 +367,9 @@ export class Bridge implements BridgePoster {
   }
 
   private async roomName(roomId: string): Promise<string> {
-    const room = await this.services.roomCache.room(roomId);
-    const name = room?.get('m.room.name')?.content.name;
-    const alias = room?.get('m.room.canonical_alias')?.content.alias;
-    if (typeof name === 'string' && name.trim() !== '') return `the room "${name}"`;
-    if (typeof alias === 'string') return alias;
-    return roomId;
-  }
-
-  private webhookBaseUrl(): string {
-    const base = this.config.webhook_base_url ?? this.server.publicBaseUrl;
-    return base.endsWith('/') ? base : `${base}/`;
+    const { name, alias } = await this.homeserver.roomNames(roomId);
+    if (name !== undefined && name.trim() !== '') return `the room "${name}"`;
+    return alias ?? roomId;
   }
 
   private async notice(roomId: string, body: string, inReplyTo?: string): Promise<void> {

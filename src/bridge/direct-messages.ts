@@ -2,10 +2,8 @@
  * The bridge's direct-message rooms, recorded in its own `m.direct` account data as clients do, and
  * reused while the other user is still in them.
  */
-import { MatrixError } from '../core/errors.js';
 import type { JsonObject } from '../rooms/events.js';
-import type { Services } from '../services.js';
-import type { Requester } from '../users/session-service.js';
+import type { BridgeHomeserver } from './homeserver.js';
 
 export class DirectMessages {
   /**
@@ -15,10 +13,7 @@ export class DirectMessages {
    */
   private queue: Promise<unknown> = Promise.resolve();
 
-  constructor(
-    private readonly services: Services,
-    private readonly requester: Requester,
-  ) {}
+  constructor(private readonly homeserver: BridgeHomeserver) {}
 
   async isDirectRoom(roomId: string): Promise<boolean> {
     const direct = await this.directRooms();
@@ -36,27 +31,17 @@ export class DirectMessages {
     const direct = await this.directRooms();
     const known = Array.isArray(direct[userId]) ? (direct[userId] as unknown[]).filter((id): id is string => typeof id === 'string') : [];
     for (const roomId of [...known].reverse()) {
-      const room = await this.services.roomCache.room(roomId);
-      const theirs = room?.membership(userId);
-      if (room?.isJoined(this.requester.userId) && (theirs === 'join' || theirs === 'invite')) return roomId;
+      const theirs = await this.homeserver.membership(roomId, userId);
+      if ((await this.homeserver.membership(roomId, this.homeserver.userId)) === 'join' && (theirs === 'join' || theirs === 'invite')) return roomId;
     }
-    const roomId = await this.services.rooms.createRoom(this.requester, {
-      preset: 'trusted_private_chat',
-      is_direct: true,
-      invite: [userId],
-    });
+    const roomId = await this.homeserver.createDirectRoom(userId);
     const updated = await this.directRooms();
     const rooms = Array.isArray(updated[userId]) ? (updated[userId] as unknown[]) : [];
-    await this.services.accountData.set(this.requester.userId, undefined, 'm.direct', { ...updated, [userId]: [...rooms, roomId] });
+    await this.homeserver.setAccountData('m.direct', { ...updated, [userId]: [...rooms, roomId] });
     return roomId;
   }
 
   private async directRooms(): Promise<JsonObject> {
-    try {
-      return await this.services.accountData.get(this.requester.userId, undefined, 'm.direct');
-    } catch (err) {
-      if (err instanceof MatrixError && err.errcode === 'M_NOT_FOUND') return {};
-      throw err;
-    }
+    return (await this.homeserver.accountData('m.direct')) ?? {};
   }
 }
