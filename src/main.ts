@@ -142,6 +142,41 @@ export async function main(argv: string[]): Promise<void> {
   defineCreateBot(program.command('create-bot'));
   defineCreateUser(program.command('create-user'));
 
+  const bridge = program
+    .command('bridge')
+    .description('run the bridge alone, as an application service of another homeserver (bridge.appservice in the config)')
+    .addOption(configOption())
+    .action(async (options: { config?: string }) => {
+      const { config, source } = operatorConfig(options.config, true);
+      const { startBridgeApp } = await import('./bridge-app.js');
+      const running = await startBridgeApp(config);
+      running.app.log.info({ config: source.description }, 'configuration');
+      let closing = false;
+      const stop = (signal: string) => {
+        if (closing) return;
+        closing = true;
+        running.app.log.info({ signal }, 'shutting down');
+        running.close().then(
+          () => process.exit(0),
+          (err: unknown) => {
+            running.app.log.error({ err }, 'error while shutting down');
+            process.exit(1);
+          },
+        );
+      };
+      process.once('SIGINT', () => stop('SIGINT'));
+      process.once('SIGTERM', () => stop('SIGTERM'));
+    });
+  bridge
+    .command('registration')
+    .description('print the registration file to install in the main homeserver (app_service_config_files)')
+    // --config is the bridge command's: `bridge registration --config FILE` and `bridge --config FILE registration` both work.
+    .action(async (_options: object, command: Command) => {
+      const { config } = operatorConfig((command.optsWithGlobals() as { config?: string }).config);
+      const { bridgeRegistration } = await import('./bridge-app.js');
+      process.stdout.write(bridgeRegistration(config));
+    });
+
   program
     .command('backup')
     .description('copy the database (online, safe while the server runs), the media store and the signing key')
@@ -320,8 +355,9 @@ async function withServices(configFile: string | undefined, work: (services: Ser
 
 /** Errors an operator can act on get one clear line; anything else keeps its stack. */
 export function describeFailure(err: unknown): string {
-  // FixturesError and SigningKeyError are matched by name: their modules load with what uses them.
-  if (err instanceof ConfigError || err instanceof MigrationError || (err instanceof Error && (err.name === 'FixturesError' || err.name === 'SigningKeyError'))) return err.message;
+  // These are matched by name: their modules load with what uses them.
+  const byName = ['FixturesError', 'SigningKeyError', 'BridgeHomeserverError'];
+  if (err instanceof ConfigError || err instanceof MigrationError || (err instanceof Error && byName.includes(err.name))) return err.message;
   if (err instanceof MatrixError) return `${err.message} (${err.errcode})`;
   if (err instanceof Error && 'code' in err && err.code === 'EADDRINUSE') return err.message;
   // The database refused something (a locked or read-only file, a full disk): its words, no stack.

@@ -206,6 +206,23 @@ export const ConfigSchema = Type.Object(
           },
           { additionalProperties: false, default: {} },
         ),
+        // `bot-homeserver bridge`: the bridge alone, as an application service of another
+        // homeserver (the organisation's main one); see docs/bridge.md. The bridge user is
+        // @<localpart>:<server_name of that homeserver>.
+        appservice: Type.Optional(
+          Type.Object(
+            {
+              id: Type.String({ minLength: 1, default: 'bot-homeserver-bridge' }),
+              homeserver_url: Type.String({ pattern: '^https?://[^\\s]+$', [EXPECTED]: 'the main homeserver’s client URL, http:// or https://' }),
+              server_name: Type.String({ minLength: 1, maxLength: 255 }),
+              as_token: Type.String({ minLength: 16, [EXPECTED]: 'a random secret of at least 16 characters (openssl rand -hex 32)' }),
+              hs_token: Type.String({ minLength: 16, [EXPECTED]: 'a random secret of at least 16 characters (openssl rand -hex 32)' }),
+              // Where the main homeserver reaches this bridge (the registration's url).
+              url: Type.String({ pattern: '^https?://[^\\s]+$', [EXPECTED]: 'an http:// or https:// URL the main homeserver can reach' }),
+            },
+            { additionalProperties: false },
+          ),
+        ),
       },
       { additionalProperties: false, default: {} },
     ),

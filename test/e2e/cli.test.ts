@@ -186,6 +186,26 @@ describe('bot-homeserver CLI', () => {
     expect(result.stderr).toContain('listen.hots: unknown key');
   });
 
+  it('prints the bridge registration for the main homeserver, and says plainly when that homeserver is unreachable', () => {
+    const bridgeConfig = join(dir, 'bridge.yaml');
+    writeFileSync(
+      bridgeConfig,
+      `database:\n  path: ${join(dir, 'bridge.db')}\nlisten:\n  port: 0\nbridge:\n  appservice:\n    homeserver_url: http://127.0.0.1:9\n    server_name: example.org\n    as_token: as-0123456789abcdef\n    hs_token: hs-0123456789abcdef\n    url: http://127.0.0.1:8119\n`,
+    );
+    const printed = cli('bridge', 'registration', '--config', bridgeConfig);
+    expect(printed.status).toBe(0);
+    expect(printed.stdout).toContain('sender_localpart: bridge');
+    expect(printed.stdout).toContain('regex: ^@bridge:example\\.org$');
+    expect(printed.stdout).toContain('url: http://127.0.0.1:8119');
+    const unreachable = cli('bridge', '--config', bridgeConfig);
+    expect(unreachable.status).toBe(1);
+    expect(unreachable.stderr).toContain('cannot reach the homeserver at http://127.0.0.1:9');
+    expect(unreachable.stderr).not.toContain('    at ');
+    const missing = cli('bridge', 'registration', '--config', config);
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toContain('bridge.appservice is not set');
+  });
+
   it('migrates a database and says so', () => {
     const fresh = join(dir, 'fresh.yaml');
     writeFileSync(fresh, `database:\n  path: ${join(dir, 'fresh.db')}\n`);
