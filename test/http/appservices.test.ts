@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { client, type Json, type TestClient } from '../support/client.js';
 import { createUser, SERVER_NAME, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
-import { expectMatrixError } from '../support/spec-validator.js';
+import { expectMatchesSpec, expectMatrixError, validateAppserviceTransaction } from '../support/spec-validator.js';
 
 /** A stand-in appservice: records what the homeserver sends, answers as told. */
 class FakeAppservice {
@@ -140,12 +140,15 @@ describe('the client API as an appservice', () => {
   it('acts as its sender, registers users of its namespace and masquerades as them', async () => {
     const server = await start();
     const as = asAppservice(server);
-    expect((await as.get('/account/whoami')).body).toEqual({ user_id: `@ircbot:${SERVER_NAME}`, is_guest: false });
+    const whoami0 = await as.get('/account/whoami');
+    expect(whoami0.body).toEqual({ user_id: `@ircbot:${SERVER_NAME}`, is_guest: false });
+    expectMatchesSpec('GET', '/_matrix/client/v3/account/whoami', whoami0);
 
     // Registering: only in its namespace; no password, no login unless asked.
     const registered = await as.post('/register', { type: 'm.login.application_service', username: '_irc_alice' });
     expect(registered.status).toBe(200);
     expect(registered.body).toMatchObject({ user_id: `@_irc_alice:${SERVER_NAME}`, access_token: expect.any(String) });
+    expectMatchesSpec('POST', '/_matrix/client/v3/register', registered);
     expectMatrixError(await as.post('/register', { type: 'm.login.application_service', username: 'alice' }), 400, 'M_EXCLUSIVE');
     // SDKs register the sender as well and take "in use" as "there already".
     expectMatrixError(await as.post('/register', { type: 'm.login.application_service', username: 'ircbot' }), 400, 'M_USER_IN_USE');
@@ -216,6 +219,7 @@ describe('the client API as an appservice', () => {
     const ping = await server.http.post('/_matrix/client/v1/appservice/irc-bridge/ping').set('authorization', 'Bearer as-secret').send({ transaction_id: 'p1' });
     expect(ping.status).toBe(200);
     expect(ping.body.duration_ms).toEqual(expect.any(Number));
+    expectMatchesSpec('POST', '/_matrix/client/v1/appservice/irc-bridge/ping', ping);
     appservice.status = 500;
     expectMatrixError(await server.http.post('/_matrix/client/v1/appservice/irc-bridge/ping').set('authorization', 'Bearer as-secret').send({}), 502, 'M_BAD_STATUS');
     await appservice.stop();
@@ -245,6 +249,9 @@ describe('transactions to the appservice', () => {
     expect(ids.filter((id) => sent.includes(id))).toEqual(sent);
     expect(new Set(ids).size).toBe(ids.length);
     expect(appservice.events().some((e) => e.room_id === elsewhere)).toBe(false);
+    // Every transaction is what the Application Service API says a homeserver sends.
+    for (const txn of appservice.transactions) expect(validateAppserviceTransaction(txn.body)).toEqual([]);
+    expect(validateAppserviceTransaction({ events: [{ type: 'm.room.message' }] })).not.toEqual([]);
     expect(appservice.events().find((e) => e.type === 'm.room.member' && e.state_key === `@_irc_alice:${SERVER_NAME}`)).toBeDefined();
     const typing = await appservice.waitFor(() => appservice.transactions.flatMap((t) => (t.body.ephemeral ?? []) as Json[]).find((e) => e.type === 'm.typing'), 'typing');
     expect(typing).toMatchObject({ room_id: shared, content: { user_ids: [person.userId] } });

@@ -398,6 +398,17 @@ export function validateResponse(method: string, requestPath: string, status: nu
   return failures;
 }
 
+/**
+ * Checks a transaction a homeserver pushes to an application service (`PUT
+ * /_matrix/app/v1/transactions/{txnId}`) against the Application Service API's request schema.
+ */
+export function validateAppserviceTransaction(body: unknown): string[] {
+  const s = spec();
+  const file = pathToFileURL(path.join(s.dataDir, 'api', 'application-service', 'transactions.yaml')).href;
+  const validate = validatorFor(file + '#' + pointerToFragment(['paths', '/transactions/{txnId}', 'put', 'requestBody', 'content', 'application/json', 'schema']));
+  return validate(body) ? [] : formatErrors(validate.errors);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Matrix errors
 
