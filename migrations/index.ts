@@ -23,6 +23,7 @@ import * as presence from './0017-presence.js';
 import * as push from './0018-push.js';
 import * as eventSearch from './0019-event-search.js';
 import * as appservices from './0020-appservices.js';
+import * as e2eKeys from './0021-e2e-keys.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -45,4 +46,5 @@ export const migrations: Record<string, Migration> = {
   '0018-push': push,
   '0019-event-search': eventSearch,
   '0020-appservices': appservices,
+  '0021-e2e-keys': e2eKeys,
 };

@@ -27,6 +27,7 @@ import { profileRoutes } from './http/routes/profile.js';
 import { deviceRoutes } from './http/routes/devices.js';
 import { relationRoutes } from './http/routes/relations.js';
 import { appserviceRoutes } from './http/routes/appservices.js';
+import { keyRoutes } from './http/routes/keys.js';
 import { AUTHENTICATED_MEDIA_PREFIX, authenticatedMediaRoutes, legacyMediaRoutes, MEDIA_PREFIXES } from './http/routes/media.js';
 import { roomEventRoutes } from './http/routes/room-events.js';
 import { directoryLookupRoutes, roomRoutes } from './http/routes/rooms.js';
@@ -241,6 +242,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       await client.register(named('syncRoutes', syncRoutes(services)));
       await client.register(named('profileRoutes', profileRoutes(services)));
       await client.register(named('deviceRoutes', deviceRoutes(services)));
+      await client.register(named('keyRoutes', keyRoutes(services)));
       await client.register(named('clientProbeRoutes', clientProbeRoutes(services)));
     }),
     { prefix: CLIENT_PREFIXES[0] },

@@ -43,6 +43,7 @@ import { AppServiceRegistry } from './appservices/registry.js';
 import { AppServiceClient } from './appservices/appservice-client.js';
 import { AppServiceSender } from './appservices/appservice-sender.js';
 import { AppServices } from './appservices/appservices.js';
+import { KeysService } from './e2e/keys-service.js';
 
 /** How long a request to an application service may take. */
 const APPSERVICE_TIMEOUT_MS = 30_000;
@@ -86,6 +87,8 @@ export interface Services {
   federationSender: FederationSender;
   /** Application services registered by `app_service_config_files`. */
   appservices: AppServices;
+  /** End-to-end encryption keys and device lists. */
+  keys: KeysService;
 }
 
 export interface ServiceOptions {
@@ -103,7 +106,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
 
   // The stream continues from the newest position on disk, so tokens from before a restart stay valid.
   const stream = new StreamCounter(
-    Math.max(await storage.rooms.maxStreamOrdering(), await storage.userData.maxStreamOrdering(), await storage.deviceInbox.lastPosition()),
+    Math.max(await storage.rooms.maxStreamOrdering(), await storage.userData.maxStreamOrdering(), await storage.deviceInbox.lastPosition(), await storage.e2e.maxStreamOrdering()),
   );
   const notifier = new Notifier();
   const roomCache = new RoomCache(storage, { roomStateEvents: config.caches.room_state_events, userRoomLists: config.caches.user_room_lists });
@@ -164,11 +167,15 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   });
   sendEphemeralOfLocalUsers(config.server_name, roomCache, typing, receipts, federationSender);
   sendEphemeralToAppservices(typing, receipts, appserviceSender);
-  const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence, async (userId) => (await pushRules.ruleset(userId)) as unknown as JsonObject);
+  const keys = new KeysService(storage, stream, notifier, roomCache, config.server_name);
+  sessions.devicesRemoved = (userId) => keys.devicesRemoved(userId);
+  accounts.devicesRemoved = (userId) => keys.devicesRemoved(userId);
+  const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence, async (userId) => (await pushRules.ruleset(userId)) as unknown as JsonObject, keys);
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
   return {
     config, clock, storage, limiters, accounts, sessions, registration, signer,
-    devices: new DeviceService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
+    devices: new DeviceService(storage, (userId) => keys.devicesRemoved(userId)),
+    keys, passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, toDevice, presence, media,
     userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000)),
     pushRules,

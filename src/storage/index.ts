@@ -16,6 +16,7 @@ import { MediaStore } from './media-store.js';
 import { FederationStore } from './federation-store.js';
 import { DeviceInboxStore } from './device-inbox-store.js';
 import { AppserviceStore } from './appservice-store.js';
+import { E2eStore } from './e2e-store.js';
 
 export interface StorageOptions {
   /** Index events for full-text search as they are stored (default true; `enable_search`). */
@@ -33,6 +34,7 @@ export interface Stores {
   federation: FederationStore;
   deviceInbox: DeviceInboxStore;
   appservices: AppserviceStore;
+  e2e: E2eStore;
 }
 
 function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTransaction: boolean, options: StorageOptions): Stores {
@@ -47,6 +49,7 @@ function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTran
     federation: new FederationStore(db),
     deviceInbox: new DeviceInboxStore(db),
     appservices: new AppserviceStore(db),
+    e2e: new E2eStore(db),
   };
 }
 
@@ -61,6 +64,7 @@ export class Storage implements Stores {
   readonly federation: FederationStore;
   readonly deviceInbox: DeviceInboxStore;
   readonly appservices: AppserviceStore;
+  readonly e2e: E2eStore;
 
   private readonly tokenCache: AccessTokenCache;
 
@@ -80,6 +84,7 @@ export class Storage implements Stores {
       federation: this.federation,
       deviceInbox: this.deviceInbox,
       appservices: this.appservices,
+      e2e: this.e2e,
     } = createStores(db, this.tokenCache, false, options));
   }
 

@@ -314,6 +314,34 @@ export interface AppserviceOutboxTable {
   created_ts: number;
 }
 
+export interface E2eDeviceKeysTable {
+  user_id: string;
+  device_id: string;
+  key_json: string;
+}
+
+export interface E2eOneTimeKeysTable {
+  user_id: string;
+  device_id: string;
+  algorithm: string;
+  key_id: string;
+  key_json: string;
+}
+
+export interface E2eFallbackKeysTable {
+  user_id: string;
+  device_id: string;
+  algorithm: string;
+  key_id: string;
+  key_json: string;
+  used: number;
+}
+
+export interface DeviceListChangesTable {
+  stream_ordering: number;
+  user_id: string;
+}
+
 export interface ToDeviceTxnsTable {
   user_id: string;
   device_id: string;
@@ -358,6 +386,10 @@ export interface Database {
   event_relations: EventRelationsTable;
   device_inbox: DeviceInboxTable;
   appservice_outbox: AppserviceOutboxTable;
+  e2e_device_keys: E2eDeviceKeysTable;
+  e2e_one_time_keys: E2eOneTimeKeysTable;
+  e2e_fallback_keys: E2eFallbackKeysTable;
+  device_list_changes: DeviceListChangesTable;
   to_device_txns: ToDeviceTxnsTable;
   users: UsersTable;
   devices: DevicesTable;

@@ -2,7 +2,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from './schema.js';
 
-type PositionedTable = 'events' | 'account_data' | 'receipts' | 'presence';
+type PositionedTable = 'events' | 'account_data' | 'receipts' | 'presence' | 'device_list_changes';
 
 /** 0 when there is no row. */
 export async function newestPosition(

@@ -21,6 +21,7 @@ import type { PresenceService, PresenceState } from './presence.js';
 import { formatSyncToken, parseSyncToken, type StreamCounter, type SyncToken } from './stream.js';
 import type { TypingTracker } from './typing.js';
 import type { UnreadCounts } from './unread.js';
+import type { KeysService } from '../e2e/keys-service.js';
 import type { AccountDataService } from '../account-data/account-data-service.js';
 import { parseStoredJson } from '../core/json.js';
 
@@ -69,6 +70,8 @@ export class SyncService {
     private readonly presence: PresenceService,
     /** The user's push rules, which an initial sync carries as `m.push_rules` (as Synapse's does). */
     private readonly pushRules: (userId: string) => Promise<JsonObject> = async () => ({}),
+    /** End-to-end encryption: whose device lists changed, the device's key counts. */
+    private readonly keys?: KeysService | undefined,
   ) {}
 
   /**
@@ -258,6 +261,8 @@ export class SyncService {
 
     const toDevice = await this.toDevice.forSync(userId, requester.deviceId, since?.stream, upTo);
     const presence = (await this.presence.forSync(userId, since?.stream, upTo)).filter((e) => filter.presence.matches({ type: 'm.presence', sender: String(e.sender) }));
+    const changedDevices = since && this.keys ? await this.keys.changedFor(userId, since.stream, upTo) : [];
+    const keyCounts = this.keys ? await this.keys.countsFor({ userId, deviceId: requester.deviceId }) : { counts: {}, fallbackTypes: [] };
     const empty =
       Object.keys(join).length === 0 &&
       Object.keys(invite).length === 0 &&
@@ -265,7 +270,8 @@ export class SyncService {
       Object.keys(knock).length === 0 &&
       globalAccountData.length === 0 &&
       toDevice.events.length === 0 &&
-      presence.length === 0;
+      presence.length === 0 &&
+      changedDevices.length === 0;
     return {
       empty,
       body: {
@@ -274,8 +280,9 @@ export class SyncService {
         account_data: { events: globalAccountData },
         presence: { events: presence },
         to_device: { events: toDevice.events },
-        device_lists: { changed: [], left: [] },
-        device_one_time_keys_count: {},
+        device_lists: { changed: changedDevices, left: [] },
+        device_one_time_keys_count: keyCounts.counts,
+        device_unused_fallback_key_types: keyCounts.fallbackTypes,
       },
     };
   }

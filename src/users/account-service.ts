@@ -197,6 +197,7 @@ export class AccountService {
       await stores.users.update(userId, { password_hash: passwordHash });
       if (logoutDevices) await stores.sessions.deleteDevicesExcept(userId, keptDeviceId);
     });
+    if (logoutDevices) await this.devicesRemoved(userId);
   }
 
   /**
@@ -245,7 +246,11 @@ export class AccountService {
       await stores.users.update(userId, patch);
       if (endSessions) await stores.sessions.deleteAllDevices(userId);
     });
+    if (endSessions) await this.devicesRemoved(userId);
   }
+
+  /** Set once the keys service exists: devices were deleted, their encryption keys go. */
+  devicesRemoved: (userId: string) => Promise<void> = async () => {};
 }
 
 function reservedError(userId: string): MatrixError {

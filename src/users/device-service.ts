@@ -1,6 +1,6 @@
 /**
  * A user's devices (`/devices`, `/delete_devices`): each login is a device with its tokens.
- * Deleting one logs it out everywhere it is used; its keys go with it once this server keeps keys.
+ * Deleting one logs it out everywhere it is used; its encryption keys go with it.
  */
 import { MatrixError } from '../core/errors.js';
 import type { Storage, DeviceRow } from '../storage/index.js';
@@ -18,7 +18,11 @@ export interface DeviceView {
 export const MAX_DEVICES_PER_DELETE = 1000;
 
 export class DeviceService {
-  constructor(private readonly storage: Storage) {}
+  constructor(
+    private readonly storage: Storage,
+    /** Devices of the user were deleted: their encryption keys go, and others are told. */
+    private readonly devicesRemoved: (userId: string) => Promise<void> = async () => {},
+  ) {}
 
   async list(userId: string): Promise<DeviceView[]> {
     return (await this.storage.sessions.listDevices(userId)).map(viewOf);
@@ -45,6 +49,7 @@ export class DeviceService {
         await stores.deviceInbox.deleteForDevice(userId, deviceId);
       }
     });
+    await this.devicesRemoved(userId);
   }
 }
 

@@ -222,9 +222,13 @@ export class SessionService {
     return { ...requester, userId: masquerade };
   }
 
+  /** Set once the keys service exists: devices were deleted, their encryption keys go. */
+  devicesRemoved: (userId: string) => Promise<void> = async () => {};
+
   async logout(requester: Requester): Promise<void> {
     if (requester.appserviceId !== undefined) throw new MatrixError('M_FORBIDDEN', 'An application service cannot log out of its as_token');
     await this.storage.transaction((stores) => stores.sessions.deleteDevice(requester.userId, requester.deviceId));
+    await this.devicesRemoved(requester.userId);
   }
 
   /** Deletes tokens that expired more than `graceMs` ago; the database would only grow otherwise. */
@@ -235,6 +239,7 @@ export class SessionService {
   /** `POST /logout/all`, password changes, deactivation: ends every session of a user. */
   async logoutAll(userId: string): Promise<void> {
     await this.storage.transaction((stores) => stores.sessions.deleteAllDevices(userId));
+    await this.devicesRemoved(userId);
   }
 
   private async insertRefreshToken(stores: Stores, userId: string, deviceId: string, token: string, now: number) {

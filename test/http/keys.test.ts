@@ -1,0 +1,138 @@
+/** End-to-end encryption keys through HTTP: upload, query, claim, device-list changes, and sync's counts. */
+import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { signedBytes, unpaddedBase64 } from '../../src/core/signed-json.js';
+import { client, type Json, type TestClient } from '../support/client.js';
+import { createUser, login, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
+import { expectMatchesSpec, expectMatrixError } from '../support/spec-validator.js';
+
+let hs: TestHomeserver;
+let alice: TestClient;
+let bob: TestClient;
+beforeEach(async () => {
+  hs = await startTestHomeserver();
+  alice = client(hs, await createUser(hs, 'alice'));
+  bob = client(hs, await createUser(hs, 'bob'));
+});
+afterEach(() => hs.close());
+
+/** A device's ed25519 identity, signing as the real SDKs do (canonical JSON without signatures and unsigned). */
+class DeviceIdentity {
+  private readonly privateKey: KeyObject;
+  readonly publicKey: string;
+  constructor(
+    readonly userId: string,
+    readonly deviceId: string,
+  ) {
+    const pair = generateKeyPairSync('ed25519');
+    this.privateKey = pair.privateKey;
+    this.publicKey = unpaddedBase64(pair.publicKey.export({ format: 'der', type: 'spki' }).subarray(-32));
+  }
+
+  signed<T extends Json>(object: T): T {
+    const signature = unpaddedBase64(sign(null, signedBytes(object), this.privateKey));
+    return { ...object, signatures: { [this.userId]: { [`ed25519:${this.deviceId}`]: signature } } };
+  }
+
+  deviceKeys(): Json {
+    return this.signed({
+      user_id: this.userId,
+      device_id: this.deviceId,
+      algorithms: ['m.olm.v1.curve25519-aes-sha2', 'm.megolm.v1.aes-sha2'],
+      keys: { [`curve25519:${this.deviceId}`]: unpaddedBase64(Buffer.alloc(32, 7)), [`ed25519:${this.deviceId}`]: this.publicKey },
+    });
+  }
+
+  oneTimeKeys(ids: string[]): Json {
+    return Object.fromEntries(ids.map((id) => [`signed_curve25519:${id}`, this.signed({ key: unpaddedBase64(Buffer.alloc(32, id.charCodeAt(0))) })]));
+  }
+}
+
+const upload = (who: TestClient, body: Json) => hs.http.post('/_matrix/client/v3/keys/upload').auth(who.user.accessToken, { type: 'bearer' }).send(body);
+
+describe('keys', () => {
+  it('uploads identity, one-time and fallback keys signed by the device, and refuses what is not', async () => {
+    const device = new DeviceIdentity(alice.userId, alice.user.deviceId);
+    const first = await upload(alice, { device_keys: device.deviceKeys(), one_time_keys: device.oneTimeKeys(['AAA', 'AAB', 'AAC']) });
+    expectMatchesSpec('POST', '/_matrix/client/v3/keys/upload', first);
+    expect(first.body).toEqual({ one_time_key_counts: { signed_curve25519: 3 } });
+    // The same again is a retry; the same id with another key is refused.
+    expect((await upload(alice, { one_time_keys: device.oneTimeKeys(['AAA']) })).body.one_time_key_counts.signed_curve25519).toBe(3);
+    const clash = { 'signed_curve25519:AAA': device.signed({ key: unpaddedBase64(Buffer.alloc(32, 1)) }) };
+    expectMatrixError(await upload(alice, { one_time_keys: clash }), 400, 'M_INVALID_PARAM');
+
+    const stranger = new DeviceIdentity(alice.userId, alice.user.deviceId);
+    expectMatrixError(await upload(alice, { one_time_keys: stranger.oneTimeKeys(['ZZZ']) }), 400, 'M_INVALID_PARAM');
+    const forged = { ...device.deviceKeys(), signatures: stranger.deviceKeys().signatures };
+    expectMatrixError(await upload(alice, { device_keys: forged }), 400, 'M_INVALID_PARAM');
+    const notMine = new DeviceIdentity(bob.userId, 'BOBDEVICE');
+    expectMatrixError(await upload(alice, { device_keys: notMine.deviceKeys() }), 400, 'M_INVALID_PARAM');
+
+    const fallback = await upload(alice, { fallback_keys: { 'signed_curve25519:FFF': device.signed({ key: unpaddedBase64(Buffer.alloc(32, 9)), fallback: true }) } });
+    expect(fallback.status).toBe(200);
+    const sync = await alice.sync();
+    expect(sync.device_one_time_keys_count).toEqual({ signed_curve25519: 3 });
+    expect(sync.device_unused_fallback_key_types).toEqual(['signed_curve25519']);
+  });
+
+  it('lets others query the keys and claim one-time keys, then the fallback key', async () => {
+    const device = new DeviceIdentity(alice.userId, alice.user.deviceId);
+    await upload(alice, { device_keys: device.deviceKeys(), one_time_keys: device.oneTimeKeys(['AAA', 'AAB']), fallback_keys: { 'signed_curve25519:FFF': device.signed({ key: 'fallbackkey', fallback: true }) } });
+    await alice.ok('PUT', `/devices/${encodeURIComponent(alice.user.deviceId)}`, { display_name: 'Alice’s bot' });
+
+    const query = await hs.http.post('/_matrix/client/v3/keys/query').auth(bob.user.accessToken, { type: 'bearer' }).send({ device_keys: { [alice.userId]: [] } });
+    expectMatchesSpec('POST', '/_matrix/client/v3/keys/query', query);
+    const keys = query.body.device_keys[alice.userId][alice.user.deviceId];
+    expect(keys.keys[`ed25519:${alice.user.deviceId}`]).toBe(device.publicKey);
+    expect(keys.signatures).toEqual(device.deviceKeys().signatures);
+    expect(keys.unsigned).toEqual({ device_display_name: 'Alice’s bot' });
+
+    const claim = () => hs.http.post('/_matrix/client/v3/keys/claim').auth(bob.user.accessToken, { type: 'bearer' }).send({ one_time_keys: { [alice.userId]: { [alice.user.deviceId]: 'signed_curve25519' } } });
+    const first = await claim();
+    expectMatchesSpec('POST', '/_matrix/client/v3/keys/claim', first);
+    expect(Object.keys(first.body.one_time_keys[alice.userId][alice.user.deviceId])).toEqual(['signed_curve25519:AAA']);
+    expect(Object.keys((await claim()).body.one_time_keys[alice.userId][alice.user.deviceId])).toEqual(['signed_curve25519:AAB']);
+    // None left: the fallback key, again and again, until the device replaces it.
+    expect((await claim()).body.one_time_keys[alice.userId][alice.user.deviceId]).toEqual({ 'signed_curve25519:FFF': device.signed({ key: 'fallbackkey', fallback: true }) });
+    expect(Object.keys((await claim()).body.one_time_keys[alice.userId][alice.user.deviceId])).toEqual(['signed_curve25519:FFF']);
+    const sync = await alice.sync();
+    expect(sync.device_one_time_keys_count).toEqual({ signed_curve25519: 0 });
+    expect(sync.device_unused_fallback_key_types).toEqual([]);
+  });
+
+  it('tells those who share a room when a user’s devices change, in sync and /keys/changes', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const carol = client(hs, await createUser(hs, 'carol'));
+    const bobSince = (await bob.sync()).next_batch as string;
+    const carolSince = (await carol.sync()).next_batch as string;
+
+    // Alice logs in a second device and uploads its keys.
+    const secondToken = await login(hs, 'alice', 'pw-alice');
+    const secondDevice = (await hs.http.get('/_matrix/client/v3/account/whoami').auth(secondToken, { type: 'bearer' })).body.device_id as string;
+    const second = new DeviceIdentity(alice.userId, secondDevice);
+    const uploaded = await hs.http.post('/_matrix/client/v3/keys/upload').auth(secondToken, { type: 'bearer' }).send({ device_keys: second.deviceKeys() });
+    expect(uploaded.status).toBe(200);
+
+    const bobSync = await bob.sync({ since: bobSince });
+    expect(bobSync.device_lists).toEqual({ changed: [alice.userId], left: [] });
+    const changes = await bob.ok('GET', '/keys/changes', undefined, { from: bobSince, to: bobSync.next_batch });
+    expect(changes).toEqual({ changed: [alice.userId], left: [] });
+    // Carol shares no room with Alice: nothing for her.
+    expect((await carol.sync({ since: carolSince })).device_lists?.changed ?? []).toEqual([]);
+
+    // The device is deleted: its keys go, and Bob is told again.
+    await hs.http.post('/_matrix/client/v3/logout').auth(secondToken, { type: 'bearer' }).send({});
+    const after = await bob.sync({ since: bobSync.next_batch });
+    expect(after.device_lists.changed).toEqual([alice.userId]);
+    const query = await bob.ok('POST', '/keys/query', { device_keys: { [alice.userId]: [] } });
+    expect(query.device_keys[alice.userId]).toEqual({});
+  });
+
+  it('says which server it cannot ask yet, and refuses malformed requests', async () => {
+    const query = await bob.ok('POST', '/keys/query', { device_keys: { '@someone:elsewhere.example': [] } });
+    expect(query.failures).toEqual({ 'elsewhere.example': expect.objectContaining({ errcode: 'M_UNRECOGNIZED' }) });
+    expectMatrixError(await hs.http.post('/_matrix/client/v3/keys/upload').auth(bob.user.accessToken, { type: 'bearer' }).send({ one_time_keys: { nocolon: 'x' } }), 400, 'M_INVALID_PARAM');
+    expectMatrixError(await hs.http.get('/_matrix/client/v3/keys/changes?from=x&to=y').auth(bob.user.accessToken, { type: 'bearer' }), 400, 'M_INVALID_PARAM');
+  });
+});
