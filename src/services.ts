@@ -156,9 +156,17 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const presence = new PresenceService(storage, stream, notifier, roomCache, clock, config.server_name, config.presence.enabled, {
     send: (servers, edu) => federationSender.sendEphemeral(servers, edu),
   });
+  const keys = new KeysService(storage, stream, notifier, roomCache, config.server_name, {
+    query: async (server, deviceKeys, timeoutMs) => federation.client.request<JsonObject>(server, { method: 'POST', path: '/_matrix/federation/v1/user/keys/query', body: { device_keys: deviceKeys }, timeoutMs }),
+    claim: async (server, oneTimeKeys, timeoutMs) => federation.client.request<JsonObject>(server, { method: 'POST', path: '/_matrix/federation/v1/user/keys/claim', body: { one_time_keys: oneTimeKeys }, timeoutMs }),
+    // Kept in the outbox: a device-list update lost would leave other servers with stale keys.
+    sendDeviceListUpdates: (servers, updates) => {
+      for (const update of updates) void federationSender.queueEdu(servers, { edu_type: 'm.device_list_update', content: update }).catch(() => undefined);
+    },
+  });
   const roomFederation = new RoomFederation({
     signer, storage, cache: roomCache, graph, remote: remoteEvents, keyRing: federation.keyRing, client: federation.client, sender: federationSender,
-    typing, receipts, clock, toDevice, presence,
+    typing, receipts, clock, toDevice, presence, keys,
     membership,
     userExists: async (userId) => {
       const user = await storage.users.get(userId);
@@ -167,7 +175,6 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   });
   sendEphemeralOfLocalUsers(config.server_name, roomCache, typing, receipts, federationSender);
   sendEphemeralToAppservices(typing, receipts, appserviceSender);
-  const keys = new KeysService(storage, stream, notifier, roomCache, config.server_name);
   sessions.devicesRemoved = (userId) => keys.devicesRemoved(userId);
   accounts.devicesRemoved = (userId) => keys.devicesRemoved(userId);
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence, async (userId) => (await pushRules.ruleset(userId)) as unknown as JsonObject, keys);

@@ -3,8 +3,10 @@
  * upload their identity keys and one-time and fallback keys (`/keys/upload`), other devices read
  * them (`/keys/query`) and take one-time keys to start Olm sessions (`/keys/claim`), and
  * `/keys/changes` and sync's `device_lists` say whose keys changed. The server never sees a
- * private key; it checks that what it stores is signed by the device it claims to be.
- * Users of other servers are not served yet (federation's `/user/keys/...` comes next).
+ * private key; it checks that what it stores, or hands on from another server, is signed by the
+ * device it claims to be. Users of other servers are asked of their server (federation's
+ * `/user/keys/query` and `/user/keys/claim`), and device-list changes travel both ways as
+ * `m.device_list_update` EDUs.
  */
 import type { KeyObject } from 'node:crypto';
 import { MatrixError } from '../core/errors.js';
@@ -28,6 +30,17 @@ export interface Device {
   deviceId: string;
 }
 
+/** Other servers, for the keys of their users and to tell them of ours. */
+export interface RemoteKeys {
+  query(server: string, deviceKeys: Record<string, string[]>, timeoutMs: number): Promise<JsonObject>;
+  claim(server: string, oneTimeKeys: Record<string, Record<string, string>>, timeoutMs: number): Promise<JsonObject>;
+  /** Queues `m.device_list_update` EDUs for the servers. */
+  sendDeviceListUpdates(servers: readonly string[], updates: readonly JsonObject[]): void;
+}
+
+/** How long a query or claim waits for other servers by default (the spec's `timeout`). */
+const DEFAULT_REMOTE_TIMEOUT_MS = 10_000;
+
 export class KeysService {
   constructor(
     private readonly storage: Storage,
@@ -35,6 +48,7 @@ export class KeysService {
     private readonly notifier: Notifier,
     private readonly cache: RoomCache,
     private readonly serverName: string,
+    private readonly remote?: RemoteKeys | undefined,
   ) {}
 
   /** `POST /keys/upload`: the device's own keys; answers how many one-time keys it has left. */
@@ -68,12 +82,15 @@ export class KeysService {
       throw new MatrixError('M_LIMIT_EXCEEDED', `A device may hold at most ${MAX_ONE_TIME_KEYS_PER_DEVICE} one-time keys; claim some first`, { status: 400 });
     }
     if (newDeviceKeys !== undefined) {
-      await writeAtNextPosition(this.storage, this.stream, async (stores, position) => {
+      let position = 0;
+      await writeAtNextPosition(this.storage, this.stream, async (stores, at) => {
+        position = at;
         await stores.e2e.setDeviceKeys(userId, deviceId, newDeviceKeys!);
         await this.storeKeys(stores, device, oneTime, fallback);
         await stores.e2e.recordDeviceListChange(userId, position);
       });
-      await this.tellOthers(userId);
+      const name = (await this.storage.sessions.getDevice(userId, deviceId))?.display_name ?? undefined;
+      await this.tellOthers(userId, [{ user_id: userId, device_id: deviceId, stream_id: position, prev_id: [], deleted: false, keys: JSON.parse(newDeviceKeys) as JsonObject, ...(name ? { device_display_name: name } : {}) }]);
     } else if (oneTime.length > 0 || fallback.length > 0) {
       await this.storage.transaction((stores) => this.storeKeys(stores, device, oneTime, fallback));
     }
@@ -81,44 +98,126 @@ export class KeysService {
   }
 
   /** `POST /keys/query`: the identity keys of the devices named (all of a user's for an empty list). */
-  async query(body: { device_keys?: unknown }): Promise<JsonObject> {
-    const wanted = body.device_keys;
-    if (typeof wanted !== 'object' || wanted === null || Array.isArray(wanted)) throw new MatrixError('M_BAD_JSON', 'device_keys must be an object of user ids', { status: 400 });
-    const entries = Object.entries(wanted as Record<string, unknown>);
-    if (entries.length > MAX_QUERIED_USERS) throw new MatrixError('M_LIMIT_EXCEEDED', `At most ${MAX_QUERIED_USERS} users per query`, { status: 400 });
+  async query(body: { device_keys?: unknown; timeout?: unknown }): Promise<JsonObject> {
+    const wanted = userMap(body.device_keys, 'device_keys');
     const deviceKeys: Record<string, JsonObject> = {};
     const failures: Record<string, JsonObject> = {};
-    for (const [userId, devices] of entries) {
+    const remote = new Map<string, Record<string, string[]>>();
+    for (const [userId, devices] of Object.entries(wanted)) {
       if (!isUserId(userId)) continue;
-      if (serverOf(userId) !== this.serverName) {
-        failures[serverOf(userId)] = { errcode: 'M_UNRECOGNIZED', error: 'Keys of users of other servers are not served yet' };
-        continue;
+      const deviceIds = Array.isArray(devices) ? devices.filter((d): d is string => typeof d === 'string') : [];
+      if (serverOf(userId) === this.serverName) {
+        deviceKeys[userId] = await this.localDeviceKeys(userId, deviceIds);
+      } else {
+        const forServer = remote.get(serverOf(userId)) ?? {};
+        forServer[userId] = deviceIds;
+        remote.set(serverOf(userId), forServer);
       }
-      const deviceIds = Array.isArray(devices) && devices.length > 0 ? devices.filter((d): d is string => typeof d === 'string') : undefined;
-      const names = new Map((await this.storage.sessions.listDevices(userId)).map((d) => [d.device_id, d.display_name]));
-      const forUser: JsonObject = {};
-      for (const row of await this.storage.e2e.deviceKeys(userId, deviceIds)) {
-        const keys = parseStoredJson<JsonObject>(row.key_json, {});
-        const name = names.get(row.device_id);
-        forUser[row.device_id] = { ...keys, unsigned: name ? { device_display_name: name } : {} };
-      }
-      deviceKeys[userId] = forUser;
     }
+    await Promise.all(
+      [...remote].map(async ([server, users]) => {
+        try {
+          const answer = await this.askRemote(server, (timeout) => this.remote!.query(server, users, timeout), body.timeout);
+          const theirs = (answer.device_keys ?? {}) as Record<string, unknown>;
+          for (const userId of Object.keys(users)) deviceKeys[userId] = checkedRemoteDevices(userId, theirs[userId]);
+        } catch (err) {
+          failures[server] = failureOf(err);
+        }
+      }),
+    );
     return { device_keys: deviceKeys, failures, master_keys: {}, self_signing_keys: {}, user_signing_keys: {} };
   }
 
+  /** Federation's `POST /user/keys/query`: the keys of this server's users only. */
+  async queryForServer(body: { device_keys?: unknown }): Promise<JsonObject> {
+    const deviceKeys: Record<string, JsonObject> = {};
+    for (const [userId, devices] of Object.entries(userMap(body.device_keys, 'device_keys'))) {
+      if (!isUserId(userId) || serverOf(userId) !== this.serverName) continue;
+      deviceKeys[userId] = await this.localDeviceKeys(userId, Array.isArray(devices) ? devices.filter((d): d is string => typeof d === 'string') : []);
+    }
+    return { device_keys: deviceKeys };
+  }
+
+  /** Federation's `GET /user/devices/{userId}`: every device of a user of this server, with its keys. */
+  async devicesForServer(userId: string): Promise<JsonObject> {
+    const keys = await this.localDeviceKeys(userId, []);
+    const devices = (await this.storage.sessions.listDevices(userId)).map((device) => ({
+      device_id: device.device_id,
+      ...(keys[device.device_id] ? { keys: withoutUnsigned(keys[device.device_id] as JsonObject) } : {}),
+      ...(device.display_name ? { device_display_name: device.display_name } : {}),
+    }));
+    return { user_id: userId, stream_id: await this.storage.e2e.latestDeviceListChange(userId), devices };
+  }
+
+  /** An `m.device_list_update` EDU: a user of `origin` changed devices; those sharing a room are told. */
+  async receiveDeviceListUpdate(origin: string, content: JsonObject): Promise<void> {
+    const userId = content.user_id;
+    if (typeof userId !== 'string' || !isUserId(userId) || serverOf(userId) !== origin) return;
+    await writeAtNextPosition(this.storage, this.stream, (stores, position) => stores.e2e.recordDeviceListChange(userId, position));
+    const users = await this.localUsersSharingRoomsWith(userId);
+    if (users.size > 0) this.notifier.notify(users);
+  }
+
+  private async localDeviceKeys(userId: string, deviceIds: readonly string[]): Promise<JsonObject> {
+    const names = new Map((await this.storage.sessions.listDevices(userId)).map((d) => [d.device_id, d.display_name]));
+    const forUser: JsonObject = {};
+    for (const row of await this.storage.e2e.deviceKeys(userId, deviceIds.length > 0 ? deviceIds : undefined)) {
+      const keys = parseStoredJson<JsonObject>(row.key_json, {});
+      const name = names.get(row.device_id);
+      forUser[row.device_id] = { ...keys, unsigned: name ? { device_display_name: name } : {} };
+    }
+    return forUser;
+  }
+
+  private async askRemote(server: string, ask: (timeoutMs: number) => Promise<JsonObject>, timeout: unknown): Promise<JsonObject> {
+    if (!this.remote) throw new MatrixError('M_UNRECOGNIZED', 'This server does not federate');
+    const ms = typeof timeout === 'number' && timeout > 0 ? Math.min(timeout, 60_000) : DEFAULT_REMOTE_TIMEOUT_MS;
+    return ask(ms);
+  }
+
   /** `POST /keys/claim`: one one-time key per device named, or its fallback key when none is left. */
-  async claim(body: { one_time_keys?: unknown }): Promise<JsonObject> {
-    const wanted = body.one_time_keys;
-    if (typeof wanted !== 'object' || wanted === null || Array.isArray(wanted)) throw new MatrixError('M_BAD_JSON', 'one_time_keys must be an object of user ids', { status: 400 });
-    const claims: Array<{ userId: string; deviceId: string; algorithm: string }> = [];
+  async claim(body: { one_time_keys?: unknown; timeout?: unknown }): Promise<JsonObject> {
     const failures: Record<string, JsonObject> = {};
-    for (const [userId, devices] of Object.entries(wanted as Record<string, unknown>)) {
+    const remote = new Map<string, Record<string, Record<string, string>>>();
+    const local: Record<string, unknown> = {};
+    for (const [userId, devices] of Object.entries(userMap(body.one_time_keys, 'one_time_keys'))) {
       if (!isUserId(userId) || typeof devices !== 'object' || devices === null) continue;
-      if (serverOf(userId) !== this.serverName) {
-        failures[serverOf(userId)] = { errcode: 'M_UNRECOGNIZED', error: 'Keys of users of other servers are not served yet' };
+      if (serverOf(userId) === this.serverName) {
+        local[userId] = devices;
         continue;
       }
+      const forServer = remote.get(serverOf(userId)) ?? {};
+      forServer[userId] = Object.fromEntries(Object.entries(devices as Record<string, unknown>).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
+      remote.set(serverOf(userId), forServer);
+    }
+    const oneTimeKeys = await this.claimLocal(local);
+    await Promise.all(
+      [...remote].map(async ([server, users]) => {
+        try {
+          const answer = await this.askRemote(server, (timeout) => this.remote!.claim(server, users, timeout), body.timeout);
+          const theirs = (answer.one_time_keys ?? {}) as Record<string, unknown>;
+          for (const userId of Object.keys(users)) {
+            const keys = theirs[userId];
+            if (typeof keys === 'object' && keys !== null && !Array.isArray(keys)) oneTimeKeys[userId] = keys as Record<string, JsonObject>;
+          }
+        } catch (err) {
+          failures[server] = failureOf(err);
+        }
+      }),
+    );
+    return { one_time_keys: oneTimeKeys, failures };
+  }
+
+  /** Federation's `POST /user/keys/claim`: keys of this server's users only. */
+  async claimForServer(body: { one_time_keys?: unknown }): Promise<JsonObject> {
+    const local = Object.fromEntries(Object.entries(userMap(body.one_time_keys, 'one_time_keys')).filter(([userId]) => isUserId(userId) && serverOf(userId) === this.serverName));
+    return { one_time_keys: await this.claimLocal(local) };
+  }
+
+  private async claimLocal(wanted: Record<string, unknown>): Promise<Record<string, Record<string, JsonObject>>> {
+    const claims: Array<{ userId: string; deviceId: string; algorithm: string }> = [];
+    for (const [userId, devices] of Object.entries(wanted)) {
+      if (typeof devices !== 'object' || devices === null) continue;
       for (const [deviceId, algorithm] of Object.entries(devices as Record<string, unknown>)) {
         if (typeof algorithm === 'string') claims.push({ userId, deviceId, algorithm });
       }
@@ -134,7 +233,7 @@ export class KeysService {
         forUser[deviceId] = { [`${algorithm}:${key.keyId}`]: parseStoredJson<JsonObject | string>(key.keyJson, '') as JsonObject };
       }
     });
-    return { one_time_keys: oneTimeKeys, failures };
+    return oneTimeKeys;
   }
 
   /** Users sharing a room with `userId` (and the user) whose device lists changed in (after, upTo]. */
@@ -156,12 +255,14 @@ export class KeysService {
 
   /** Devices of the user were deleted: their keys go, and everyone sharing a room is told. */
   async devicesRemoved(userId: string): Promise<void> {
-    let removed = 0;
-    await writeAtNextPosition(this.storage, this.stream, async (stores, position) => {
+    let removed: string[] = [];
+    let position = 0;
+    await writeAtNextPosition(this.storage, this.stream, async (stores, at) => {
+      position = at;
       removed = await stores.e2e.deleteKeysOfRemovedDevices(userId);
-      if (removed > 0) await stores.e2e.recordDeviceListChange(userId, position);
+      if (removed.length > 0) await stores.e2e.recordDeviceListChange(userId, position);
     });
-    if (removed > 0) await this.tellOthers(userId);
+    if (removed.length > 0) await this.tellOthers(userId, removed.map((deviceId) => ({ user_id: userId, device_id: deviceId, stream_id: position, prev_id: [], deleted: true })));
   }
 
   private async storeKeys(stores: Stores, device: Device, oneTime: readonly KeyToStore[], fallback: readonly KeyToStore[]): Promise<void> {
@@ -189,11 +290,28 @@ export class KeysService {
     return users;
   }
 
-  /** Wakes the syncs of everyone who shares a room with the user, and the user's own. */
-  private async tellOthers(userId: string): Promise<void> {
+  /**
+   * Wakes the syncs of everyone who shares a room with the user, and the user's own; the other
+   * servers in those rooms get the updates as `m.device_list_update` EDUs.
+   */
+  private async tellOthers(userId: string, updates: readonly JsonObject[]): Promise<void> {
     const users = await this.usersSharingRooms(userId);
     users.add(userId);
     this.notifier.notify(users);
+    const servers = new Set<string>();
+    for (const [roomId, entry] of await this.cache.roomsOf(userId)) {
+      if (entry.membership !== 'join') continue;
+      const room = await this.cache.room(roomId);
+      if (room && !room.legacy) for (const server of room.joinedServers()) if (server !== this.serverName) servers.add(server);
+    }
+    if (servers.size > 0) this.remote?.sendDeviceListUpdates([...servers], updates);
+  }
+
+  /** This server's users who share a room with `userId` (a user of another server). */
+  private async localUsersSharingRoomsWith(userId: string): Promise<Set<string>> {
+    const users = new Set<string>();
+    for (const other of await this.usersSharingRooms(userId)) if (serverOf(other) === this.serverName) users.add(other);
+    return users;
   }
 }
 
@@ -245,6 +363,38 @@ function checkedKeys(value: unknown, field: string, device: Device, identity: Re
     keys.push({ algorithm: name.slice(0, colon), keyId: name.slice(colon + 1), keyJson: JSON.stringify(key) });
   }
   return keys;
+}
+
+function userMap(value: unknown, field: string): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new MatrixError('M_BAD_JSON', `${field} must be an object of user ids`, { status: 400 });
+  const entries = Object.keys(value);
+  if (entries.length > MAX_QUERIED_USERS) throw new MatrixError('M_LIMIT_EXCEEDED', `At most ${MAX_QUERIED_USERS} users per request`, { status: 400 });
+  return value as Record<string, unknown>;
+}
+
+/**
+ * Another server's answer for one of its users: only devices whose keys name that user and device
+ * and carry the device's own signature (a server cannot slip in keys its user's device never made).
+ */
+function checkedRemoteDevices(userId: string, devices: unknown): JsonObject {
+  const checked: JsonObject = {};
+  if (typeof devices !== 'object' || devices === null || Array.isArray(devices)) return checked;
+  for (const [deviceId, keys] of Object.entries(devices as Record<string, unknown>)) {
+    if (typeof keys !== 'object' || keys === null || Array.isArray(keys)) continue;
+    const object = keys as JsonObject;
+    if (object.user_id !== userId || object.device_id !== deviceId) continue;
+    try {
+      if (hasValidSignature(object, userId, signingKeysOf(object, deviceId))) checked[deviceId] = object;
+    } catch {
+      // No usable ed25519 key: left out.
+    }
+  }
+  return checked;
+}
+
+function failureOf(err: unknown): JsonObject {
+  const status = (err as { status?: unknown }).status;
+  return { status: typeof status === 'number' ? status : 503, message: err instanceof Error ? err.message : String(err) };
 }
 
 function withoutUnsigned(keys: JsonObject): JsonObject {

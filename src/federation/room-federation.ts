@@ -43,7 +43,7 @@ const INBOUND_TXN_RETENTION_MS = 86_400_000;
 /** Remote typing notices last this long unless renewed (Synapse's federation timeout). */
 const REMOTE_TYPING_TIMEOUT_MS = 30_000;
 /** EDU types accepted and kept for end-to-end encryption (a later issue). */
-const KEPT_EDU_TYPES = new Set(['m.device_list_update', 'm.signing_key_update']);
+const KEPT_EDU_TYPES = new Set(['m.signing_key_update']);
 
 export interface RoomFederationDeps {
   signer: Signer;
@@ -60,6 +60,8 @@ export interface RoomFederationDeps {
   toDevice: { receiveRemote(origin: string, content: JsonObject): Promise<void> };
   /** Where `m.presence` EDUs go. */
   presence: { receiveRemote(origin: string, content: JsonObject): Promise<void> };
+  /** Where `m.device_list_update` EDUs go: the users sharing a room learn that keys changed. */
+  keys: { receiveDeviceListUpdate(origin: string, content: JsonObject): Promise<void> };
   clock: Clock;
   /** Whether a local user exists (and is not deactivated). */
   userExists: (userId: string) => Promise<boolean>;
@@ -408,6 +410,7 @@ export class RoomFederation {
         else if (type === 'm.receipt') await this.remoteReceipts(origin, content as JsonObject);
         else if (type === 'm.direct_to_device') await this.deps.toDevice.receiveRemote(origin, content as JsonObject);
         else if (type === 'm.presence') await this.deps.presence.receiveRemote(origin, content as JsonObject);
+        else if (type === 'm.device_list_update') await this.deps.keys.receiveDeviceListUpdate(origin, content as JsonObject);
         else if (KEPT_EDU_TYPES.has(type)) {
           await this.deps.storage.federation.keepEdu(origin, type, JSON.stringify(content), this.deps.clock.now(), MAX_KEPT_EDUS_PER_ORIGIN);
         }

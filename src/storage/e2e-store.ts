@@ -113,18 +113,29 @@ export class E2eStore {
     return rows.map((row) => row.algorithm).sort();
   }
 
-  /** Every key of the devices of a user that no longer exist (the device was deleted). */
-  async deleteKeysOfRemovedDevices(userId: string): Promise<number> {
-    let removed = 0;
+  /** Deletes every key of the devices of a user that no longer exist; the ids of those that had device keys. */
+  async deleteKeysOfRemovedDevices(userId: string): Promise<string[]> {
+    const gone = (
+      await this.db
+        .selectFrom('e2e_device_keys')
+        .select('device_id')
+        .where('user_id', '=', userId)
+        .where((eb) => eb.not(eb.exists(eb.selectFrom('devices').select('devices.device_id').whereRef('devices.user_id', '=', 'e2e_device_keys.user_id').whereRef('devices.device_id', '=', 'e2e_device_keys.device_id'))))
+        .execute()
+    ).map((row) => row.device_id);
     for (const table of ['e2e_device_keys', 'e2e_one_time_keys', 'e2e_fallback_keys'] as const) {
-      const result = await this.db
+      await this.db
         .deleteFrom(table)
         .where('user_id', '=', userId)
         .where((eb) => eb.not(eb.exists(eb.selectFrom('devices').select('devices.device_id').whereRef('devices.user_id', '=', `${table}.user_id`).whereRef('devices.device_id', '=', `${table}.device_id`))))
-        .executeTakeFirst();
-      if (table === 'e2e_device_keys') removed = Number(result.numDeletedRows);
+        .execute();
     }
-    return removed;
+    return gone;
+  }
+
+  /** The position of the user's latest device-list change (0 if none). */
+  async latestDeviceListChange(userId: string): Promise<number> {
+    return newestPosition(this.db, 'device_list_changes', { column: 'user_id', value: userId });
   }
 
   async recordDeviceListChange(userId: string, position: number): Promise<void> {

@@ -180,12 +180,19 @@ export function federationRoutes(services: Services): FastifyPluginAsyncTypebox 
       limited(request, () => serveMedia(request.params.mediaId, reply, true)),
     );
 
-    /** GET /v1/user/devices/{userId}: no devices are published until end-to-end encryption lands. */
+    // ---- end-to-end encryption keys of this server's users ----
+    /** GET /v1/user/devices/{userId}: every device of the user, with its keys. */
     app.get('/v1/user/devices/:userId', { schema: { params: Type.Object({ userId: Type.String() }) } }, async (request) => {
       const userId = request.params.userId;
       if (!userId.endsWith(`:${config.server_name}`)) throw new MatrixError('M_INVALID_PARAM', 'The user is not of this server');
       await services.profiles.get(userId);
-      return { user_id: userId, stream_id: 0, devices: [] };
+      return limited(request, () => services.keys.devicesForServer(userId));
     });
+    app.post('/v1/user/keys/query', { schema: { body: Type.Object({ device_keys: Json }, { additionalProperties: true }) } }, async (request) =>
+      limited(request, () => services.keys.queryForServer(request.body)),
+    );
+    app.post('/v1/user/keys/claim', { schema: { body: Type.Object({ one_time_keys: Json }, { additionalProperties: true }) } }, async (request) =>
+      limited(request, () => services.keys.claimForServer(request.body)),
+    );
   };
 }
