@@ -24,6 +24,7 @@ import * as push from './0018-push.js';
 import * as eventSearch from './0019-event-search.js';
 import * as appservices from './0020-appservices.js';
 import * as e2eKeys from './0021-e2e-keys.js';
+import * as keyBackup from './0022-key-backup.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -47,4 +48,5 @@ export const migrations: Record<string, Migration> = {
   '0019-event-search': eventSearch,
   '0020-appservices': appservices,
   '0021-e2e-keys': e2eKeys,
+  '0022-key-backup': keyBackup,
 };

@@ -44,6 +44,7 @@ import { AppServiceClient } from './appservices/appservice-client.js';
 import { AppServiceSender } from './appservices/appservice-sender.js';
 import { AppServices } from './appservices/appservices.js';
 import { KeysService } from './e2e/keys-service.js';
+import { KeyBackupService } from './e2e/key-backup.js';
 
 /** How long a request to an application service may take. */
 const APPSERVICE_TIMEOUT_MS = 30_000;
@@ -89,6 +90,8 @@ export interface Services {
   appservices: AppServices;
   /** End-to-end encryption keys and device lists. */
   keys: KeysService;
+  /** Server-side key backup (`/room_keys`). */
+  keyBackup: KeyBackupService;
 }
 
 export interface ServiceOptions {
@@ -182,7 +185,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   return {
     config, clock, storage, limiters, accounts, sessions, registration, signer,
     devices: new DeviceService(storage, (userId) => keys.devicesRemoved(userId)),
-    keys, passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
+    keys, keyBackup: new KeyBackupService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, toDevice, presence, media,
     userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000)),
     pushRules,

@@ -9,6 +9,22 @@ export interface StoredKey {
   keyJson: string;
 }
 
+export interface BackupVersionRow {
+  version: number;
+  algorithm: string;
+  auth_data: string;
+  etag: number;
+}
+
+export interface RoomKeyRow {
+  room_id: string;
+  session_id: string;
+  first_message_index: number;
+  forwarded_count: number;
+  is_verified: number;
+  session_data: string;
+}
+
 export class E2eStore {
   constructor(private readonly db: Kysely<Database>) {}
 
@@ -150,5 +166,74 @@ export class E2eStore {
 
   async maxStreamOrdering(): Promise<number> {
     return newestPosition(this.db, 'device_list_changes');
+  }
+
+  // ---- key backup ----
+
+  /** A backup version of the user (the newest not deleted when `version` is undefined). */
+  async backupVersion(userId: string, version?: number): Promise<BackupVersionRow | undefined> {
+    let query = this.db.selectFrom('room_key_versions').select(['version', 'algorithm', 'auth_data', 'etag']).where('user_id', '=', userId).where('deleted', '=', 0);
+    query = version === undefined ? query.orderBy('version', 'desc').limit(1) : query.where('version', '=', version);
+    return query.executeTakeFirst();
+  }
+
+  /** A new version, numbered after every earlier one (deleted ones too). */
+  async createBackupVersion(userId: string, algorithm: string, authData: string): Promise<number> {
+    const row = await this.db.selectFrom('room_key_versions').select((eb) => eb.fn.max('version').as('max')).where('user_id', '=', userId).executeTakeFirst();
+    const version = Number(row?.max ?? 0) + 1;
+    await this.db.insertInto('room_key_versions').values({ user_id: userId, version, algorithm, auth_data: authData, etag: 0, deleted: 0 }).execute();
+    return version;
+  }
+
+  async updateBackupAuthData(userId: string, version: number, authData: string): Promise<void> {
+    await this.db.updateTable('room_key_versions').set({ auth_data: authData }).where('user_id', '=', userId).where('version', '=', version).execute();
+  }
+
+  async deleteBackupVersion(userId: string, version: number): Promise<boolean> {
+    const result = await this.db.updateTable('room_key_versions').set({ deleted: 1 }).where('user_id', '=', userId).where('version', '=', version).where('deleted', '=', 0).executeTakeFirst();
+    await this.db.deleteFrom('room_keys').where('user_id', '=', userId).where('version', '=', version).execute();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async bumpBackupEtag(userId: string, version: number): Promise<void> {
+    await this.db.updateTable('room_key_versions').set((eb) => ({ etag: eb('etag', '+', 1) })).where('user_id', '=', userId).where('version', '=', version).execute();
+  }
+
+  async countRoomKeys(userId: string, version: number): Promise<number> {
+    const row = await this.db.selectFrom('room_keys').select((eb) => eb.fn.countAll<number>().as('n')).where('user_id', '=', userId).where('version', '=', version).executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
+  async roomKeys(userId: string, version: number, roomId?: string, sessionId?: string): Promise<RoomKeyRow[]> {
+    let query = this.db
+      .selectFrom('room_keys')
+      .select(['room_id', 'session_id', 'first_message_index', 'forwarded_count', 'is_verified', 'session_data'])
+      .where('user_id', '=', userId)
+      .where('version', '=', version);
+    if (roomId !== undefined) query = query.where('room_id', '=', roomId);
+    if (sessionId !== undefined) query = query.where('session_id', '=', sessionId);
+    return query.orderBy('room_id').orderBy('session_id').execute();
+  }
+
+  async putRoomKey(userId: string, version: number, key: RoomKeyRow): Promise<void> {
+    await this.db
+      .insertInto('room_keys')
+      .values({ user_id: userId, version, ...key })
+      .onConflict((c) =>
+        c.columns(['user_id', 'version', 'room_id', 'session_id']).doUpdateSet({
+          first_message_index: key.first_message_index,
+          forwarded_count: key.forwarded_count,
+          is_verified: key.is_verified,
+          session_data: key.session_data,
+        }),
+      )
+      .execute();
+  }
+
+  async deleteRoomKeys(userId: string, version: number, roomId?: string, sessionId?: string): Promise<number> {
+    let query = this.db.deleteFrom('room_keys').where('user_id', '=', userId).where('version', '=', version);
+    if (roomId !== undefined) query = query.where('room_id', '=', roomId);
+    if (sessionId !== undefined) query = query.where('session_id', '=', sessionId);
+    return Number((await query.executeTakeFirst()).numDeletedRows);
   }
 }

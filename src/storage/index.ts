@@ -107,5 +107,6 @@ export type { AccountDataRow, ReceiptRow, PresenceRow } from './user-data-store.
 export type { WebhookRow, FeedRow, RoomFeedRow, FeedPatch } from './bridge-store.js';
 export type { MediaRow, RemoteMediaRow } from './media-store.js';
 export type { ServerKeyRow, OutboxRow, DestinationRow, RemoteMembershipRow } from './federation-store.js';
+export type { BackupVersionRow, RoomKeyRow } from './e2e-store.js';
 export { GLOBAL_ACCOUNT_DATA } from './user-data-store.js';
 export type { DeviceInboxRow, NewToDeviceMessage } from './device-inbox-store.js';

@@ -337,6 +337,26 @@ export interface E2eFallbackKeysTable {
   used: number;
 }
 
+export interface RoomKeyVersionsTable {
+  user_id: string;
+  version: number;
+  algorithm: string;
+  auth_data: string;
+  etag: number;
+  deleted: number;
+}
+
+export interface RoomKeysTable {
+  user_id: string;
+  version: number;
+  room_id: string;
+  session_id: string;
+  first_message_index: number;
+  forwarded_count: number;
+  is_verified: number;
+  session_data: string;
+}
+
 export interface DeviceListChangesTable {
   stream_ordering: number;
   user_id: string;
@@ -390,6 +410,8 @@ export interface Database {
   e2e_one_time_keys: E2eOneTimeKeysTable;
   e2e_fallback_keys: E2eFallbackKeysTable;
   device_list_changes: DeviceListChangesTable;
+  room_key_versions: RoomKeyVersionsTable;
+  room_keys: RoomKeysTable;
   to_device_txns: ToDeviceTxnsTable;
   users: UsersTable;
   devices: DevicesTable;

@@ -1,4 +1,7 @@
-/** End-to-end encryption keys: `/keys/upload`, `/keys/query`, `/keys/claim`, `/keys/changes`. */
+/**
+ * End-to-end encryption keys: `/keys/upload`, `/keys/query`, `/keys/claim`, `/keys/changes`, and
+ * server-side key backup (`/room_keys/version`, `/room_keys/keys` at its three levels).
+ */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { MatrixError } from '../../core/errors.js';
@@ -34,5 +37,47 @@ export function keyRoutes(services: Services): FastifyPluginAsyncTypebox {
       const upTo = Math.min(to.stream, services.stream.current);
       return { changed: await services.keys.changedFor(requesterOf(request).userId, from.stream, upTo), left: [] };
     });
+
+    // ---- key backup ----
+    const backup = services.keyBackup;
+    const VersionBody = Type.Object({ algorithm: Type.String(), auth_data: AnyObject, version: Type.Optional(Type.String()) }, { additionalProperties: true });
+    const VersionParams = Type.Object({ version: Type.String({ maxLength: 64 }) });
+    const VersionQuery = Type.Object({ version: Type.String({ maxLength: 64 }) });
+    const RoomParams = Type.Object({ roomId: Type.String() });
+    const SessionParams = Type.Object({ roomId: Type.String(), sessionId: Type.String() });
+    const Sessions = Type.Record(Type.String(), AnyObject);
+    const userOf = (request: Parameters<typeof requesterOf>[0]) => requesterOf(request).userId;
+
+    app.post('/room_keys/version', { schema: { body: VersionBody } }, async (request) => backup.createVersion(userOf(request), request.body));
+    app.get('/room_keys/version', async (request) => backup.version(userOf(request)));
+    app.get('/room_keys/version/:version', { schema: { params: VersionParams } }, async (request) => backup.version(userOf(request), request.params.version));
+    app.put('/room_keys/version/:version', { schema: { params: VersionParams, body: VersionBody } }, async (request) => {
+      await backup.updateVersion(userOf(request), request.params.version, request.body);
+      return {};
+    });
+    app.delete('/room_keys/version/:version', { schema: { params: VersionParams } }, async (request) => {
+      await backup.deleteVersion(userOf(request), request.params.version);
+      return {};
+    });
+
+    app.put('/room_keys/keys', { schema: { querystring: VersionQuery, body: Type.Object({ rooms: Type.Record(Type.String(), Type.Object({ sessions: Sessions })) }) } }, async (request) =>
+      backup.putKeys(userOf(request), request.query.version, Object.fromEntries(Object.entries(request.body.rooms).map(([roomId, room]) => [roomId, room.sessions]))),
+    );
+    app.put('/room_keys/keys/:roomId', { schema: { params: RoomParams, querystring: VersionQuery, body: Type.Object({ sessions: Sessions }) } }, async (request) =>
+      backup.putKeys(userOf(request), request.query.version, { [request.params.roomId]: request.body.sessions }),
+    );
+    app.put('/room_keys/keys/:roomId/:sessionId', { schema: { params: SessionParams, querystring: VersionQuery, body: AnyObject } }, async (request) =>
+      backup.putKeys(userOf(request), request.query.version, { [request.params.roomId]: { [request.params.sessionId]: request.body } }),
+    );
+    app.get('/room_keys/keys', { schema: { querystring: VersionQuery } }, async (request) => backup.getKeys(userOf(request), request.query.version));
+    app.get('/room_keys/keys/:roomId', { schema: { params: RoomParams, querystring: VersionQuery } }, async (request) => backup.getKeys(userOf(request), request.query.version, request.params.roomId));
+    app.get('/room_keys/keys/:roomId/:sessionId', { schema: { params: SessionParams, querystring: VersionQuery } }, async (request) =>
+      backup.getKeys(userOf(request), request.query.version, request.params.roomId, request.params.sessionId),
+    );
+    app.delete('/room_keys/keys', { schema: { querystring: VersionQuery } }, async (request) => backup.deleteKeys(userOf(request), request.query.version));
+    app.delete('/room_keys/keys/:roomId', { schema: { params: RoomParams, querystring: VersionQuery } }, async (request) => backup.deleteKeys(userOf(request), request.query.version, request.params.roomId));
+    app.delete('/room_keys/keys/:roomId/:sessionId', { schema: { params: SessionParams, querystring: VersionQuery } }, async (request) =>
+      backup.deleteKeys(userOf(request), request.query.version, request.params.roomId, request.params.sessionId),
+    );
   };
 }
