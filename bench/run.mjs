@@ -20,6 +20,7 @@ import * as feedParse from './scenarios/feed-parse.mjs';
 import * as federation from './scenarios/federation.mjs';
 import * as growth from './scenarios/growth.mjs';
 import * as appservice from './scenarios/appservice.mjs';
+import * as e2eKeys from './scenarios/e2e-keys.mjs';
 import * as idleSyncs from './scenarios/idle-syncs.mjs';
 import * as limits from './scenarios/limits.mjs';
 import * as sendThroughput from './scenarios/send-throughput.mjs';
@@ -32,7 +33,7 @@ import * as webhook from './scenarios/webhook.mjs';
  * here. Those without `standalone` run once per durability mode against one shared server; the
  * standalone ones run once, after them, and start the servers they need (`ctx.startServer`).
  */
-const SCENARIOS = [sendThroughput, syncWake, webhook, idleSyncs, startup, growth, appservice, feedParse, federation, limits];
+const SCENARIOS = [sendThroughput, syncWake, webhook, idleSyncs, e2eKeys, startup, growth, appservice, feedParse, federation, limits];
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const REPO_DIR = resolve(BENCH_DIR, '..');
@@ -48,6 +49,7 @@ const MODES = {
     limits: { sqlite: { warmupMs: 100, durationMs: 500 } },
     federation: { wakeIterations: 100, transactions: 10, bigRoom: { members: 100, events: 5_000 } },
     appservice: { iterations: 100, burst: 1_000, concurrency: 8 },
+    e2eKeys: { iterations: 50 },
     synchronous: ['full'],
   },
   full: {
@@ -64,6 +66,7 @@ const MODES = {
     limits: { sqlite: { warmupMs: 1000, durationMs: 5000 } },
     federation: { wakeIterations: 500, transactions: 50, bigRoom: { members: 1_000, events: 100_000 } },
     appservice: { iterations: 500, burst: 10_000, concurrency: 8 },
+    e2eKeys: { iterations: 200 },
     synchronous: ['full', 'normal'],
   },
 };
