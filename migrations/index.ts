@@ -25,6 +25,7 @@ import * as eventSearch from './0019-event-search.js';
 import * as appservices from './0020-appservices.js';
 import * as e2eKeys from './0021-e2e-keys.js';
 import * as keyBackup from './0022-key-backup.js';
+import * as crossSigning from './0023-cross-signing.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -49,4 +50,5 @@ export const migrations: Record<string, Migration> = {
   '0020-appservices': appservices,
   '0021-e2e-keys': e2eKeys,
   '0022-key-backup': keyBackup,
+  '0023-cross-signing': crossSigning,
 };

@@ -163,8 +163,8 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     query: async (server, deviceKeys, timeoutMs) => federation.client.request<JsonObject>(server, { method: 'POST', path: '/_matrix/federation/v1/user/keys/query', body: { device_keys: deviceKeys }, timeoutMs }),
     claim: async (server, oneTimeKeys, timeoutMs) => federation.client.request<JsonObject>(server, { method: 'POST', path: '/_matrix/federation/v1/user/keys/claim', body: { one_time_keys: oneTimeKeys }, timeoutMs }),
     // Kept in the outbox: a device-list update lost would leave other servers with stale keys.
-    sendDeviceListUpdates: (servers, updates) => {
-      for (const update of updates) void federationSender.queueEdu(servers, { edu_type: 'm.device_list_update', content: update }).catch(() => undefined);
+    sendEdus: (servers, edus) => {
+      for (const edu of edus) void federationSender.queueEdu(servers, { ...edu }).catch(() => undefined);
     },
   });
   const roomFederation = new RoomFederation({

@@ -38,6 +38,7 @@ export const ERRCODE_STATUS = {
   M_CONNECTION_FAILED: 502,
   M_BAD_STATUS: 502,
   M_WRONG_ROOM_KEYS_VERSION: 403,
+  M_INVALID_SIGNATURE: 400,
 } as const satisfies Record<string, number>;
 
 export type Errcode = keyof typeof ERRCODE_STATUS;

@@ -18,6 +18,7 @@ import { isUserId, serverOf } from '../rooms/ids.js';
 import type { Storage, Stores } from '../storage/index.js';
 import type { Notifier } from '../sync/notifier.js';
 import { writeAtNextPosition, type StreamCounter } from '../sync/stream.js';
+import { CrossSigningService } from './cross-signing.js';
 
 /** One-time keys a device may hold: enough for any client (they upload about 50), bounded for the disk. */
 export const MAX_ONE_TIME_KEYS_PER_DEVICE = 1_000;
@@ -34,14 +35,28 @@ export interface Device {
 export interface RemoteKeys {
   query(server: string, deviceKeys: Record<string, string[]>, timeoutMs: number): Promise<JsonObject>;
   claim(server: string, oneTimeKeys: Record<string, Record<string, string>>, timeoutMs: number): Promise<JsonObject>;
-  /** Queues `m.device_list_update` EDUs for the servers. */
-  sendDeviceListUpdates(servers: readonly string[], updates: readonly JsonObject[]): void;
+  /** Queues EDUs (`m.device_list_update`, `m.signing_key_update`) for the servers. */
+  sendEdus(servers: readonly string[], edus: readonly Edu[]): void;
+}
+
+interface SigningKeys {
+  master_keys: Record<string, JsonObject>;
+  self_signing_keys: Record<string, JsonObject>;
+  user_signing_keys: Record<string, JsonObject>;
+}
+
+export interface Edu {
+  edu_type: string;
+  content: JsonObject;
 }
 
 /** How long a query or claim waits for other servers by default (the spec's `timeout`). */
 const DEFAULT_REMOTE_TIMEOUT_MS = 10_000;
 
 export class KeysService {
+  /** Cross-signing keys and signatures; their changes are device-list changes too. */
+  readonly crossSigning: CrossSigningService;
+
   constructor(
     private readonly storage: Storage,
     private readonly stream: StreamCounter,
@@ -49,7 +64,15 @@ export class KeysService {
     private readonly cache: RoomCache,
     private readonly serverName: string,
     private readonly remote?: RemoteKeys | undefined,
-  ) {}
+  ) {
+    this.crossSigning = new CrossSigningService(storage, (userId, edus) => this.recordChange(userId, edus));
+  }
+
+  /** A change of the user's keys: recorded at a stream position, and everyone concerned told. */
+  private async recordChange(userId: string, edus: readonly Edu[]): Promise<void> {
+    await writeAtNextPosition(this.storage, this.stream, (stores, position) => stores.e2e.recordDeviceListChange(userId, position));
+    await this.tellOthers(userId, edus);
+  }
 
   /** `POST /keys/upload`: the device's own keys; answers how many one-time keys it has left. */
   async upload(device: Device, body: { device_keys?: unknown; one_time_keys?: unknown; fallback_keys?: unknown }): Promise<{ one_time_key_counts: Record<string, number> }> {
@@ -90,7 +113,7 @@ export class KeysService {
         await stores.e2e.recordDeviceListChange(userId, position);
       });
       const name = (await this.storage.sessions.getDevice(userId, deviceId))?.display_name ?? undefined;
-      await this.tellOthers(userId, [{ user_id: userId, device_id: deviceId, stream_id: position, prev_id: [], deleted: false, keys: JSON.parse(newDeviceKeys) as JsonObject, ...(name ? { device_display_name: name } : {}) }]);
+      await this.tellOthers(userId, [deviceListUpdate({ user_id: userId, device_id: deviceId, stream_id: position, prev_id: [], deleted: false, keys: JSON.parse(newDeviceKeys) as JsonObject, ...(name ? { device_display_name: name } : {}) })]);
     } else if (oneTime.length > 0 || fallback.length > 0) {
       await this.storage.transaction((stores) => this.storeKeys(stores, device, oneTime, fallback));
     }
@@ -98,16 +121,18 @@ export class KeysService {
   }
 
   /** `POST /keys/query`: the identity keys of the devices named (all of a user's for an empty list). */
-  async query(body: { device_keys?: unknown; timeout?: unknown }): Promise<JsonObject> {
+  async query(viewer: string, body: { device_keys?: unknown; timeout?: unknown }): Promise<JsonObject> {
     const wanted = userMap(body.device_keys, 'device_keys');
     const deviceKeys: Record<string, JsonObject> = {};
     const failures: Record<string, JsonObject> = {};
+    const signingKeys: SigningKeys = { master_keys: {}, self_signing_keys: {}, user_signing_keys: {} };
     const remote = new Map<string, Record<string, string[]>>();
     for (const [userId, devices] of Object.entries(wanted)) {
       if (!isUserId(userId)) continue;
       const deviceIds = Array.isArray(devices) ? devices.filter((d): d is string => typeof d === 'string') : [];
       if (serverOf(userId) === this.serverName) {
         deviceKeys[userId] = await this.localDeviceKeys(userId, deviceIds);
+        await this.addSigningKeys(signingKeys, viewer, userId);
       } else {
         const forServer = remote.get(serverOf(userId)) ?? {};
         forServer[userId] = deviceIds;
@@ -119,23 +144,39 @@ export class KeysService {
         try {
           const answer = await this.askRemote(server, (timeout) => this.remote!.query(server, users, timeout), body.timeout);
           const theirs = (answer.device_keys ?? {}) as Record<string, unknown>;
-          for (const userId of Object.keys(users)) deviceKeys[userId] = checkedRemoteDevices(userId, theirs[userId]);
+          for (const userId of Object.keys(users)) {
+            deviceKeys[userId] = checkedRemoteDevices(userId, theirs[userId]);
+            // Their public cross-signing keys, when they are that user's.
+            for (const field of ['master_keys', 'self_signing_keys'] as const) {
+              const key = ((answer[field] ?? {}) as Record<string, unknown>)[userId];
+              if (typeof key === 'object' && key !== null && (key as JsonObject).user_id === userId) signingKeys[field][userId] = key as JsonObject;
+            }
+          }
         } catch (err) {
           failures[server] = failureOf(err);
         }
       }),
     );
-    return { device_keys: deviceKeys, failures, master_keys: {}, self_signing_keys: {}, user_signing_keys: {} };
+    return { device_keys: deviceKeys, failures, ...signingKeys };
   }
 
   /** Federation's `POST /user/keys/query`: the keys of this server's users only. */
   async queryForServer(body: { device_keys?: unknown }): Promise<JsonObject> {
     const deviceKeys: Record<string, JsonObject> = {};
+    const signingKeys: SigningKeys = { master_keys: {}, self_signing_keys: {}, user_signing_keys: {} };
     for (const [userId, devices] of Object.entries(userMap(body.device_keys, 'device_keys'))) {
       if (!isUserId(userId) || serverOf(userId) !== this.serverName) continue;
       deviceKeys[userId] = await this.localDeviceKeys(userId, Array.isArray(devices) ? devices.filter((d): d is string => typeof d === 'string') : []);
+      await this.addSigningKeys(signingKeys, '', userId);
     }
-    return { device_keys: deviceKeys };
+    return { device_keys: deviceKeys, master_keys: signingKeys.master_keys, self_signing_keys: signingKeys.self_signing_keys };
+  }
+
+  private async addSigningKeys(into: SigningKeys, viewer: string, userId: string): Promise<void> {
+    const keys = await this.crossSigning.keysFor(viewer, userId);
+    if (keys.master) into.master_keys[userId] = keys.master;
+    if (keys.self_signing) into.self_signing_keys[userId] = keys.self_signing;
+    if (keys.user_signing) into.user_signing_keys[userId] = keys.user_signing;
   }
 
   /** Federation's `GET /user/devices/{userId}`: every device of a user of this server, with its keys. */
@@ -146,7 +187,14 @@ export class KeysService {
       ...(keys[device.device_id] ? { keys: withoutUnsigned(keys[device.device_id] as JsonObject) } : {}),
       ...(device.display_name ? { device_display_name: device.display_name } : {}),
     }));
-    return { user_id: userId, stream_id: await this.storage.e2e.latestDeviceListChange(userId), devices };
+    const signing = await this.crossSigning.keysFor('', userId);
+    return {
+      user_id: userId,
+      stream_id: await this.storage.e2e.latestDeviceListChange(userId),
+      devices,
+      ...(signing.master ? { master_key: signing.master } : {}),
+      ...(signing.self_signing ? { self_signing_key: signing.self_signing } : {}),
+    };
   }
 
   /** An `m.device_list_update` EDU: a user of `origin` changed devices; those sharing a room are told. */
@@ -262,7 +310,7 @@ export class KeysService {
       removed = await stores.e2e.deleteKeysOfRemovedDevices(userId);
       if (removed.length > 0) await stores.e2e.recordDeviceListChange(userId, position);
     });
-    if (removed.length > 0) await this.tellOthers(userId, removed.map((deviceId) => ({ user_id: userId, device_id: deviceId, stream_id: position, prev_id: [], deleted: true })));
+    if (removed.length > 0) await this.tellOthers(userId, removed.map((deviceId) => deviceListUpdate({ user_id: userId, device_id: deviceId, stream_id: position, prev_id: [], deleted: true })));
   }
 
   private async storeKeys(stores: Stores, device: Device, oneTime: readonly KeyToStore[], fallback: readonly KeyToStore[]): Promise<void> {
@@ -294,7 +342,7 @@ export class KeysService {
    * Wakes the syncs of everyone who shares a room with the user, and the user's own; the other
    * servers in those rooms get the updates as `m.device_list_update` EDUs.
    */
-  private async tellOthers(userId: string, updates: readonly JsonObject[]): Promise<void> {
+  private async tellOthers(userId: string, edus: readonly Edu[]): Promise<void> {
     const users = await this.usersSharingRooms(userId);
     users.add(userId);
     this.notifier.notify(users);
@@ -304,7 +352,7 @@ export class KeysService {
       const room = await this.cache.room(roomId);
       if (room && !room.legacy) for (const server of room.joinedServers()) if (server !== this.serverName) servers.add(server);
     }
-    if (servers.size > 0) this.remote?.sendDeviceListUpdates([...servers], updates);
+    if (servers.size > 0 && edus.length > 0) this.remote?.sendEdus([...servers], edus);
   }
 
   /** This server's users who share a room with `userId` (a user of another server). */
@@ -363,6 +411,10 @@ function checkedKeys(value: unknown, field: string, device: Device, identity: Re
     keys.push({ algorithm: name.slice(0, colon), keyId: name.slice(colon + 1), keyJson: JSON.stringify(key) });
   }
   return keys;
+}
+
+function deviceListUpdate(content: JsonObject): Edu {
+  return { edu_type: 'm.device_list_update', content };
 }
 
 function userMap(value: unknown, field: string): Record<string, unknown> {

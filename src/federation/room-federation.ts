@@ -34,16 +34,12 @@ export const MAX_TXN_EDUS = 100;
 /** /backfill and /get_missing_events answer at most this many events. */
 const MAX_BACKFILL = 100;
 const MAX_MISSING_EVENTS = 20;
-/** Kept EDUs (device lists, to-device messages) per origin until the encryption work reads them. */
-const MAX_KEPT_EDUS_PER_ORIGIN = 1000;
 /** Invites from other servers a user may hold unanswered; more are refused (they are stored). */
 export const MAX_PENDING_REMOTE_INVITES = 1000;
 /** Transactions are remembered this long, for answering retries. */
 const INBOUND_TXN_RETENTION_MS = 86_400_000;
 /** Remote typing notices last this long unless renewed (Synapse's federation timeout). */
 const REMOTE_TYPING_TIMEOUT_MS = 30_000;
-/** EDU types accepted and kept for end-to-end encryption (a later issue). */
-const KEPT_EDU_TYPES = new Set(['m.signing_key_update']);
 
 export interface RoomFederationDeps {
   signer: Signer;
@@ -410,10 +406,8 @@ export class RoomFederation {
         else if (type === 'm.receipt') await this.remoteReceipts(origin, content as JsonObject);
         else if (type === 'm.direct_to_device') await this.deps.toDevice.receiveRemote(origin, content as JsonObject);
         else if (type === 'm.presence') await this.deps.presence.receiveRemote(origin, content as JsonObject);
-        else if (type === 'm.device_list_update') await this.deps.keys.receiveDeviceListUpdate(origin, content as JsonObject);
-        else if (KEPT_EDU_TYPES.has(type)) {
-          await this.deps.storage.federation.keepEdu(origin, type, JSON.stringify(content), this.deps.clock.now(), MAX_KEPT_EDUS_PER_ORIGIN);
-        }
+        // A cross-signing key change is a device-list change too: clients ask for the keys again.
+        else if (type === 'm.device_list_update' || type === 'm.signing_key_update') await this.deps.keys.receiveDeviceListUpdate(origin, content as JsonObject);
         // Anything unknown: accepted, not acted on.
       } catch (err) {
         this.deps.log?.debug({ err, origin, type }, 'federation: an EDU was ignored');

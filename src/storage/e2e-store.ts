@@ -168,6 +168,40 @@ export class E2eStore {
     return newestPosition(this.db, 'device_list_changes');
   }
 
+  // ---- cross-signing ----
+
+  /** The user's cross-signing keys by type (`master`, `self_signing`, `user_signing`). */
+  async crossSigningKeys(userId: string): Promise<Record<string, string>> {
+    const rows = await this.db.selectFrom('e2e_cross_signing_keys').select(['key_type', 'key_json']).where('user_id', '=', userId).execute();
+    return Object.fromEntries(rows.map((row) => [row.key_type, row.key_json]));
+  }
+
+  async setCrossSigningKey(userId: string, keyType: string, keyJson: string): Promise<void> {
+    await this.db
+      .insertInto('e2e_cross_signing_keys')
+      .values({ user_id: userId, key_type: keyType, key_json: keyJson })
+      .onConflict((c) => c.columns(['user_id', 'key_type']).doUpdateSet({ key_json: keyJson }))
+      .execute();
+  }
+
+  async addCrossSigningSignature(row: { signer_user_id: string; target_user_id: string; target_key_id: string; key_id: string; signature: string }): Promise<void> {
+    await this.db
+      .insertInto('e2e_cross_signing_signatures')
+      .values(row)
+      .onConflict((c) => c.columns(['signer_user_id', 'target_user_id', 'target_key_id', 'key_id']).doUpdateSet({ signature: row.signature }))
+      .execute();
+  }
+
+  /** Signatures `signer` made of keys of `targetUserId`. */
+  async crossSigningSignaturesBy(signer: string, targetUserId: string): Promise<Array<{ target_key_id: string; key_id: string; signature: string }>> {
+    return this.db
+      .selectFrom('e2e_cross_signing_signatures')
+      .select(['target_key_id', 'key_id', 'signature'])
+      .where('signer_user_id', '=', signer)
+      .where('target_user_id', '=', targetUserId)
+      .execute();
+  }
+
   // ---- key backup ----
 
   /** A backup version of the user (the newest not deleted when `version` is undefined). */

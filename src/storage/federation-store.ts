@@ -150,25 +150,4 @@ export class FederationStore {
   async deleteRemoteMembership(roomId: string, userId: string): Promise<void> {
     await this.db.deleteFrom('remote_memberships').where('room_id', '=', roomId).where('user_id', '=', userId).execute();
   }
-
-  // ---- EDUs kept for later (device lists, to-device messages) ----
-
-  /** Keeps an EDU; an origin holds at most `cap` of them (the oldest go first). */
-  async keepEdu(origin: string, type: string, content: string, now: number, cap: number): Promise<void> {
-    await this.db.insertInto('federation_kept_edus').values({ origin, edu_type: type, content, received_ts: now }).execute();
-    const boundary = await this.db
-      .selectFrom('federation_kept_edus')
-      .select('id')
-      .where('origin', '=', origin)
-      .orderBy('id', 'desc')
-      .offset(cap)
-      .limit(1)
-      .executeTakeFirst();
-    if (boundary) await this.db.deleteFrom('federation_kept_edus').where('origin', '=', origin).where('id', '<=', boundary.id).execute();
-  }
-
-  async keptEdus(origin: string): Promise<Array<{ type: string; content: string }>> {
-    const rows = await this.db.selectFrom('federation_kept_edus').select(['edu_type', 'content']).where('origin', '=', origin).orderBy('id').execute();
-    return rows.map((row) => ({ type: row.edu_type, content: row.content }));
-  }
 }

@@ -337,6 +337,20 @@ export interface E2eFallbackKeysTable {
   used: number;
 }
 
+export interface E2eCrossSigningKeysTable {
+  user_id: string;
+  key_type: string;
+  key_json: string;
+}
+
+export interface E2eCrossSigningSignaturesTable {
+  signer_user_id: string;
+  target_user_id: string;
+  target_key_id: string;
+  key_id: string;
+  signature: string;
+}
+
 export interface RoomKeyVersionsTable {
   user_id: string;
   version: number;
@@ -411,6 +425,8 @@ export interface Database {
   e2e_fallback_keys: E2eFallbackKeysTable;
   device_list_changes: DeviceListChangesTable;
   room_key_versions: RoomKeyVersionsTable;
+  e2e_cross_signing_keys: E2eCrossSigningKeysTable;
+  e2e_cross_signing_signatures: E2eCrossSigningSignaturesTable;
   room_keys: RoomKeysTable;
   to_device_txns: ToDeviceTxnsTable;
   users: UsersTable;

@@ -2,7 +2,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { unpaddedBase64 } from '../../src/core/signed-json.js';
 import { client, type Json, type TestClient } from '../support/client.js';
-import { DeviceIdentity } from '../support/device-identity.js';
+import { CrossSigningKey, DeviceIdentity } from '../support/device-identity.js';
 import { createUser, login, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { expectMatchesSpec, expectMatrixError } from '../support/spec-validator.js';
 
@@ -102,5 +102,66 @@ describe('keys', () => {
     expect(query.failures).toEqual({ 'elsewhere.example': expect.objectContaining({ status: expect.any(Number), message: expect.any(String) }) });
     expectMatrixError(await hs.http.post('/_matrix/client/v3/keys/upload').auth(bob.user.accessToken, { type: 'bearer' }).send({ one_time_keys: { nocolon: 'x' } }), 400, 'M_INVALID_PARAM');
     expectMatrixError(await hs.http.get('/_matrix/client/v3/keys/changes?from=x&to=y').auth(bob.user.accessToken, { type: 'bearer' }), 400, 'M_INVALID_PARAM');
+  });
+
+  it('keeps cross-signing keys: the first upload without the password, a replacement with it', async () => {
+    const master = new CrossSigningKey(alice.userId, 'master');
+    const selfSigning = new CrossSigningKey(alice.userId, 'self_signing');
+    const userSigning = new CrossSigningKey(alice.userId, 'user_signing');
+    const uploadSigning = (body: Json) => hs.http.post('/_matrix/client/v3/keys/device_signing/upload').auth(alice.user.accessToken, { type: 'bearer' }).send(body);
+    const unsigned = await uploadSigning({ master_key: master.object(), self_signing_key: selfSigning.object() });
+    expectMatrixError(unsigned, 400, 'M_INVALID_SIGNATURE');
+    const first = await uploadSigning({ master_key: master.object(), self_signing_key: selfSigning.object(master), user_signing_key: userSigning.object(master) });
+    expectMatchesSpec('POST', '/_matrix/client/v3/keys/device_signing/upload', first);
+    expect(first.status).toBe(200);
+
+    const own = await alice.ok('POST', '/keys/query', { device_keys: { [alice.userId]: [] } });
+    expect(own.master_keys[alice.userId].keys).toEqual({ [master.keyId]: master.publicKey });
+    expect(own.self_signing_keys[alice.userId].usage).toEqual(['self_signing']);
+    expect(own.user_signing_keys[alice.userId].usage).toEqual(['user_signing']);
+    const seenByBob = await bob.ok('POST', '/keys/query', { device_keys: { [alice.userId]: [] } });
+    expect(Object.keys(seenByBob.master_keys)).toEqual([alice.userId]);
+    expect(seenByBob.user_signing_keys).toEqual({});
+
+    // The same keys again need nothing; new ones need the password.
+    expect((await uploadSigning({ master_key: master.object(), self_signing_key: selfSigning.object(master) })).status).toBe(200);
+    const newMaster = new CrossSigningKey(alice.userId, 'master');
+    const replace = { master_key: newMaster.object(), self_signing_key: selfSigning.object(newMaster) };
+    const challenge = await uploadSigning(replace);
+    expect(challenge.status).toBe(401);
+    expect(challenge.body.flows).toEqual([{ stages: ['m.login.password'] }]);
+    const replaced = await uploadSigning({ ...replace, auth: { type: 'm.login.password', session: challenge.body.session, identifier: { type: 'm.id.user', user: alice.userId }, password: 'pw-alice' } });
+    expect(replaced.status).toBe(200);
+    expect((await alice.ok('POST', '/keys/query', { device_keys: { [alice.userId]: [] } })).master_keys[alice.userId].keys).toEqual({ [newMaster.keyId]: newMaster.publicKey });
+  });
+
+  it('checks and keeps signatures: of one’s own device by the self-signing key, of another’s master key by the user-signing key', async () => {
+    const device = new DeviceIdentity(alice.userId, alice.user.deviceId);
+    await upload(alice, { device_keys: device.deviceKeys() });
+    const master = new CrossSigningKey(alice.userId, 'master');
+    const selfSigning = new CrossSigningKey(alice.userId, 'self_signing');
+    const userSigning = new CrossSigningKey(alice.userId, 'user_signing');
+    await alice.ok('POST', '/keys/device_signing/upload', { master_key: master.object(), self_signing_key: selfSigning.object(master), user_signing_key: userSigning.object(master) });
+    const bobMaster = new CrossSigningKey(bob.userId, 'master');
+    await bob.ok('POST', '/keys/device_signing/upload', { master_key: bobMaster.object() });
+
+    const signedDevice = selfSigning.sign(device.deviceKeys());
+    const signedBob = userSigning.sign(bobMaster.object());
+    const forged = new CrossSigningKey(alice.userId, 'self_signing').sign(device.deviceKeys());
+    const answer = await hs.http
+      .post('/_matrix/client/v3/keys/signatures/upload')
+      .auth(alice.user.accessToken, { type: 'bearer' })
+      .send({ [alice.userId]: { [alice.user.deviceId]: signedDevice }, [bob.userId]: { [bobMaster.publicKey]: signedBob } });
+    expectMatchesSpec('POST', '/_matrix/client/v3/keys/signatures/upload', answer);
+    expect(answer.body.failures).toEqual({});
+    const bad = await alice.ok('POST', '/keys/signatures/upload', { [alice.userId]: { [alice.user.deviceId]: forged } });
+    expect(bad.failures[alice.userId][alice.user.deviceId].errcode).toBe('M_INVALID_SIGNATURE');
+
+    const byBob = await bob.ok('POST', '/keys/query', { device_keys: { [alice.userId]: [], [bob.userId]: [] } });
+    expect(byBob.device_keys[alice.userId][alice.user.deviceId].signatures[alice.userId][selfSigning.keyId]).toBe(signedDevice.signatures[alice.userId][selfSigning.keyId]);
+    // Alice's signature of Bob's master key is shown to Alice, not to Bob.
+    expect(byBob.master_keys[bob.userId].signatures?.[alice.userId]).toBeUndefined();
+    const byAlice = await alice.ok('POST', '/keys/query', { device_keys: { [bob.userId]: [] } });
+    expect(byAlice.master_keys[bob.userId].signatures[alice.userId][userSigning.keyId]).toBe(signedBob.signatures[alice.userId][userSigning.keyId]);
   });
 });

@@ -35,3 +35,34 @@ export class DeviceIdentity {
   }
 }
 
+
+/** A cross-signing key (master, self-signing or user-signing) of a user, for tests. */
+export class CrossSigningKey {
+  private readonly privateKey: KeyObject;
+  readonly publicKey: string;
+  constructor(
+    readonly userId: string,
+    readonly usage: 'master' | 'self_signing' | 'user_signing',
+  ) {
+    const pair = generateKeyPairSync('ed25519');
+    this.privateKey = pair.privateKey;
+    this.publicKey = unpaddedBase64(pair.publicKey.export({ format: 'der', type: 'spki' }).subarray(-32));
+  }
+
+  get keyId(): string {
+    return `ed25519:${this.publicKey}`;
+  }
+
+  /** The key as uploaded, signed by `signer` when given (the master key signs the other two). */
+  object(signer?: CrossSigningKey): Json {
+    const key = { user_id: this.userId, usage: [this.usage], keys: { [this.keyId]: this.publicKey } };
+    return signer ? signer.sign(key) : key;
+  }
+
+  /** `object` with this key's signature added (as `userId`'s). */
+  sign<T extends Json>(object: T): T {
+    const signature = unpaddedBase64(sign(null, signedBytes(object), this.privateKey));
+    const existing = (object.signatures ?? {}) as Record<string, Record<string, string>>;
+    return { ...object, signatures: { ...existing, [this.userId]: { ...existing[this.userId], [this.keyId]: signature } } };
+  }
+}

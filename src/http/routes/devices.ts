@@ -9,31 +9,20 @@ import type { FastifyReply } from 'fastify';
 import type { Services } from '../../services.js';
 import { authenticate, requesterOf } from '../auth.js';
 import { optionalBody } from '../validation.js';
+import { AuthSchema, withPassword as withPasswordOf } from '../uia.js';
 import type { UiaAuth } from '../../users/password-auth.js';
 import { MAX_DEVICE_DISPLAY_NAME_LENGTH } from '../../users/session-service.js';
 import { MAX_DEVICES_PER_DELETE } from '../../users/device-service.js';
 
-const Auth = Type.Optional(
-  Type.Object({
-    type: Type.Optional(Type.String({ maxLength: 255 })),
-    session: Type.Optional(Type.String({ maxLength: 255 })),
-    identifier: Type.Optional(Type.Object({ type: Type.Optional(Type.String({ maxLength: 255 })), user: Type.Optional(Type.String({ maxLength: 255 })) })),
-    user: Type.Optional(Type.String({ maxLength: 255 })),
-    password: Type.Optional(Type.String({ maxLength: 512 })),
-  }),
-);
+const Auth = AuthSchema;
 const DeviceParams = Type.Object({ deviceId: Type.String({ minLength: 1, maxLength: 512 }) });
 
 export function deviceRoutes(services: Services): FastifyPluginAsyncTypebox {
   return async (app) => {
     const requireUser = authenticate(services.sessions);
 
-    /** Runs `work` once the user has re-entered the password for `operation`; otherwise answers the 401 challenge. */
-    const withPassword = async (reply: FastifyReply, userId: string, operation: string, auth: UiaAuth | undefined, work: () => Promise<unknown>) => {
-      const challenge = await services.passwordAuth.authorise(userId, operation, auth);
-      if (challenge) return reply.code(challenge.status).send(challenge.body);
-      return work();
-    };
+    const withPassword = (reply: FastifyReply, userId: string, operation: string, auth: UiaAuth | undefined, work: () => Promise<unknown>) =>
+      withPasswordOf(services.passwordAuth, reply, userId, operation, auth, work);
 
     /** GET /devices */
     app.get('/devices', { onRequest: requireUser }, async (request) => ({ devices: await services.devices.list(requesterOf(request).userId) }));

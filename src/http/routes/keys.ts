@@ -8,6 +8,10 @@ import { MatrixError } from '../../core/errors.js';
 import type { Services } from '../../services.js';
 import { parseSyncToken } from '../../sync/stream.js';
 import { authenticate, requesterOf } from '../auth.js';
+import { AuthSchema, withPassword } from '../uia.js';
+import type { UiaAuth } from '../../users/password-auth.js';
+import type { JsonObject } from '../../rooms/events.js';
+import { canonicalJson } from '../../core/canonical-json.js';
 
 const AnyObject = Type.Object({}, { additionalProperties: true });
 
@@ -22,8 +26,24 @@ export function keyRoutes(services: Services): FastifyPluginAsyncTypebox {
     );
 
     app.post('/keys/query', { schema: { body: Type.Object({ device_keys: AnyObject, timeout: Type.Optional(Type.Integer()) }, { additionalProperties: true }) } }, async (request) =>
-      services.keys.query(request.body),
+      services.keys.query(requesterOf(request).userId, request.body),
     );
+
+    /** POST /keys/device_signing/upload: replacing existing keys needs the password again. */
+    app.post('/keys/device_signing/upload', { schema: { body: Type.Object({ auth: AuthSchema }, { additionalProperties: true }) } }, async (request, reply) => {
+      const userId = requesterOf(request).userId;
+      const { auth, ...keys } = request.body as { auth?: UiaAuth } & Record<string, unknown>;
+      const crossSigning = services.keys.crossSigning;
+      const upload = async () => {
+        await crossSigning.upload(userId, keys as JsonObject);
+        return {};
+      };
+      if (!(await crossSigning.uploadNeedsAuth(userId, keys as JsonObject))) return upload();
+      return withPassword(services.passwordAuth, reply, userId, `POST /keys/device_signing/upload ${canonicalJson(keys)}`, auth, upload);
+    });
+
+    /** POST /keys/signatures/upload */
+    app.post('/keys/signatures/upload', { schema: { body: AnyObject } }, async (request) => services.keys.crossSigning.uploadSignatures(requesterOf(request).userId, request.body as JsonObject));
 
     app.post('/keys/claim', { schema: { body: Type.Object({ one_time_keys: AnyObject, timeout: Type.Optional(Type.Integer()) }, { additionalProperties: true }) } }, async (request) =>
       services.keys.claim(request.body),
