@@ -293,6 +293,13 @@ export class KeysService {
     return changed.filter((other) => other === userId || shared.has(other)).sort();
   }
 
+  /** Of `candidates`, those who no longer share any room with `userId` (sync's `device_lists.left`). */
+  async leftOf(userId: string, candidates: ReadonlySet<string>): Promise<string[]> {
+    if (candidates.size === 0) return [];
+    const shared = await this.usersSharingRooms(userId);
+    return [...candidates].filter((other) => other !== userId && !shared.has(other)).sort();
+  }
+
   /** For sync: the device's one-time key counts and unused fallback key types. */
   async countsFor(device: Device): Promise<{ counts: Record<string, number>; fallbackTypes: string[] }> {
     return {

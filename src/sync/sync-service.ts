@@ -262,6 +262,7 @@ export class SyncService {
     const toDevice = await this.toDevice.forSync(userId, requester.deviceId, since?.stream, upTo);
     const presence = (await this.presence.forSync(userId, since?.stream, upTo)).filter((e) => filter.presence.matches({ type: 'm.presence', sender: String(e.sender) }));
     const changedDevices = since && this.keys ? await this.keys.changedFor(userId, since.stream, upTo) : [];
+    const leftDevices = since && this.keys ? await this.keys.leftOf(userId, await this.usersWhoMayHaveLeft(userId, join, Object.keys(leave))) : [];
     const keyCounts = this.keys ? await this.keys.countsFor({ userId, deviceId: requester.deviceId }) : { counts: {}, fallbackTypes: [] };
     const empty =
       Object.keys(join).length === 0 &&
@@ -271,7 +272,8 @@ export class SyncService {
       globalAccountData.length === 0 &&
       toDevice.events.length === 0 &&
       presence.length === 0 &&
-      changedDevices.length === 0;
+      changedDevices.length === 0 &&
+      leftDevices.length === 0;
     return {
       empty,
       body: {
@@ -280,11 +282,29 @@ export class SyncService {
         account_data: { events: globalAccountData },
         presence: { events: presence },
         to_device: { events: toDevice.events },
-        device_lists: { changed: changedDevices, left: [] },
+        device_lists: { changed: changedDevices, left: leftDevices },
         device_one_time_keys_count: keyCounts.counts,
         device_unused_fallback_key_types: keyCounts.fallbackTypes,
       },
     };
+  }
+
+  /**
+   * Users the syncing user may have stopped sharing every room with since the token: those this
+   * answer shows leaving (or banned from) a joined room, and the members of the rooms the user
+   * left. `device_lists.left` is those of them who share no room with the user any more.
+   */
+  private async usersWhoMayHaveLeft(userId: string, join: Record<string, JsonObject>, leftRooms: readonly string[]): Promise<Set<string>> {
+    const users = new Set<string>();
+    for (const section of Object.values(join)) {
+      const events = [...(((section.timeline as JsonObject | undefined)?.events ?? []) as JsonObject[]), ...(((section.state as JsonObject | undefined)?.events ?? []) as JsonObject[])];
+      for (const event of events) {
+        const membership = (event.content as JsonObject | undefined)?.membership;
+        if (event.type === 'm.room.member' && typeof event.state_key === 'string' && event.state_key !== userId && (membership === 'leave' || membership === 'ban')) users.add(event.state_key);
+      }
+    }
+    for (const roomId of leftRooms) for (const member of (await this.cache.room(roomId))?.joinedUsers() ?? []) if (member !== userId) users.add(member);
+    return users;
   }
 
   /** Nothing happened in the room since the token: no event, receipt or typing change. */

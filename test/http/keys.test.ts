@@ -164,4 +164,19 @@ describe('keys', () => {
     const byAlice = await alice.ok('POST', '/keys/query', { device_keys: { [bob.userId]: [] } });
     expect(byAlice.master_keys[bob.userId].signatures[alice.userId][userSigning.keyId]).toBe(signedBob.signatures[alice.userId][userSigning.keyId]);
   });
+
+  it('says in device_lists.left who no longer shares a room', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    const other = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    await bob.join(other);
+    const aliceSince = (await alice.sync()).next_batch as string;
+    const bobSince = (await bob.sync()).next_batch as string;
+    await bob.ok('POST', `/rooms/${encodeURIComponent(roomId)}/leave`, {});
+    // Still in another room together: nobody has left.
+    expect((await alice.sync({ since: aliceSince })).device_lists.left).toEqual([]);
+    await bob.ok('POST', `/rooms/${encodeURIComponent(other)}/leave`, {});
+    expect((await alice.sync({ since: aliceSince })).device_lists.left).toEqual([bob.userId]);
+    expect((await bob.sync({ since: bobSince })).device_lists.left).toEqual([alice.userId]);
+  });
 });
