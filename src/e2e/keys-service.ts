@@ -19,6 +19,7 @@ import type { Storage, Stores } from '../storage/index.js';
 import type { Notifier } from '../sync/notifier.js';
 import { writeAtNextPosition, type StreamCounter } from '../sync/stream.js';
 import { CrossSigningService } from './cross-signing.js';
+import { BoundedCache } from '../core/bounded-cache.js';
 
 /** One-time keys a device may hold: enough for any client (they upload about 50), bounded for the disk. */
 export const MAX_ONE_TIME_KEYS_PER_DEVICE = 1_000;
@@ -39,6 +40,18 @@ export interface RemoteKeys {
   sendEdus(servers: readonly string[], edus: readonly Edu[]): void;
 }
 
+interface RemoteUserKeys {
+  devices: JsonObject;
+  master?: JsonObject;
+  selfSigning?: JsonObject;
+  /** Date.now() after which the entry is not used. */
+  until: number;
+}
+
+/** How long another server's answer is used without a device-list update. */
+const REMOTE_KEYS_TTL_MS = 5 * 60_000;
+const MAX_CACHED_REMOTE_USERS = 10_000;
+
 interface SigningKeys {
   master_keys: Record<string, JsonObject>;
   self_signing_keys: Record<string, JsonObject>;
@@ -56,6 +69,12 @@ const DEFAULT_REMOTE_TIMEOUT_MS = 10_000;
 export class KeysService {
   /** Cross-signing keys and signatures; their changes are device-list changes too. */
   readonly crossSigning: CrossSigningService;
+  /**
+   * Other servers' users' keys, as their server last answered: kept until an
+   * `m.device_list_update` or `m.signing_key_update` for the user says they changed, and for a
+   * few minutes at most (an update can be lost while no room is shared).
+   */
+  private readonly remoteCache = new BoundedCache<string, RemoteUserKeys>(MAX_CACHED_REMOTE_USERS);
 
   constructor(
     private readonly storage: Storage,
@@ -134,23 +153,37 @@ export class KeysService {
         deviceKeys[userId] = await this.localDeviceKeys(userId, deviceIds);
         await this.addSigningKeys(signingKeys, viewer, userId);
       } else {
+        const cached = this.remoteCache.get(userId);
+        if (cached && cached.until > Date.now()) {
+          deviceKeys[userId] = deviceIds.length > 0 ? Object.fromEntries(Object.entries(cached.devices).filter(([id]) => deviceIds.includes(id))) : cached.devices;
+          if (cached.master) signingKeys.master_keys[userId] = cached.master;
+          if (cached.selfSigning) signingKeys.self_signing_keys[userId] = cached.selfSigning;
+          continue;
+        }
+        // All of the user's devices are asked for, so that the answer can be kept whole.
         const forServer = remote.get(serverOf(userId)) ?? {};
-        forServer[userId] = deviceIds;
+        forServer[userId] = [];
         remote.set(serverOf(userId), forServer);
       }
     }
     await Promise.all(
       [...remote].map(async ([server, users]) => {
+        const generation = this.remoteCache.generation;
         try {
           const answer = await this.askRemote(server, (timeout) => this.remote!.query(server, users, timeout), body.timeout);
           const theirs = (answer.device_keys ?? {}) as Record<string, unknown>;
           for (const userId of Object.keys(users)) {
-            deviceKeys[userId] = checkedRemoteDevices(userId, theirs[userId]);
+            const entry: RemoteUserKeys = { devices: checkedRemoteDevices(userId, theirs[userId]), until: Date.now() + REMOTE_KEYS_TTL_MS };
             // Their public cross-signing keys, when they are that user's.
-            for (const field of ['master_keys', 'self_signing_keys'] as const) {
-              const key = ((answer[field] ?? {}) as Record<string, unknown>)[userId];
-              if (typeof key === 'object' && key !== null && (key as JsonObject).user_id === userId) signingKeys[field][userId] = key as JsonObject;
-            }
+            const master = ((answer.master_keys ?? {}) as Record<string, unknown>)[userId];
+            const selfSigning = ((answer.self_signing_keys ?? {}) as Record<string, unknown>)[userId];
+            if (typeof master === 'object' && master !== null && (master as JsonObject).user_id === userId) entry.master = master as JsonObject;
+            if (typeof selfSigning === 'object' && selfSigning !== null && (selfSigning as JsonObject).user_id === userId) entry.selfSigning = selfSigning as JsonObject;
+            this.remoteCache.setIfUnchanged(userId, entry, generation);
+            const wantedIds = ((wanted[userId] as unknown[] | undefined) ?? []).filter((d): d is string => typeof d === 'string');
+            deviceKeys[userId] = wantedIds.length > 0 ? Object.fromEntries(Object.entries(entry.devices).filter(([id]) => wantedIds.includes(id))) : entry.devices;
+            if (entry.master) signingKeys.master_keys[userId] = entry.master;
+            if (entry.selfSigning) signingKeys.self_signing_keys[userId] = entry.selfSigning;
           }
         } catch (err) {
           failures[server] = failureOf(err);
@@ -201,6 +234,8 @@ export class KeysService {
   async receiveDeviceListUpdate(origin: string, content: JsonObject): Promise<void> {
     const userId = content.user_id;
     if (typeof userId !== 'string' || !isUserId(userId) || serverOf(userId) !== origin) return;
+    // What was kept of the user's keys is stale now; the next query asks their server.
+    this.remoteCache.delete(userId);
     await writeAtNextPosition(this.storage, this.stream, (stores, position) => stores.e2e.recordDeviceListChange(userId, position));
     const users = await this.localUsersSharingRoomsWith(userId);
     if (users.size > 0) this.notifier.notify(users);

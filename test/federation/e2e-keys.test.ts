@@ -42,17 +42,28 @@ describe('keys across servers', () => {
     expect(devices).toMatchObject({ user_id: botA.userId, devices: [{ device_id: botA.user.deviceId, keys: { device_id: botA.user.deviceId } }] });
   });
 
-  it('leave out keys another server hands on that its user’s device did not sign', async () => {
+  it('leave out keys another server hands on that its user’s device did not sign, and keep answers until told of a change', async () => {
     const b = federation.servers.get('b.test')!;
-    const forger = new DeviceIdentity(botA.userId, 'FORGED');
-    const forged = { ...forger.deviceKeys(), signatures: device.deviceKeys().signatures };
-    const originalQuery = b.services.keys['remote']!.query;
-    b.services.keys['remote']!.query = async () => ({ device_keys: { [botA.userId]: { FORGED: forged, OTHER: device.deviceKeys() } } });
+    const ghost = '@ghost:a.test';
+    const forger = new DeviceIdentity(ghost, 'FORGED');
+    const forged = { ...forger.deviceKeys(), signatures: new DeviceIdentity(ghost, 'FORGED').deviceKeys().signatures };
+    const remote = b.services.keys['remote']!;
+    const originalQuery = remote.query;
+    let asked = 0;
+    remote.query = async (...args) => {
+      asked++;
+      return args[1][ghost] ? { device_keys: { [ghost]: { FORGED: forged, OTHER: device.deviceKeys() } } } : originalQuery(...args);
+    };
     try {
-      const query = await aliceB.ok('POST', '/keys/query', { device_keys: { [botA.userId]: [] } });
-      expect(query.device_keys[botA.userId]).toEqual({});
+      const query = await aliceB.ok('POST', '/keys/query', { device_keys: { [ghost]: [] } });
+      expect(query.device_keys[ghost]).toEqual({});
+      // The bot's keys were fetched before: kept, not asked again.
+      asked = 0;
+      const again = await aliceB.ok('POST', '/keys/query', { device_keys: { [botA.userId]: [] } });
+      expect(Object.keys(again.device_keys[botA.userId])).toEqual([botA.user.deviceId]);
+      expect(asked).toBe(0);
     } finally {
-      b.services.keys['remote']!.query = originalQuery;
+      remote.query = originalQuery;
     }
   });
 
