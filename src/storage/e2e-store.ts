@@ -1,6 +1,6 @@
 /** End-to-end encryption keys and device-list changes (see migration 0021). */
-import type { Kysely } from 'kysely';
-import type { Database } from './schema.js';
+import type { Kysely, Selectable } from 'kysely';
+import type { Database, RoomKeysTable } from './schema.js';
 import { newestPosition } from './stream-positions.js';
 
 export interface StoredKey {
@@ -16,14 +16,8 @@ export interface BackupVersionRow {
   etag: number;
 }
 
-export interface RoomKeyRow {
-  room_id: string;
-  session_id: string;
-  first_message_index: number;
-  forwarded_count: number;
-  is_verified: number;
-  session_data: string;
-}
+/** A backed-up room key as stored, without whose and which version it is. */
+export type RoomKeyRow = Omit<Selectable<RoomKeysTable>, 'user_id' | 'version'>;
 
 export class E2eStore {
   constructor(private readonly db: Kysely<Database>) {}

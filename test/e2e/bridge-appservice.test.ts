@@ -7,13 +7,13 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestHomeserver, type TestHomeserver } from '../../src/testing/index.js';
 import { startFeedServer, type FeedServer } from '../support/feed-server.js';
+import { freePort } from '../support/ports.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const BIN = join(ROOT, 'bin/bot-homeserver.js');
@@ -46,14 +46,6 @@ const rss = (items: Array<{ guid: string; title: string }>) =>
   `<?xml version="1.0"?><rss version="2.0"><channel><title>Releases</title><link>https://releases.example/</link>${items
     .map((item) => `<item><title>${item.title}</title><link>https://releases.example/${item.guid}</link><guid isPermaLink="false">${item.guid}</guid></item>`)
     .join('')}</channel></rss>`;
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
 
 describe('the bridge as an application service of the main homeserver', () => {
   let dir: string;

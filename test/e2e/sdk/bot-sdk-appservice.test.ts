@@ -4,22 +4,14 @@
  * and loses nothing while it is down.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startTestHomeserver, type TestHomeserver } from '../../../src/testing/index.js';
+import { freePort } from '../../support/ports.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 const silent = { info() {}, warn() {}, error() {}, debug() {}, trace() {} };
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
 
 async function until<T>(check: () => T | undefined | false, what: string): Promise<T> {
   const deadline = Date.now() + 15_000;
