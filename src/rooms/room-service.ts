@@ -55,6 +55,10 @@ export interface AliasNamespaces {
   askAboutAlias(alias: string): Promise<boolean>;
 }
 
+/** A join refused right after an invite arrived is tried again this many times, waiting longer each time. */
+const INVITE_RACE_ATTEMPTS = 4;
+const INVITE_RACE_DELAY_MS = 150;
+
 export class RoomService {
   /** Sends in flight, by user, device and transaction id: a retry racing its original joins it. */
   private readonly inflightTxns = new Map<string, Promise<string>>();
@@ -85,10 +89,15 @@ export class RoomService {
     if (!SUPPORTED_ROOM_VERSIONS.includes(roomVersion)) {
       throw new MatrixError('M_UNSUPPORTED_ROOM_VERSION', `Your homeserver does not support room version ${roomVersion}`);
     }
-    const invites = [...new Set(request.invite ?? [])];
-    for (const userId of invites) assertUserId(userId);
+    const allInvites = [...new Set(request.invite ?? [])];
+    for (const userId of allInvites) assertUserId(userId);
+    // Users of other servers are invited once the room exists, through their server (which must
+    // countersign the invite and then tells them); only local invites go in the creation batch.
+    const federated = this.remote !== undefined;
+    const invites = allInvites.filter((userId) => !federated || serverOf(userId) === this.config.server_name);
+    const remoteInvites = allInvites.filter((userId) => !invites.includes(userId));
     // Counted like messages, as in Synapse, and so are the events it writes beyond the room's own.
-    await this.limiters.checkMessage(creator, 1 + (request.initial_state?.length ?? 0) + invites.length);
+    await this.limiters.checkMessage(creator, 1 + (request.initial_state?.length ?? 0) + allInvites.length);
     const inviteProfiles = await Promise.all(invites.map((userId) => this.profileOfExistingUser(userId)));
     for (const state of request.initial_state ?? []) {
       if (state.type === 'm.room.create' || state.type === 'm.room.member') {
@@ -166,6 +175,7 @@ export class RoomService {
     } finally {
       this.creating.delete(roomId);
     }
+    for (const userId of remoteInvites) await this.inviteRemote(requester, roomId, userId, undefined, request.is_direct === true);
     return roomId;
   }
 
@@ -181,8 +191,19 @@ export class RoomService {
     if (candidates && (candidates.length > 0 || !room)) {
       if (candidates.length === 0) throw new MatrixError('M_NOT_FOUND', 'No known servers');
       const profile = await this.profileOf(requester.userId);
-      await this.remote!.join(requester.userId, roomId, candidates, { ...profile, ...(reason !== undefined ? { reason } : {}) });
-      return roomId;
+      const content = { ...profile, ...(reason !== undefined ? { reason } : {}) };
+      // An invite reaches us before the inviting server has written it (it writes it once we have
+      // countersigned it): a bot that joins the moment it is invited can be refused for a moment.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await this.remote!.join(requester.userId, roomId, candidates, content);
+          return roomId;
+        } catch (err) {
+          const refused = err instanceof MatrixError && err.status === 403;
+          if (!refused || attempt >= INVITE_RACE_ATTEMPTS || (await this.cache.roomsOf(requester.userId)).get(roomId)?.membership !== 'invite') throw err;
+          await new Promise((resolve) => setTimeout(resolve, INVITE_RACE_DELAY_MS * attempt));
+        }
+      }
     }
     if (!room) throw new MatrixError('M_NOT_FOUND', 'No known servers');
     const profile = await this.profileOf(requester.userId);
@@ -240,13 +261,13 @@ export class RoomService {
    * A user of another server is invited in two steps: the invite is built and checked here, their
    * server countersigns it, and then it is written (on whatever the room's head is by then).
    */
-  private async inviteRemote(requester: Requester, roomId: string, target: string, reason: string | undefined): Promise<void> {
+  private async inviteRemote(requester: Requester, roomId: string, target: string, reason: string | undefined, isDirect = false): Promise<void> {
     const room = await this.reader.roomOrForbidden(roomId, requester.userId);
     if (room.legacy) throw new MatrixError('M_FORBIDDEN', 'This room was made before federation here and stays local');
     assertAllowed(room, memberDraft(requester.userId, target, { membership: 'invite' }, reason));
     // The invitee's name and avatar, as their server tells them (Synapse's include_profile_data_on_invite).
     const profile = (await this.remote!.profile(target)) ?? {};
-    const draft = memberDraft(requester.userId, target, { ...profile, membership: 'invite' }, reason);
+    const draft = memberDraft(requester.userId, target, { ...profile, membership: 'invite', ...(isDirect ? { is_direct: true } : {}) }, reason);
     if (room.membership(target) === 'invite') return;
     const built = await this.writer.preview(roomId, draft);
     const stripped = inviteStateOf(room, requester.userId);

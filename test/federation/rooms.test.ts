@@ -111,6 +111,16 @@ describe('every room version across servers', () => {
 });
 
 describe('invites across servers', () => {
+  it('an invite in createRoom reaches a user of B, who can join at once', async () => {
+    const roomId = await botA.createRoom({ preset: 'private_chat', invite: [aliceB.userId], is_direct: true });
+    const invite = await aliceB.syncUntil((sync) => (sync.rooms?.invite?.[roomId] as Json | undefined));
+    const own = (invite.invite_state.events as Json[]).find((e) => e.type === 'm.room.member' && e.state_key === aliceB.userId);
+    expect(own?.content).toMatchObject({ membership: 'invite', is_direct: true });
+    // Right away, as a bot that auto-joins does: the inviting server may not have written the invite yet.
+    await aliceB.join(roomId);
+    await botA.waitForEvent(roomId, (event) => event.type === 'm.room.member' && event.state_key === aliceB.userId && event.content.membership === 'join');
+  });
+
   it('a user on A invites a user on B, who sees the invite and joins', async () => {
     const roomId = await botA.createRoom({ preset: 'private_chat', name: 'Private' });
     await botA.invite(roomId, aliceB.userId);
