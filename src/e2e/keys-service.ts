@@ -51,6 +51,7 @@ interface RemoteUserKeys {
 /** How long another server's answer is used without a device-list update. */
 const REMOTE_KEYS_TTL_MS = 5 * 60_000;
 const MAX_CACHED_REMOTE_USERS = 10_000;
+const MAX_CACHED_DEVICE_COUNTS = 10_000;
 
 interface SigningKeys {
   master_keys: Record<string, JsonObject>;
@@ -75,6 +76,14 @@ export class KeysService {
    * few minutes at most (an update can be lost while no room is shared).
    */
   private readonly remoteCache = new BoundedCache<string, RemoteUserKeys>(MAX_CACHED_REMOTE_USERS);
+  /**
+   * The newest device-list change's position: a sync with a token at or past it has nothing to
+   * ask (most syncs). Raised inside the transaction that records a change, before it commits, so a
+   * reader whose token covers the change always sees it raised.
+   */
+  private latestChange: number | undefined;
+  /** Devices' one-time key counts and unused fallback key types, read by every sync of the device. */
+  private readonly counts = new BoundedCache<string, { counts: Record<string, number>; fallbackTypes: string[] }>(MAX_CACHED_DEVICE_COUNTS);
 
   constructor(
     private readonly storage: Storage,
@@ -89,7 +98,7 @@ export class KeysService {
 
   /** A change of the user's keys: recorded at a stream position, and everyone concerned told. */
   private async recordChange(userId: string, edus: readonly Edu[]): Promise<void> {
-    await writeAtNextPosition(this.storage, this.stream, (stores, position) => stores.e2e.recordDeviceListChange(userId, position));
+    await writeAtNextPosition(this.storage, this.stream, (stores, position) => this.recordDeviceListChange(stores, userId, position));
     await this.tellOthers(userId, edus);
   }
 
@@ -129,13 +138,14 @@ export class KeysService {
         position = at;
         await stores.e2e.setDeviceKeys(userId, deviceId, newDeviceKeys!);
         await this.storeKeys(stores, device, oneTime, fallback);
-        await stores.e2e.recordDeviceListChange(userId, position);
+        await this.recordDeviceListChange(stores, userId, position);
       });
       const name = (await this.storage.sessions.getDevice(userId, deviceId))?.display_name ?? undefined;
       await this.tellOthers(userId, [deviceListUpdate({ user_id: userId, device_id: deviceId, stream_id: position, prev_id: [], deleted: false, keys: JSON.parse(newDeviceKeys) as JsonObject, ...(name ? { device_display_name: name } : {}) })]);
     } else if (oneTime.length > 0 || fallback.length > 0) {
       await this.storage.transaction((stores) => this.storeKeys(stores, device, oneTime, fallback));
     }
+    this.countsChanged(userId, deviceId);
     return { one_time_key_counts: await this.oneTimeKeyCounts(userId, deviceId) };
   }
 
@@ -236,7 +246,7 @@ export class KeysService {
     if (typeof userId !== 'string' || !isUserId(userId) || serverOf(userId) !== origin) return;
     // What was kept of the user's keys is stale now; the next query asks their server.
     this.remoteCache.delete(userId);
-    await writeAtNextPosition(this.storage, this.stream, (stores, position) => stores.e2e.recordDeviceListChange(userId, position));
+    await writeAtNextPosition(this.storage, this.stream, (stores, position) => this.recordDeviceListChange(stores, userId, position));
     const users = await this.localUsersSharingRoomsWith(userId);
     if (users.size > 0) this.notifier.notify(users);
   }
@@ -307,21 +317,34 @@ export class KeysService {
     }
     if (claims.length > MAX_CLAIMED_KEYS) throw new MatrixError('M_LIMIT_EXCEEDED', `At most ${MAX_CLAIMED_KEYS} keys per claim`, { status: 400 });
     const oneTimeKeys: Record<string, Record<string, JsonObject>> = {};
+    const claimed: Array<[string, string]> = [];
     // One transaction: two claims at once never get the same key.
     await this.storage.transaction(async (stores) => {
       for (const { userId, deviceId, algorithm } of claims) {
         const key = (await stores.e2e.claimOneTimeKey(userId, deviceId, algorithm)) ?? (await stores.e2e.useFallbackKey(userId, deviceId, algorithm));
         if (!key) continue;
+        claimed.push([userId, deviceId]);
         const forUser = (oneTimeKeys[userId] ??= {});
         forUser[deviceId] = { [`${algorithm}:${key.keyId}`]: parseStoredJson<JsonObject | string>(key.keyJson, '') as JsonObject };
       }
     });
+    for (const [userId, deviceId] of claimed) this.countsChanged(userId, deviceId);
     return oneTimeKeys;
+  }
+
+  private async recordDeviceListChange(stores: Stores, userId: string, position: number): Promise<void> {
+    await stores.e2e.recordDeviceListChange(userId, position);
+    this.latestChange = Math.max(this.latestChange ?? 0, position);
   }
 
   /** Users sharing a room with `userId` (and the user) whose device lists changed in (after, upTo]. */
   async changedFor(userId: string, after: number, upTo: number): Promise<string[]> {
     if (after >= upTo) return [];
+    if (this.latestChange === undefined) {
+      const stored = await this.storage.e2e.maxStreamOrdering();
+      this.latestChange = Math.max(this.latestChange ?? 0, stored);
+    }
+    if (after >= this.latestChange) return [];
     const changed = await this.storage.e2e.deviceListChanges(after, upTo);
     if (changed.length === 0) return [];
     const shared = await this.usersSharingRooms(userId);
@@ -337,10 +360,21 @@ export class KeysService {
 
   /** For sync: the device's one-time key counts and unused fallback key types. */
   async countsFor(device: Device): Promise<{ counts: Record<string, number>; fallbackTypes: string[] }> {
-    return {
+    const key = `${device.userId}\u0000${device.deviceId}`;
+    const kept = this.counts.get(key);
+    if (kept) return kept;
+    const generation = this.counts.generation;
+    const read = {
       counts: await this.oneTimeKeyCounts(device.userId, device.deviceId),
       fallbackTypes: await this.storage.e2e.unusedFallbackKeyTypes(device.userId, device.deviceId),
     };
+    this.counts.setIfUnchanged(key, read, generation);
+    return read;
+  }
+
+  /** A device's keys were uploaded or claimed: its counts are read afresh. */
+  private countsChanged(userId: string, deviceId: string): void {
+    this.counts.delete(`${userId}\u0000${deviceId}`);
   }
 
   /** Devices of the user were deleted: their keys go, and everyone sharing a room is told. */
@@ -350,7 +384,7 @@ export class KeysService {
     await writeAtNextPosition(this.storage, this.stream, async (stores, at) => {
       position = at;
       removed = await stores.e2e.deleteKeysOfRemovedDevices(userId);
-      if (removed.length > 0) await stores.e2e.recordDeviceListChange(userId, position);
+      if (removed.length > 0) await this.recordDeviceListChange(stores, userId, position);
     });
     if (removed.length > 0) await this.tellOthers(userId, removed.map((deviceId) => deviceListUpdate({ user_id: userId, device_id: deviceId, stream_id: position, prev_id: [], deleted: true })));
   }
