@@ -351,6 +351,23 @@ export class KeysService {
     return changed.filter((other) => other === userId || shared.has(other)).sort();
   }
 
+  /**
+   * `/keys/changes`' `left`: users who left (or were banned from) a room of the user between the
+   * tokens, and the members of rooms the user left then, who share no room with the user now.
+   */
+  async leftBetween(userId: string, after: number, upTo: number): Promise<string[]> {
+    if (after >= upTo) return [];
+    const rooms = [...(await this.cache.roomsOf(userId)).keys()];
+    const candidates = new Set<string>();
+    for (const row of await this.storage.rooms.membershipChanges(rooms, after, upTo)) {
+      const membership = parseStoredJson<JsonObject>(row.content, {}).membership;
+      if (row.state_key === null || (membership !== 'leave' && membership !== 'ban')) continue;
+      if (row.state_key !== userId) candidates.add(row.state_key);
+      else for (const member of (await this.cache.room(row.room_id))?.joinedUsers() ?? []) candidates.add(member);
+    }
+    return this.leftOf(userId, candidates);
+  }
+
   /** Of `candidates`, those who no longer share any room with `userId` (sync's `device_lists.left`). */
   async leftOf(userId: string, candidates: ReadonlySet<string>): Promise<string[]> {
     if (candidates.size === 0) return [];

@@ -471,6 +471,24 @@ export class RoomStore {
   }
 
   /** Every membership event of one user in one room, oldest first: the user's history there. */
+  /** Member events of the rooms with a position in (after, upTo]: who, where, and the content. */
+  async membershipChanges(roomIds: readonly string[], after: number, upTo: number): Promise<Array<{ room_id: string; state_key: string | null; content: string }>> {
+    const rows: Array<{ room_id: string; state_key: string | null; content: string }> = [];
+    for (let i = 0; i < roomIds.length; i += 500) {
+      rows.push(
+        ...(await this.db
+          .selectFrom('events')
+          .select(['room_id', 'state_key', 'content'])
+          .where('room_id', 'in', roomIds.slice(i, i + 500))
+          .where('type', '=', 'm.room.member')
+          .where('stream_ordering', '>', after)
+          .where('stream_ordering', '<=', upTo)
+          .execute()),
+      );
+    }
+    return rows;
+  }
+
   async membershipHistory(roomId: string, userId: string): Promise<EventRow[]> {
     return this.db
       .selectFrom('events')

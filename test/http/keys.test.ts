@@ -176,7 +176,14 @@ describe('keys', () => {
     // Still in another room together: nobody has left.
     expect((await alice.sync({ since: aliceSince })).device_lists.left).toEqual([]);
     await bob.ok('POST', `/rooms/${encodeURIComponent(other)}/leave`, {});
-    expect((await alice.sync({ since: aliceSince })).device_lists.left).toEqual([bob.userId]);
-    expect((await bob.sync({ since: bobSince })).device_lists.left).toEqual([alice.userId]);
+    const aliceNow = await alice.sync({ since: aliceSince });
+    expect(aliceNow.device_lists.left).toEqual([bob.userId]);
+    const bobNow = await bob.sync({ since: bobSince });
+    expect(bobNow.device_lists.left).toEqual([alice.userId]);
+    // /keys/changes says the same between the same tokens.
+    const changes = await alice.request('GET', '/keys/changes', undefined, { from: aliceSince, to: aliceNow.next_batch });
+    expectMatchesSpec('GET', '/_matrix/client/v3/keys/changes', changes);
+    expect(changes.body.left).toEqual([bob.userId]);
+    expect((await bob.ok('GET', '/keys/changes', undefined, { from: bobSince, to: bobNow.next_batch })).left).toEqual([alice.userId]);
   });
 });

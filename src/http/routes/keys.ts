@@ -55,7 +55,8 @@ export function keyRoutes(services: Services): FastifyPluginAsyncTypebox {
       const to = parseSyncToken(request.query.to);
       if (!from || !to) throw new MatrixError('M_INVALID_PARAM', 'from and to must be sync tokens', { status: 400 });
       const upTo = Math.min(to.stream, services.stream.current);
-      return { changed: await services.keys.changedFor(requesterOf(request).userId, from.stream, upTo), left: [] };
+      const userId = requesterOf(request).userId;
+      return { changed: await services.keys.changedFor(userId, from.stream, upTo), left: await services.keys.leftBetween(userId, from.stream, upTo) };
     });
 
     // ---- key backup ----
