@@ -38,7 +38,7 @@ import { checkHealth } from './ops/health.js';
 import { Metrics } from './ops/metrics.js';
 import { Bridge, type BridgeOptions } from './bridge/bridge.js';
 import { LocalHomeserver } from './bridge/local-homeserver.js';
-import { serverInfoFor, type ServerInfo } from './server-info.js';
+import { serverInfoFor, withTrailingSlash, type ServerInfo } from './server-info.js';
 import { createServices, type Services } from './services.js';
 import { bindServerName, migrateToLatest, observeQueries, openDatabase, Storage } from './storage/index.js';
 
@@ -296,8 +296,4 @@ function readConfiguredFile(key: string, path: string): Buffer {
   } catch (err) {
     throw new ConfigError(`${key}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
-}
-
-function withTrailingSlash(url: string): string {
-  return url.endsWith('/') ? url : `${url}/`;
 }

@@ -16,11 +16,12 @@ import { Bridge, type BridgeOptions } from './bridge/bridge.js';
 import { ConfigError, type Config } from './config/index.js';
 import { systemClock } from './core/clock.js';
 import { MatrixError } from './core/errors.js';
+import { escapeRegExp } from './core/escape-regexp.js';
 import { installErrorHandling } from './http/error-handler.js';
 import { installJsonBodies } from './http/json-bodies.js';
 import { loggerOptions } from './http/logging.js';
 import { webhookRoutes } from './http/routes/webhooks.js';
-import { baseUrlFor } from './server-info.js';
+import { baseUrlFor, withTrailingSlash } from './server-info.js';
 import { migrateToLatest, openDatabase, Storage } from './storage/index.js';
 
 /** How long a request to the main homeserver may take. */
@@ -60,7 +61,7 @@ export function bridgeRegistration(config: Config): string {
     // The bridge has its own limits (webhooks, feeds); the homeserver's would only drop posts.
     rate_limited: false,
     namespaces: {
-      users: [{ exclusive: true, regex: `^${escapeRegex(userId)}$` }],
+      users: [{ exclusive: true, regex: `^${escapeRegExp(userId)}$` }],
       aliases: [],
       rooms: [],
     },
@@ -166,10 +167,3 @@ function holdsToken(request: FastifyRequest, token: string): boolean {
   return typeof given === 'string' && given === token;
 }
 
-function withTrailingSlash(url: string): string {
-  return url.endsWith('/') ? url : `${url}/`;
-}
-
-function escapeRegex(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}

@@ -25,6 +25,6 @@ export function baseUrlFor(host: string, port: number, tls = false): string {
   return `${tls ? 'https' : 'http'}://${shown}:${port}/`;
 }
 
-function withTrailingSlash(url: string): string {
+export function withTrailingSlash(url: string): string {
   return url.endsWith('/') ? url : `${url}/`;
 }

@@ -132,14 +132,15 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   writer.onCommit((events) => {
     for (const event of events) if (event.redacts !== undefined) graph.forget(event.redacts);
   });
-  const appserviceSender = new AppServiceSender(appserviceRegistry, storage, new AppServiceClient({ timeoutMs: APPSERVICE_TIMEOUT_MS }), roomCache, clock, {
+  const appserviceClient = new AppServiceClient({ timeoutMs: APPSERVICE_TIMEOUT_MS });
+  const appserviceSender = new AppServiceSender(appserviceRegistry, storage, appserviceClient, roomCache, clock, {
     minRetryMs: config.federation.min_retry_interval,
     maxRetryMs: config.federation.max_retry_interval,
   });
   // Also queued in the events' own transaction: a restart loses nothing an appservice is owed.
   writer.onWrite(appserviceSender.enqueueHook);
   writer.onCommit(appserviceSender.commitListener);
-  const appservices = new AppServices(appserviceRegistry, appserviceSender, new AppServiceClient({ timeoutMs: APPSERVICE_TIMEOUT_MS }), accounts, sessions, config.server_name);
+  const appservices = new AppServices(appserviceRegistry, appserviceSender, appserviceClient, accounts, sessions, config.server_name);
   const membership = new FederatedMembership({ signer, client: federation.client, keyRing: federation.keyRing, remote: remoteEvents, storage, cache: roomCache, stream, notifier, clock });
   const roomReader = new RoomReader(storage, roomCache, stream, clock);
   // Set below, once account data exists (history hides the messages of ignored users).

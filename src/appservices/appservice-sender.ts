@@ -11,10 +11,9 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
-import { eventFromRow, toClientEvent, type StoredEvent } from '../rooms/events.js';
+import { eventFromRow, toClientEvent } from '../rooms/events.js';
 import type { WriteHook } from '../rooms/event-writer.js';
 import type { RoomCache } from '../rooms/room-cache.js';
-import type { RoomSnapshot } from '../rooms/room-snapshot.js';
 import type { Storage } from '../storage/index.js';
 import type { AppServiceClient } from './appservice-client.js';
 import type { AppService, AppServiceRegistry } from './registry.js';
@@ -40,6 +39,8 @@ export class AppServiceSender {
   private readonly states = new Map<string, ServiceState>();
   /** The appservices with a URL: the others only use the client API. */
   private readonly targets: readonly AppService[];
+  /** Appservices the write hook queued events for since the last commit. */
+  private readonly due = new Set<AppService>();
   private stopped = true;
   private ephemeralCounter = 0;
   /** Set once the app has a logger. */
@@ -59,20 +60,24 @@ export class AppServiceSender {
   /** The writer calls this inside each commit: appservices that want the events get them queued. */
   readonly enqueueHook: WriteHook = async (stores, events, room) => {
     const rows: Array<{ asId: string; eventId: string }> = [];
-    for (const service of this.pushTargets()) {
+    for (const service of this.targets) {
       for (const event of events) {
         if (event.outlier || event.rejected !== undefined || event.softFailed) continue;
-        if (this.registry.isInterestedInEvent(service, event, room)) rows.push({ asId: service.id, eventId: event.eventId });
+        if (!this.registry.isInterestedInEvent(service, event, room)) continue;
+        rows.push({ asId: service.id, eventId: event.eventId });
+        this.due.add(service);
       }
     }
     if (rows.length > 0) await stores.appservices.enqueue(rows, this.clock.now());
   };
 
-  /** After each commit: wake the appservices that just got something. */
-  readonly commitListener = (events: readonly StoredEvent[], room: RoomSnapshot): void => {
-    for (const service of this.pushTargets()) {
-      if (events.some((event) => this.registry.isInterestedInEvent(service, event, room))) this.kick(service);
-    }
+  /**
+   * After each commit: wake the appservices the write hook queued something for. (A write that
+   * failed after the hook wakes them for nothing: they find their queue as it was.)
+   */
+  readonly commitListener = (): void => {
+    for (const service of this.due) this.kick(service);
+    this.due.clear();
   };
 
   /** Whether any appservice asked for typing notices and receipts. */
@@ -84,7 +89,7 @@ export class AppServiceSender {
   queueEphemeral(roomId: string, event: Record<string, unknown>): void {
     const room = this.cache.peek(roomId);
     if (!room) return;
-    for (const service of this.pushTargets()) {
+    for (const service of this.targets) {
       if (!service.receiveEphemeral || !this.registry.isInterestedInRoom(service, room)) continue;
       const state = this.state(service);
       state.ephemeral.push({ ...event, room_id: roomId });
@@ -95,16 +100,12 @@ export class AppServiceSender {
 
   async start(): Promise<void> {
     this.stopped = false;
-    for (const service of this.pushTargets()) this.kick(service);
+    for (const service of this.targets) this.kick(service);
   }
 
   stop(): void {
     this.stopped = true;
     for (const state of this.states.values()) clearTimeout(state.timer);
-  }
-
-  private pushTargets(): readonly AppService[] {
-    return this.targets;
   }
 
   private state(service: AppService): ServiceState {

@@ -9,7 +9,7 @@
 import type { KeyObject } from 'node:crypto';
 import { MatrixError } from '../core/errors.js';
 import { parseStoredJson } from '../core/json.js';
-import { ed25519PublicKey, hasValidSignature } from '../core/signed-json.js';
+import { ed25519PublicKey, hasValidSignature, signedBytes } from '../core/signed-json.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { Storage } from '../storage/index.js';
 
@@ -67,6 +67,7 @@ export class CrossSigningService {
     const failures: Record<string, Record<string, JsonObject>> = {};
     const fail = (target: string, keyId: string, errcode: string, error: string) => ((failures[target] ??= {})[keyId] = { errcode, error });
     const mine = await this.storage.e2e.crossSigningKeys(userId);
+    const master = mine.master ? parseStoredJson<JsonObject>(mine.master, {}) : undefined;
     const selfSigning = mine.self_signing ? publicKeyMap(parseStoredJson<JsonObject>(mine.self_signing, {})) : undefined;
     const userSigning = mine.user_signing ? publicKeyMap(parseStoredJson<JsonObject>(mine.user_signing, {})) : undefined;
     let changedOwn = false;
@@ -80,7 +81,7 @@ export class CrossSigningService {
         }
         const object = signed as JsonObject;
         if (target === userId) {
-          const result = await this.signOwn(userId, keyId, object, selfSigning);
+          const result = await this.signOwn(userId, keyId, object, master, selfSigning);
           if (result === true) changedOwn = true;
           else fail(target, keyId, result.errcode, result.error);
         } else {
@@ -114,9 +115,7 @@ export class CrossSigningService {
   }
 
   /** A signature of one of the user's devices (by the self-signing key) or of the master key (by a device). */
-  private async signOwn(userId: string, keyId: string, object: JsonObject, selfSigning: ReadonlyMap<string, KeyObject> | undefined): Promise<true | { errcode: string; error: string }> {
-    const stored = await this.storage.e2e.crossSigningKeys(userId);
-    const master = stored.master ? parseStoredJson<JsonObject>(stored.master, {}) : undefined;
+  private async signOwn(userId: string, keyId: string, object: JsonObject, master: JsonObject | undefined, selfSigning: ReadonlyMap<string, KeyObject> | undefined): Promise<true | { errcode: string; error: string }> {
     if (master && publicKeyOf(master) === keyId) {
       // The master key, signed by one of the user's devices.
       const devices = new Map<string, KeyObject>();
@@ -179,16 +178,14 @@ function publicKeyMap(key: JsonObject): ReadonlyMap<string, KeyObject> {
   return object ? new Map([[`ed25519:${publicKey}`, object]]) : new Map();
 }
 
-/** The same key apart from signatures (and what is unsigned). */
+/** The same key apart from signatures (and what is unsigned): the bytes a signature covers. */
 function sameKey(a: JsonObject, b: JsonObject): boolean {
-  const strip = ({ signatures: _s, unsigned: _u, ...rest }: JsonObject) => JSON.stringify(sortKeys(rest));
-  return strip(a) === strip(b);
-}
-
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (value && typeof value === 'object') return Object.fromEntries(Object.keys(value).sort().map((k) => [k, sortKeys((value as Record<string, unknown>)[k])]));
-  return value;
+  try {
+    return signedBytes(a).equals(signedBytes(b));
+  } catch {
+    // Not canonical JSON (a float, say): not a key this server holds.
+    return false;
+  }
 }
 
 /** `stored` with the checked signatures of `signer` from `signed` added. */

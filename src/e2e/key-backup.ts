@@ -6,6 +6,7 @@
  * Writes go to the current (newest) version only; `etag` moves with every change of its keys.
  */
 import { MatrixError } from '../core/errors.js';
+import { KeyedQueue } from '../core/keyed-queue.js';
 import { parseStoredJson } from '../core/json.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { BackupVersionRow, RoomKeyRow, Storage } from '../storage/index.js';
@@ -24,13 +25,13 @@ export interface KeyBackupData {
 
 export class KeyBackupService {
   /** One change at a time per user: count, compare and write must not interleave. */
-  private readonly queues = new Map<string, Promise<unknown>>();
+  private readonly queue = new KeyedQueue<string>();
 
   constructor(private readonly storage: Storage) {}
 
   async createVersion(userId: string, body: { algorithm?: unknown; auth_data?: unknown }): Promise<{ version: string }> {
     const { algorithm, authData } = checkedVersionBody(body);
-    return this.serial(userId, async () => ({ version: String(await this.storage.e2e.createBackupVersion(userId, algorithm, authData)) }));
+    return this.queue.run(userId, async () => ({ version: String(await this.storage.e2e.createBackupVersion(userId, algorithm, authData)) }));
   }
 
   /** `GET /room_keys/version[/{version}]`. */
@@ -44,7 +45,7 @@ export class KeyBackupService {
     const number = versionNumber(version);
     const { algorithm, authData } = checkedVersionBody(body);
     if (body.version !== undefined && body.version !== version) throw new MatrixError('M_INVALID_PARAM', 'The version in the body does not match the one in the path', { status: 400 });
-    await this.serial(userId, async () => {
+    await this.queue.run(userId, async () => {
       const row = await this.storage.e2e.backupVersion(userId, number);
       if (!row) throw new MatrixError('M_NOT_FOUND', `Unknown backup version ${version}`);
       if (row.algorithm !== algorithm) throw new MatrixError('M_INVALID_PARAM', 'The algorithm of a backup version cannot change', { status: 400 });
@@ -54,7 +55,7 @@ export class KeyBackupService {
 
   async deleteVersion(userId: string, version: string): Promise<void> {
     const number = versionNumber(version);
-    await this.serial(userId, async () => {
+    await this.queue.run(userId, async () => {
       if (!(await this.storage.transaction((stores) => stores.e2e.deleteBackupVersion(userId, number)))) throw new MatrixError('M_NOT_FOUND', `Unknown backup version ${version}`);
     });
   }
@@ -63,7 +64,7 @@ export class KeyBackupService {
   async putKeys(userId: string, version: string | undefined, rooms: Record<string, Record<string, unknown>>): Promise<{ etag: string; count: number }> {
     const number = versionNumber(version);
     const keys = Object.entries(rooms).flatMap(([roomId, sessions]) => Object.entries(sessions).map(([sessionId, data]) => ({ roomId, sessionId, data: checkedKey(data) })));
-    return this.serial(userId, async () => {
+    return this.queue.run(userId, async () => {
       const current = await this.storage.e2e.backupVersion(userId);
       if (!current || current.version !== number) {
         throw new MatrixError('M_WRONG_ROOM_KEYS_VERSION', 'Keys go to the current backup version only', { status: 403, extra: current ? { current_version: String(current.version) } : {} });
@@ -102,7 +103,7 @@ export class KeyBackupService {
   /** `DELETE /room_keys/keys[/{roomId}[/{sessionId}]]`. */
   async deleteKeys(userId: string, version: string | undefined, roomId?: string, sessionId?: string): Promise<{ etag: string; count: number }> {
     const number = versionNumber(version);
-    return this.serial(userId, async () => {
+    return this.queue.run(userId, async () => {
       if (!(await this.storage.e2e.backupVersion(userId, number))) throw new MatrixError('M_NOT_FOUND', `Unknown backup version ${version}`);
       await this.storage.transaction(async (stores) => {
         if ((await stores.e2e.deleteRoomKeys(userId, number, roomId, sessionId)) > 0) await stores.e2e.bumpBackupEtag(userId, number);
@@ -126,16 +127,6 @@ export class KeyBackupService {
     return { etag: String(row?.etag ?? 0), count: await this.storage.e2e.countRoomKeys(userId, version) };
   }
 
-  private serial<T>(userId: string, work: () => Promise<T>): Promise<T> {
-    const previous = this.queues.get(userId) ?? Promise.resolve();
-    const next = previous.catch(() => undefined).then(work);
-    const settled = next.catch(() => undefined);
-    this.queues.set(userId, settled);
-    void settled.then(() => {
-      if (this.queues.get(userId) === settled) this.queues.delete(userId);
-    });
-    return next;
-  }
 }
 
 function checkedVersionBody(body: { algorithm?: unknown; auth_data?: unknown }): { algorithm: string; authData: string } {

@@ -105,13 +105,14 @@ export class KeysService {
   /** `POST /keys/upload`: the device's own keys; answers how many one-time keys it has left. */
   async upload(device: Device, body: { device_keys?: unknown; one_time_keys?: unknown; fallback_keys?: unknown }): Promise<{ one_time_key_counts: Record<string, number> }> {
     const { userId, deviceId } = device;
-    let identity = await this.identityKeys(userId, deviceId);
+    // The device's keys as stored: what signs its other keys, unless this upload brings new ones.
+    const stored = (await this.storage.e2e.deviceKeys(userId, [deviceId]))[0]?.key_json;
+    let identity = stored === undefined ? new Map<string, KeyObject>() : signingKeysOf(parseStoredJson<JsonObject>(stored, {}), deviceId);
     let newDeviceKeys: string | undefined;
     if (body.device_keys !== undefined && body.device_keys !== null) {
       const keys = checkedDeviceKeys(body.device_keys, device);
       identity = signingKeysOf(keys, deviceId);
       if (!hasValidSignature(keys, userId, identity)) throw new MatrixError('M_INVALID_PARAM', 'device_keys must be signed with the device’s own ed25519 key', { status: 400 });
-      const stored = (await this.storage.e2e.deviceKeys(userId, [deviceId]))[0]?.key_json;
       const json = JSON.stringify(withoutUnsigned(keys));
       if (stored !== json) newDeviceKeys = json;
     }
@@ -180,7 +181,7 @@ export class KeysService {
       [...remote].map(async ([server, users]) => {
         const generation = this.remoteCache.generation;
         try {
-          const answer = await this.askRemote(server, (timeout) => this.remote!.query(server, users, timeout), body.timeout);
+          const answer = await this.askRemote((remote, timeout) => remote.query(server, users, timeout), body.timeout);
           const theirs = (answer.device_keys ?? {}) as Record<string, unknown>;
           for (const userId of Object.keys(users)) {
             const entry: RemoteUserKeys = { devices: checkedRemoteDevices(userId, theirs[userId]), until: Date.now() + REMOTE_KEYS_TTL_MS };
@@ -247,8 +248,9 @@ export class KeysService {
     // What was kept of the user's keys is stale now; the next query asks their server.
     this.remoteCache.delete(userId);
     await writeAtNextPosition(this.storage, this.stream, (stores, position) => this.recordDeviceListChange(stores, userId, position));
-    const users = await this.localUsersSharingRoomsWith(userId);
-    if (users.size > 0) this.notifier.notify(users);
+    // Their roommates here (waking a remote user's "sync" would do nothing).
+    const users = [...(await this.cache.roommates(userId))].filter((other) => serverOf(other) === this.serverName);
+    if (users.length > 0) this.notifier.notify(users);
   }
 
   private async localDeviceKeys(userId: string, deviceIds: readonly string[]): Promise<JsonObject> {
@@ -262,10 +264,10 @@ export class KeysService {
     return forUser;
   }
 
-  private async askRemote(server: string, ask: (timeoutMs: number) => Promise<JsonObject>, timeout: unknown): Promise<JsonObject> {
+  /** Asks other servers through `remote`, with the client's `timeout` (capped) or the default. */
+  private async askRemote(ask: (remote: RemoteKeys, timeoutMs: number) => Promise<JsonObject>, timeout: unknown): Promise<JsonObject> {
     if (!this.remote) throw new MatrixError('M_UNRECOGNIZED', 'This server does not federate');
-    const ms = typeof timeout === 'number' && timeout > 0 ? Math.min(timeout, 60_000) : DEFAULT_REMOTE_TIMEOUT_MS;
-    return ask(ms);
+    return ask(this.remote, typeof timeout === 'number' && timeout > 0 ? Math.min(timeout, 60_000) : DEFAULT_REMOTE_TIMEOUT_MS);
   }
 
   /** `POST /keys/claim`: one one-time key per device named, or its fallback key when none is left. */
@@ -287,7 +289,7 @@ export class KeysService {
     await Promise.all(
       [...remote].map(async ([server, users]) => {
         try {
-          const answer = await this.askRemote(server, (timeout) => this.remote!.claim(server, users, timeout), body.timeout);
+          const answer = await this.askRemote((remote, timeout) => remote.claim(server, users, timeout), body.timeout);
           const theirs = (answer.one_time_keys ?? {}) as Record<string, unknown>;
           for (const userId of Object.keys(users)) {
             const keys = theirs[userId];
@@ -347,7 +349,7 @@ export class KeysService {
     if (after >= this.latestChange) return [];
     const changed = await this.storage.e2e.deviceListChanges(after, upTo);
     if (changed.length === 0) return [];
-    const shared = await this.usersSharingRooms(userId);
+    const shared = await this.cache.roommates(userId);
     return changed.filter((other) => other === userId || shared.has(other)).sort();
   }
 
@@ -371,7 +373,7 @@ export class KeysService {
   /** Of `candidates`, those who no longer share any room with `userId` (sync's `device_lists.left`). */
   async leftOf(userId: string, candidates: ReadonlySet<string>): Promise<string[]> {
     if (candidates.size === 0) return [];
-    const shared = await this.usersSharingRooms(userId);
+    const shared = await this.cache.roommates(userId);
     return [...candidates].filter((other) => other !== userId && !shared.has(other)).sort();
   }
 
@@ -416,43 +418,15 @@ export class KeysService {
     return { signed_curve25519: 0, ...(await this.storage.e2e.oneTimeKeyCounts(userId, deviceId)) };
   }
 
-  private async identityKeys(userId: string, deviceId: string): Promise<ReadonlyMap<string, KeyObject>> {
-    const stored = (await this.storage.e2e.deviceKeys(userId, [deviceId]))[0];
-    return stored ? signingKeysOf(parseStoredJson<JsonObject>(stored.key_json, {}), deviceId) : new Map();
-  }
-
-  private async usersSharingRooms(userId: string): Promise<Set<string>> {
-    const users = new Set<string>();
-    for (const [roomId, entry] of await this.cache.roomsOf(userId)) {
-      if (entry.membership !== 'join') continue;
-      const room = await this.cache.room(roomId);
-      if (room) for (const member of room.joinedUsers()) users.add(member);
-    }
-    return users;
-  }
-
   /**
    * Wakes the syncs of everyone who shares a room with the user, and the user's own; the other
-   * servers in those rooms get the updates as `m.device_list_update` EDUs.
+   * servers in those rooms (those of the roommates) get the updates as EDUs.
    */
   private async tellOthers(userId: string, edus: readonly Edu[]): Promise<void> {
-    const users = await this.usersSharingRooms(userId);
-    users.add(userId);
-    this.notifier.notify(users);
-    const servers = new Set<string>();
-    for (const [roomId, entry] of await this.cache.roomsOf(userId)) {
-      if (entry.membership !== 'join') continue;
-      const room = await this.cache.room(roomId);
-      if (room && !room.legacy) for (const server of room.joinedServers()) if (server !== this.serverName) servers.add(server);
-    }
+    const roommates = await this.cache.roommates(userId);
+    this.notifier.notify(roommates);
+    const servers = new Set([...roommates].map(serverOf).filter((server) => server !== this.serverName));
     if (servers.size > 0 && edus.length > 0) this.remote?.sendEdus([...servers], edus);
-  }
-
-  /** This server's users who share a room with `userId` (a user of another server). */
-  private async localUsersSharingRoomsWith(userId: string): Promise<Set<string>> {
-    const users = new Set<string>();
-    for (const other of await this.usersSharingRooms(userId)) if (serverOf(other) === this.serverName) users.add(other);
-    return users;
   }
 }
 

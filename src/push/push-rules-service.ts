@@ -7,6 +7,7 @@
  */
 import type { Clock } from '../core/clock.js';
 import { BoundedCache } from '../core/bounded-cache.js';
+import { KeyedQueue } from '../core/keyed-queue.js';
 import { MatrixError } from '../core/errors.js';
 import { parseStoredJson } from '../core/json.js';
 import type { JsonObject } from '../rooms/events.js';
@@ -31,7 +32,7 @@ export type WriteAccountData = (userId: string, type: string, content: JsonObjec
 
 export class PushRulesService {
   /** One change at a time per user: read, change, write must not interleave. */
-  private readonly queues = new Map<string, Promise<void>>();
+  private readonly queue = new KeyedQueue<string>();
   /** Compiled rules of users who sync: every new event of their rooms is evaluated against them. */
   private readonly compiled = new BoundedCache<string, CompiledRuleset>(10_000);
 
@@ -171,20 +172,13 @@ export class PushRulesService {
   }
 
   private async update(userId: string, change: (changes: RuleChanges) => void): Promise<void> {
-    const previous = this.queues.get(userId) ?? Promise.resolve();
-    const next = previous.then(async () => {
+    await this.queue.run(userId, async () => {
       const changes = await this.changes(userId);
       change(changes);
       await this.storage.userData.setPushRuleChanges(userId, JSON.stringify(changes));
       this.compiled.delete(userId);
       await this.writeAccountData(userId, 'm.push_rules', effectiveRules(userId, changes) as unknown as JsonObject);
     });
-    const settled = next.catch(() => undefined);
-    this.queues.set(userId, settled);
-    void settled.then(() => {
-      if (this.queues.get(userId) === settled) this.queues.delete(userId);
-    });
-    await next;
   }
 }
 

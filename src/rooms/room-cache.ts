@@ -178,6 +178,17 @@ export class RoomCache {
     // are small (one number per room ever loaded in this process).
   }
 
+  /** Everyone (the user included) joined to a room the user is joined to: who shares a room with them. */
+  async roommates(userId: string): Promise<Set<string>> {
+    const users = new Set<string>([userId]);
+    for (const [roomId, entry] of await this.roomsOf(userId)) {
+      if (entry.membership !== 'join') continue;
+      const room = await this.room(roomId);
+      for (const member of room?.joinedUsers() ?? []) users.add(member);
+    }
+    return users;
+  }
+
   /** Every room the user has a membership in, by room id. */
   async roomsOf(userId: string): Promise<ReadonlyMap<string, UserRoom>> {
     for (;;) {

@@ -5,7 +5,6 @@ import type { Database } from './schema.js';
 export interface OutboxEntry {
   id: number;
   eventId: string;
-  txnId: number | null;
 }
 
 export class AppserviceStore {
@@ -29,10 +28,10 @@ export class AppserviceStore {
     const head = await this.db.selectFrom('appservice_outbox').select(['id', 'txn_id']).where('as_id', '=', asId).orderBy('id').limit(1).executeTakeFirst();
     if (!head) return undefined;
     const fixed = head.txn_id !== null;
-    let query = this.db.selectFrom('appservice_outbox').select(['id', 'event_id', 'txn_id']).where('as_id', '=', asId);
+    let query = this.db.selectFrom('appservice_outbox').select(['id', 'event_id']).where('as_id', '=', asId);
     query = fixed ? query.where('txn_id', '=', head.txn_id) : query.where('txn_id', 'is', null).limit(limit);
     const rows = await query.orderBy('id').execute();
-    const entries = rows.map((row) => ({ id: row.id, eventId: row.event_id, txnId: row.txn_id === null ? null : Number(row.txn_id) }));
+    const entries = rows.map((row) => ({ id: row.id, eventId: row.event_id }));
     return { txnId: `${entries[0]!.id}-${entries.at(-1)!.id}`, fixed, entries };
   }
 
@@ -46,8 +45,4 @@ export class AppserviceStore {
     await this.db.deleteFrom('appservice_outbox').where('as_id', '=', asId).where('id', 'in', ids).execute();
   }
 
-  async pendingCount(asId: string): Promise<number> {
-    const row = await this.db.selectFrom('appservice_outbox').select((eb) => eb.fn.countAll<number>().as('n')).where('as_id', '=', asId).executeTakeFirst();
-    return Number(row?.n ?? 0);
-  }
 }

@@ -126,7 +126,7 @@ export class PresenceService {
     if (after !== undefined && this.latest <= after) return [];
     let rows: PresenceRow[];
     if (after === undefined) {
-      rows = await this.storage.userData.presenceOf([...(await this.roommates(viewer))]);
+      rows = await this.storage.userData.presenceOf([...(await this.cache.roommates(viewer))]);
     } else {
       rows = [];
       // Not one's own changes: syncing is what makes one online, and a sync must not wake the
@@ -187,7 +187,7 @@ export class PresenceService {
 
   /** Wakes the roommates' syncs and, for a local user, tells the servers in shared rooms. */
   private async announce(userId: string, presence: PresenceState, statusMsg: string | null, lastActive: number, local: boolean): Promise<void> {
-    const roommates = await this.roommates(userId);
+    const roommates = await this.cache.roommates(userId);
     this.notifier.notify([...roommates].filter((user) => user !== userId && serverOf(user) === this.serverName));
     if (local && this.remote) {
       const servers = new Set([...roommates].map(serverOf).filter((server) => server !== this.serverName));
@@ -208,17 +208,6 @@ export class PresenceService {
     };
     if (row.status_msg !== null) content.status_msg = row.status_msg;
     return content;
-  }
-
-  /** Everyone (themself included) joined to a room the user is joined to. */
-  private async roommates(userId: string): Promise<Set<string>> {
-    const users = new Set<string>([userId]);
-    for (const [roomId, entry] of await this.cache.roomsOf(userId)) {
-      if (entry.membership !== 'join') continue;
-      const room = await this.cache.room(roomId);
-      for (const member of room?.joinedUsers() ?? []) users.add(member);
-    }
-    return users;
   }
 
   private async shareRoom(a: string, b: string): Promise<boolean> {

@@ -4,6 +4,7 @@
  * logic can be tested against the real server. Applied in front of the app, where a proxy or a
  * failing server would sit; the app never sees a request a fault answered.
  */
+import { escapeRegExp } from '../core/escape-regexp.js';
 
 /**
  * Which requests: a pattern such as `"GET /_matrix/client/v3/sync"`, where `*` stands for any text
@@ -123,6 +124,3 @@ function compileMatch(match: FaultMatch): (method: string, path: string) => bool
   return (requestMethod, path) => (method === undefined || method === requestMethod) && regex.test(path);
 }
 
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}

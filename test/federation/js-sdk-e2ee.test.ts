@@ -11,6 +11,7 @@ import * as sdk from 'matrix-js-sdk';
 import { logger } from 'matrix-js-sdk/lib/logger.js';
 import { createUser, startFederation, type Federation } from '../support/federation.js';
 import { testCertificates } from '../support/tls.js';
+import { encryptedRoomWith, exchangeEncrypted, startCryptoClient } from '../support/crypto-clients.js';
 
 /** A fetch for the SDK that trusts the test CA (the servers listen with TLS under it). */
 function fetchTrusting(ca: Buffer): typeof fetch {
@@ -49,63 +50,17 @@ afterAll(async () => {
 
 async function startClient(serverName: string, localpart: string): Promise<sdk.MatrixClient> {
   const server = federation.servers.get(serverName)!;
-  const account = await createUser(server.hs, localpart);
-  const client = sdk.createClient({
-    baseUrl: server.server.url.replace(/\/$/, ''),
-    userId: account.userId,
-    deviceId: account.deviceId,
-    accessToken: account.accessToken,
-    fetchFn: fetchTrusting(readFileSync(testCertificates().caPath)),
-  });
-  await client.initRustCrypto({ useIndexedDB: false });
-  const prepared = new Promise<void>((resolve) => client.on(sdk.ClientEvent.Sync, (state) => state === sdk.SyncState.Prepared && resolve()));
-  client.on(sdk.RoomMemberEvent.Membership, (_event, member) => {
-    if (member.userId === account.userId && member.membership === 'invite') void client.joinRoom(member.roomId);
-  });
-  await client.startClient({ initialSyncLimit: 10 });
-  await prepared;
+  const client = await startCryptoClient(server.server.url.replace(/\/$/, ''), await createUser(server.hs, localpart), fetchTrusting(readFileSync(testCertificates().caPath)));
   clients.push(client);
   return client;
-}
-
-function decrypted(client: sdk.MatrixClient, roomId: string, sender: string, body: string): Promise<sdk.MatrixEvent> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${client.getUserId()} did not decrypt "${body}" within 30 s`)), 30_000);
-    const check = async (event: sdk.MatrixEvent) => {
-      if (event.getRoomId() !== roomId || event.getSender() !== sender) return;
-      await client.decryptEventIfNeeded(event);
-      if (event.isEncrypted() && event.getContent().body === body) {
-        clearTimeout(timer);
-        resolve(event);
-      }
-    };
-    client.on(sdk.RoomEvent.Timeline, (event) => void check(event));
-    client.on(sdk.MatrixEventEvent.Decrypted, (event) => void check(event));
-  });
 }
 
 describe('matrix-js-sdk with Rust crypto across servers', () => {
   it('a client of A and a client of B exchange encrypted messages', { timeout: 60_000 }, async () => {
     const alice = await startClient('a.test', 'alice');
     const bob = await startClient('b.test', 'bob');
-    const { room_id: roomId } = await alice.createRoom({
-      preset: sdk.Preset.PrivateChat,
-      invite: [bob.getUserId()!],
-      initial_state: [{ type: 'm.room.encryption', state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } }],
-    });
-    await new Promise<void>((resolve) => {
-      const poll = setInterval(() => {
-        if (alice.getRoom(roomId)?.getMember(bob.getUserId()!)?.membership === 'join') {
-          clearInterval(poll);
-          resolve();
-        }
-      }, 50);
-    });
-    const bobGets = decrypted(bob, roomId, alice.getUserId()!, 'across servers, encrypted');
-    await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: 'across servers, encrypted' });
-    expect((await bobGets).getWireType()).toBe('m.room.encrypted');
-    const aliceGets = decrypted(alice, roomId, bob.getUserId()!, 'and back again');
-    await bob.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: 'and back again' });
-    await aliceGets;
+    const roomId = await encryptedRoomWith(alice, bob.getUserId()!);
+    const seen = await exchangeEncrypted(alice, bob, roomId, 'across servers, encrypted', 'and back again');
+    expect(seen.getWireType()).toBe('m.room.encrypted');
   });
 });

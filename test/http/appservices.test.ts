@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { client, type Json, type TestClient } from '../support/client.js';
+import { client, type Json } from '../support/client.js';
 import { createUser, SERVER_NAME, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { expectMatchesSpec, expectMatrixError, validateAppserviceTransaction } from '../support/spec-validator.js';
 

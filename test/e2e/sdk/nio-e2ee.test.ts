@@ -11,6 +11,7 @@ import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import * as sdk from 'matrix-js-sdk';
 import { logger } from 'matrix-js-sdk/lib/logger.js';
 import { startTestHomeserver, type TestHomeserver } from '../../../src/testing/index.js';
+import { decrypted, startCryptoClient } from '../../support/crypto-clients.js';
 
 const PYTHON = '/usr/bin/python3';
 const SCRIPT = fileURLToPath(new URL('./nio_e2ee_bot.py', import.meta.url));
@@ -52,12 +53,7 @@ describe('matrix-nio (libolm) and matrix-js-sdk (Rust crypto)', () => {
       });
     });
 
-    const account = await hs.createUser('alice');
-    client = sdk.createClient({ baseUrl: hs.baseUrl, userId: account.userId, deviceId: account.deviceId, accessToken: account.accessToken });
-    await client.initRustCrypto({ useIndexedDB: false });
-    const prepared = new Promise<void>((resolve) => client!.on(sdk.ClientEvent.Sync, (state) => state === sdk.SyncState.Prepared && resolve()));
-    await client.startClient({ initialSyncLimit: 10 });
-    await prepared;
+    client = await startCryptoClient(hs.baseUrl, await hs.createUser('alice'));
     const { room_id: roomId } = await client.createRoom({
       preset: sdk.Preset.PrivateChat,
       invite: [ready.user_id],
@@ -65,19 +61,7 @@ describe('matrix-nio (libolm) and matrix-js-sdk (Rust crypto)', () => {
     });
     await hs.waitFor(roomId, (e) => e.type === 'm.room.member' && e.state_key === ready.user_id && e.content.membership === 'join');
 
-    const echoed = new Promise<sdk.MatrixEvent>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no decrypted echo within 30 s; the bot said:\n${stderr}`)), 30_000);
-      const check = async (event: sdk.MatrixEvent) => {
-        if (event.getRoomId() !== roomId || event.getSender() !== ready.user_id) return;
-        await client!.decryptEventIfNeeded(event);
-        if (event.isEncrypted() && event.getContent().body === 'echo: secret plans') {
-          clearTimeout(timer);
-          resolve(event);
-        }
-      };
-      client!.on(sdk.RoomEvent.Timeline, (event) => void check(event));
-      client!.on(sdk.MatrixEventEvent.Decrypted, (event) => void check(event));
-    });
+    const echoed = decrypted(client, roomId, ready.user_id, 'echo: secret plans', () => `; the bot said:\n${stderr}`);
     await client.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: '!echo secret plans' });
     expect((await echoed).getWireType()).toBe('m.room.encrypted');
     expect(JSON.stringify(await hs.timeline(roomId))).not.toContain('secret plans');

@@ -1,0 +1,76 @@
+/**
+ * matrix-js-sdk clients with Rust crypto for the encryption tests: started, synced, joining the
+ * rooms they are invited to, and waiting for a message they can decrypt.
+ */
+import * as sdk from 'matrix-js-sdk';
+
+export interface CryptoAccount {
+  userId: string;
+  deviceId: string;
+  accessToken: string;
+}
+
+/** A client with Rust crypto (keys in memory), after its first sync; it joins what it is invited to. */
+export async function startCryptoClient(baseUrl: string, account: CryptoAccount, fetchFn?: typeof fetch): Promise<sdk.MatrixClient> {
+  const client = sdk.createClient({ baseUrl, userId: account.userId, deviceId: account.deviceId, accessToken: account.accessToken, ...(fetchFn ? { fetchFn } : {}) });
+  await client.initRustCrypto({ useIndexedDB: false });
+  const prepared = new Promise<void>((resolve, reject) => {
+    client.on(sdk.ClientEvent.Sync, (state) => {
+      if (state === sdk.SyncState.Prepared) resolve();
+      if (state === sdk.SyncState.Error) reject(new Error(`${account.userId}'s first sync failed`));
+    });
+  });
+  client.on(sdk.RoomMemberEvent.Membership, (_event, member) => {
+    if (member.userId === account.userId && member.membership === 'invite') void client.joinRoom(member.roomId);
+  });
+  await client.startClient({ initialSyncLimit: 10 });
+  await prepared;
+  return client;
+}
+
+/** Resolves with the first message of `sender` in `roomId` that the client decrypts to `body`. */
+export function decrypted(client: sdk.MatrixClient, roomId: string, sender: string, body: string, explain = () => ''): Promise<sdk.MatrixEvent> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${client.getUserId()} did not decrypt "${body}" within 30 s${explain()}`)), 30_000);
+    const check = async (event: sdk.MatrixEvent) => {
+      if (event.getRoomId() !== roomId || event.getSender() !== sender) return;
+      await client.decryptEventIfNeeded(event);
+      if (event.isEncrypted() && event.getContent().body === body) {
+        clearTimeout(timer);
+        resolve(event);
+      }
+    };
+    client.on(sdk.RoomEvent.Timeline, (event) => void check(event));
+    client.on(sdk.MatrixEventEvent.Decrypted, (event) => void check(event));
+  });
+}
+
+/** An encrypted room `creator` makes, inviting `invitee` (with `extra` options); resolves once the invitee has joined. */
+export async function encryptedRoomWith(creator: sdk.MatrixClient, invitee: string, extra: Partial<sdk.ICreateRoomOpts> = {}): Promise<string> {
+  const { room_id: roomId } = await creator.createRoom({
+    preset: sdk.Preset.PrivateChat,
+    invite: [invitee],
+    initial_state: [{ type: 'm.room.encryption', state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } }],
+    ...extra,
+  });
+  await new Promise<void>((resolve) => {
+    const poll = setInterval(() => {
+      if (creator.getRoom(roomId)?.getMember(invitee)?.membership === 'join') {
+        clearInterval(poll);
+        resolve();
+      }
+    }, 50);
+  });
+  return roomId;
+}
+
+/** Each sends an encrypted message and the other decrypts it; resolves with the event the second client saw first. */
+export async function exchangeEncrypted(alice: sdk.MatrixClient, bob: sdk.MatrixClient, roomId: string, there: string, back: string): Promise<sdk.MatrixEvent> {
+  const bobGets = decrypted(bob, roomId, alice.getUserId()!, there);
+  await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: there });
+  const seen = await bobGets;
+  const aliceGets = decrypted(alice, roomId, bob.getUserId()!, back);
+  await bob.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: back });
+  await aliceGets;
+  return seen;
+}
