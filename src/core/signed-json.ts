@@ -4,7 +4,8 @@
  * base64 under `signatures.<entity>.<algorithm>:<key id>`. Node's crypto does ed25519 natively.
  */
 import { createPrivateKey, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
-import { canonicalJsonBytes, type CanonicalJsonOptions } from './canonical-json.js';
+import { canonicalJsonBytes, canonicalJsonProblem, type CanonicalJsonOptions } from './canonical-json.js';
+import { MatrixError } from './errors.js';
 
 /** What signs for this server: its name, the key id (`ed25519:<version>`) and the signature. */
 export interface Signer {
@@ -97,4 +98,13 @@ export function hasValidSignature(
     checked += 1;
   }
   return checked > 0;
+}
+
+/**
+ * What a client hands in to be signed or checked must be canonical JSON (no floats, no integers
+ * beyond 2^53): otherwise no signature over it can be checked, and the client is told so.
+ */
+export function assertSignable(value: unknown, what: string): void {
+  const problem = canonicalJsonProblem(value);
+  if (problem !== undefined) throw new MatrixError('M_BAD_JSON', `${what} is not canonical JSON: ${problem}`, { status: 400 });
 }

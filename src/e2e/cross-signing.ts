@@ -9,7 +9,7 @@
 import type { KeyObject } from 'node:crypto';
 import { MatrixError } from '../core/errors.js';
 import { parseStoredJson } from '../core/json.js';
-import { ed25519PublicKey, hasValidSignature, signedBytes } from '../core/signed-json.js';
+import { assertSignable, ed25519PublicKey, hasValidSignature, signedBytes } from '../core/signed-json.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { Storage } from '../storage/index.js';
 
@@ -80,6 +80,12 @@ export class CrossSigningService {
           continue;
         }
         const object = signed as JsonObject;
+        try {
+          assertSignable(object, `${target} ${keyId}`);
+        } catch (err) {
+          fail(target, keyId, 'M_BAD_JSON', (err as Error).message);
+          continue;
+        }
         if (target === userId) {
           const result = await this.signOwn(userId, keyId, object, master, selfSigning);
           if (result === true) changedOwn = true;
@@ -157,6 +163,7 @@ export class CrossSigningService {
 
 function checkedKey(value: unknown, userId: string, type: CrossSigningType): JsonObject {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new MatrixError('M_BAD_JSON', `${BODY_FIELD[type]} must be an object`, { status: 400 });
+  assertSignable(value, BODY_FIELD[type]);
   const key = value as JsonObject;
   if (key.user_id !== userId) throw new MatrixError('M_INVALID_PARAM', `${BODY_FIELD[type]}.user_id must be yours`, { status: 400 });
   if (!Array.isArray(key.usage) || !key.usage.includes(type)) throw new MatrixError('M_INVALID_PARAM', `${BODY_FIELD[type]}.usage must include ${type}`, { status: 400 });

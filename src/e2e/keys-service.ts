@@ -11,7 +11,7 @@
 import type { KeyObject } from 'node:crypto';
 import { MatrixError } from '../core/errors.js';
 import { parseStoredJson } from '../core/json.js';
-import { ed25519PublicKey, hasValidSignature } from '../core/signed-json.js';
+import { assertSignable, ed25519PublicKey, hasValidSignature } from '../core/signed-json.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { RoomCache } from '../rooms/room-cache.js';
 import { isUserId, serverOf } from '../rooms/ids.js';
@@ -438,6 +438,7 @@ interface KeyToStore {
 
 function checkedDeviceKeys(value: unknown, device: Device): JsonObject {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new MatrixError('M_BAD_JSON', 'device_keys must be an object', { status: 400 });
+  assertSignable(value, 'device_keys');
   const keys = value as JsonObject;
   if (keys.user_id !== device.userId || keys.device_id !== device.deviceId) {
     throw new MatrixError('M_INVALID_PARAM', 'device_keys.user_id and device_id must be those of the device uploading them', { status: 400 });
@@ -468,6 +469,7 @@ function checkedKeys(value: unknown, field: string, device: Device, identity: Re
     const colon = name.indexOf(':');
     if (colon <= 0 || colon === name.length - 1) throw new MatrixError('M_INVALID_PARAM', `${field}: ${name} is not <algorithm>:<key id>`, { status: 400 });
     if (typeof key === 'object' && key !== null && !Array.isArray(key)) {
+      assertSignable(key, `${field}: ${name}`);
       if (typeof (key as JsonObject).key !== 'string') throw new MatrixError('M_BAD_JSON', `${field}: ${name} has no key`, { status: 400 });
       if (identity.size > 0 && !hasValidSignature(key as JsonObject, device.userId, identity)) {
         throw new MatrixError('M_INVALID_PARAM', `${field}: ${name} is not signed by the device`, { status: 400 });

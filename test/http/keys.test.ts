@@ -186,4 +186,21 @@ describe('keys', () => {
     expect(changes.body.left).toEqual([bob.userId]);
     expect((await bob.ok('GET', '/keys/changes', undefined, { from: bobSince, to: bobNow.next_batch })).left).toEqual([alice.userId]);
   });
+
+  it('refuses keys that are not canonical JSON (a float cannot be signed) with 400, never a 500', async () => {
+    const device = new DeviceIdentity(alice.userId, alice.user.deviceId);
+    const signature = unpaddedBase64(Buffer.alloc(64, 1));
+    const floaty = { ...device.deviceKeys(), extra: 1.5, signatures: { [alice.userId]: { [`ed25519:${alice.user.deviceId}`]: signature } } };
+    expectMatrixError(await upload(alice, { device_keys: floaty }), 400, 'M_BAD_JSON');
+    await upload(alice, { device_keys: device.deviceKeys() });
+    const floatyKey = { key: 'abc', weight: 0.5, signatures: { [alice.userId]: { [`ed25519:${alice.user.deviceId}`]: signature } } };
+    expectMatrixError(await upload(alice, { one_time_keys: { 'signed_curve25519:F1': floatyKey } }), 400, 'M_BAD_JSON');
+
+    const master = new CrossSigningKey(alice.userId, 'master');
+    const selfSigning = { ...new CrossSigningKey(alice.userId, 'self_signing').object(), extra: 0.1, signatures: { [alice.userId]: { [master.keyId]: signature } } };
+    const uploadSigning = await hs.http.post('/_matrix/client/v3/keys/device_signing/upload').auth(alice.user.accessToken, { type: 'bearer' }).send({ master_key: master.object(), self_signing_key: selfSigning });
+    expectMatrixError(uploadSigning, 400, 'M_BAD_JSON');
+    const signatures = await alice.ok('POST', '/keys/signatures/upload', { [alice.userId]: { [alice.user.deviceId]: floaty } });
+    expect(signatures.failures[alice.userId][alice.user.deviceId].errcode).toBe('M_BAD_JSON');
+  });
 });
