@@ -75,12 +75,14 @@ export class UnreadCounts {
     const since = kept && kept.floor === floor ? this.eventsSince(room, kept.upTo, upTo) ?? (newEvents && kept.upTo === newEvents.after ? newEvents.events : undefined) : undefined;
     // A redaction may remove a counted message: count afresh then.
     const redacts = since?.some((event) => event.type === 'm.room.redaction') ?? false;
-    const evaluator = new RoomEvaluator(room, userId, rules, ignored);
+    // Built on the first event to evaluate: most carried counts have none.
+    let evaluator: RoomEvaluator | undefined;
+    const evaluate = (event: PushableEvent) => (evaluator ??= new RoomEvaluator(room, userId, rules, ignored)).evaluate(event);
     if (kept && since && !redacts) {
       next = { ...kept, upTo, memberEventId };
       for (const event of since) {
         if (event.redactedBy) continue;
-        const outcome = evaluator.evaluate({ type: event.type, sender: event.sender, room_id: room.roomId, state_key: event.stateKey, content: event.content });
+        const outcome = evaluate({ type: event.type, sender: event.sender, room_id: room.roomId, state_key: event.stateKey, content: event.content });
         if (outcome.notify) next.notifications = Math.min(UNREAD_COUNT_CAP, next.notifications + 1);
         if (outcome.highlight) next.highlights = Math.min(UNREAD_COUNT_CAP, next.highlights + 1);
       }
@@ -88,7 +90,7 @@ export class UnreadCounts {
       next = { floor, memberEventId, upTo, rules, notifications: 0, highlights: 0 };
       for (const row of await this.storage.rooms.unreadCandidates(room.roomId, userId, floor, upTo, UNREAD_COUNT_CAP)) {
         const content = parseStoredJson<Record<string, unknown>>(row.content, {});
-        const outcome = evaluator.evaluate({ type: row.type, sender: row.sender, room_id: room.roomId, state_key: row.state_key ?? undefined, content });
+        const outcome = evaluate({ type: row.type, sender: row.sender, room_id: room.roomId, state_key: row.state_key ?? undefined, content });
         if (outcome.notify) next.notifications++;
         if (outcome.highlight) next.highlights++;
       }
