@@ -318,16 +318,26 @@ export class KeysService {
       }
     }
     if (claims.length > MAX_CLAIMED_KEYS) throw new MatrixError('M_LIMIT_EXCEEDED', `At most ${MAX_CLAIMED_KEYS} keys per claim`, { status: 400 });
+    const byUser = new Map<string, Array<{ deviceId: string; algorithm: string }>>();
+    for (const { userId, deviceId, algorithm } of claims) {
+      const devices = byUser.get(userId) ?? [];
+      devices.push({ deviceId, algorithm });
+      byUser.set(userId, devices);
+    }
     const oneTimeKeys: Record<string, Record<string, JsonObject>> = {};
     const claimed: Array<[string, string]> = [];
     // One transaction: two claims at once never get the same key.
     await this.storage.transaction(async (stores) => {
-      for (const { userId, deviceId, algorithm } of claims) {
-        const key = (await stores.e2e.claimOneTimeKey(userId, deviceId, algorithm)) ?? (await stores.e2e.useFallbackKey(userId, deviceId, algorithm));
-        if (!key) continue;
-        claimed.push([userId, deviceId]);
-        const forUser = (oneTimeKeys[userId] ??= {});
-        forUser[deviceId] = { [`${algorithm}:${key.keyId}`]: parseStoredJson<JsonObject | string>(key.keyJson, '') as JsonObject };
+      for (const [userId, devices] of byUser) {
+        const taken = await stores.e2e.claimOneTimeKeys(userId, devices);
+        const without = new Set(devices.map((d) => d.deviceId));
+        for (const key of taken) without.delete(key.deviceId);
+        const fallbacks = await stores.e2e.useFallbackKeys(userId, devices.filter((d) => without.has(d.deviceId)));
+        for (const key of [...taken, ...fallbacks]) {
+          claimed.push([userId, key.deviceId]);
+          const forUser = (oneTimeKeys[userId] ??= {});
+          forUser[key.deviceId] = { [`${key.algorithm}:${key.keyId}`]: parseStoredJson<JsonObject | string>(key.keyJson, '') as JsonObject };
+        }
       }
     });
     for (const [userId, deviceId] of claimed) this.countsChanged(userId, deviceId);

@@ -1,5 +1,5 @@
 /** End-to-end encryption keys and device-list changes (see migration 0021). */
-import type { Kysely, Selectable } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Database, RoomKeysTable } from './schema.js';
 import { newestPosition } from './stream-positions.js';
 
@@ -73,26 +73,21 @@ export class E2eStore {
     return Object.fromEntries(rows.map((row) => [row.algorithm, Number(row.n)]));
   }
 
-  /** Takes (deletes) one one-time key of the algorithm, the oldest id first. */
-  async claimOneTimeKey(userId: string, deviceId: string, algorithm: string): Promise<StoredKey | undefined> {
-    const row = await this.db
-      .selectFrom('e2e_one_time_keys')
-      .select(['key_id', 'key_json'])
-      .where('user_id', '=', userId)
-      .where('device_id', '=', deviceId)
-      .where('algorithm', '=', algorithm)
-      .orderBy('key_id')
-      .limit(1)
-      .executeTakeFirst();
-    if (!row) return undefined;
-    await this.db
-      .deleteFrom('e2e_one_time_keys')
-      .where('user_id', '=', userId)
-      .where('device_id', '=', deviceId)
-      .where('algorithm', '=', algorithm)
-      .where('key_id', '=', row.key_id)
-      .execute();
-    return { algorithm, keyId: row.key_id, keyJson: row.key_json };
+  /**
+   * Takes (deletes) one one-time key of each device's algorithm, the oldest id first, for one
+   * user's devices in one statement; the devices that had none are left out of the answer.
+   */
+  async claimOneTimeKeys(userId: string, wanted: ReadonlyArray<{ deviceId: string; algorithm: string }>): Promise<Array<StoredKey & { deviceId: string }>> {
+    if (wanted.length === 0) return [];
+    const pairs = sql.join(wanted.map(({ deviceId, algorithm }) => sql`(${deviceId}, ${algorithm})`));
+    const { rows } = await sql<{ device_id: string; algorithm: string; key_id: string; key_json: string }>`
+      DELETE FROM e2e_one_time_keys
+      WHERE user_id = ${userId} AND (device_id, algorithm, key_id) IN (
+        SELECT device_id, algorithm, MIN(key_id) FROM e2e_one_time_keys
+        WHERE user_id = ${userId} AND (device_id, algorithm) IN (VALUES ${pairs})
+        GROUP BY device_id, algorithm)
+      RETURNING device_id, algorithm, key_id, key_json`.execute(this.db);
+    return rows.map((row) => ({ deviceId: row.device_id, algorithm: row.algorithm, keyId: row.key_id, keyJson: row.key_json }));
   }
 
   async setFallbackKey(userId: string, deviceId: string, key: StoredKey): Promise<void> {
@@ -104,17 +99,16 @@ export class E2eStore {
   }
 
   /** The fallback key of the algorithm, marked used (it stays until replaced). */
-  async useFallbackKey(userId: string, deviceId: string, algorithm: string): Promise<StoredKey | undefined> {
-    const row = await this.db
-      .selectFrom('e2e_fallback_keys')
-      .select(['key_id', 'key_json'])
-      .where('user_id', '=', userId)
-      .where('device_id', '=', deviceId)
-      .where('algorithm', '=', algorithm)
-      .executeTakeFirst();
-    if (!row) return undefined;
-    await this.db.updateTable('e2e_fallback_keys').set({ used: 1 }).where('user_id', '=', userId).where('device_id', '=', deviceId).where('algorithm', '=', algorithm).execute();
-    return { algorithm, keyId: row.key_id, keyJson: row.key_json };
+  /** Marks the fallback key of each device's algorithm used and returns it, for one user's devices. */
+  async useFallbackKeys(userId: string, wanted: ReadonlyArray<{ deviceId: string; algorithm: string }>): Promise<Array<StoredKey & { deviceId: string }>> {
+    if (wanted.length === 0) return [];
+    const pairs = sql.join(wanted.map(({ deviceId, algorithm }) => sql`(${deviceId}, ${algorithm})`));
+    // A used fallback key is handed out again (the spec's "may be reused"), so every row matches.
+    const { rows } = await sql<{ device_id: string; algorithm: string; key_id: string; key_json: string }>`
+      UPDATE e2e_fallback_keys SET used = 1
+      WHERE user_id = ${userId} AND (device_id, algorithm) IN (VALUES ${pairs})
+      RETURNING device_id, algorithm, key_id, key_json`.execute(this.db);
+    return rows.map((row) => ({ deviceId: row.device_id, algorithm: row.algorithm, keyId: row.key_id, keyJson: row.key_json }));
   }
 
   /** Algorithms with a fallback key not yet used. */

@@ -68,6 +68,30 @@ describe('keys', () => {
     expect(sync.device_unused_fallback_key_types).toEqual([]);
   });
 
+  it('claims for several devices of a user at once: a one-time key, a fallback key, or nothing', async () => {
+    const devices = [];
+    for (let i = 0; i < 3; i++) {
+      const token = await login(hs, 'alice', 'pw-alice');
+      const whoami = await hs.http.get('/_matrix/client/v3/account/whoami').auth(token, { type: 'bearer' });
+      devices.push({ token, identity: new DeviceIdentity(alice.userId, whoami.body.device_id as string) });
+    }
+    const [withKeys, withFallback, bare] = devices;
+    const send = (token: string, body: Json) => hs.http.post('/_matrix/client/v3/keys/upload').auth(token, { type: 'bearer' }).send(body);
+    await send(withKeys!.token, { device_keys: withKeys!.identity.deviceKeys(), one_time_keys: withKeys!.identity.oneTimeKeys(['BBB', 'AAA']) });
+    await send(withFallback!.token, { device_keys: withFallback!.identity.deviceKeys(), fallback_keys: { 'signed_curve25519:FFF': withFallback!.identity.signed({ key: 'fallbackkey', fallback: true }) } });
+    await send(bare!.token, { device_keys: bare!.identity.deviceKeys() });
+
+    const wanted = Object.fromEntries(devices.map((d) => [d.identity.deviceId, 'signed_curve25519']));
+    const claim = await hs.http.post('/_matrix/client/v3/keys/claim').auth(bob.user.accessToken, { type: 'bearer' }).send({ one_time_keys: { [alice.userId]: wanted } });
+    expectMatchesSpec('POST', '/_matrix/client/v3/keys/claim', claim);
+    const got = claim.body.one_time_keys[alice.userId];
+    expect(Object.keys(got).sort()).toEqual([withKeys!.identity.deviceId, withFallback!.identity.deviceId].sort());
+    expect(Object.keys(got[withKeys!.identity.deviceId])).toEqual(['signed_curve25519:AAA']);
+    expect(Object.keys(got[withFallback!.identity.deviceId])).toEqual(['signed_curve25519:FFF']);
+    const counts = await send(withKeys!.token, {});
+    expect(counts.body.one_time_key_counts).toEqual({ signed_curve25519: 1 });
+  });
+
   it('tells those who share a room when a user’s devices change, in sync and /keys/changes', async () => {
     const roomId = await alice.createRoom({ preset: 'public_chat' });
     await bob.join(roomId);
