@@ -81,12 +81,14 @@ export class FederationSender {
   };
 
   /**
-   * Where an event must go: every server with a joined member, and for an invite or a
-   * membership change of a remote user, that user's server; never back to its own server or to us.
+   * Where an event must go: every server with a joined member, and for a membership change of a
+   * remote user, that user's server; never back to its own server or to us. An invite is the
+   * exception: the invitee's server had it through `/invite`, and a copy pushed again arrives
+   * before its prev events there, which Synapse rejects (with a warning) once the invitee joins.
    */
   private destinationsFor(room: RoomSnapshot, event: StoredEvent): Set<string> {
     const destinations = new Set(room.joinedServers());
-    if (event.type === 'm.room.member' && event.stateKey !== undefined) destinations.add(domainOf(event.stateKey));
+    if (event.type === 'm.room.member' && event.stateKey !== undefined && event.content.membership !== 'invite') destinations.add(domainOf(event.stateKey));
     destinations.delete(this.options.serverName);
     if (domainOf(event.sender) !== this.options.serverName) destinations.delete(domainOf(event.sender));
     return destinations;

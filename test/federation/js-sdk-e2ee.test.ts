@@ -4,38 +4,13 @@
  * and claimed across servers, room keys travel as to-device EDUs. The room is made with the invite
  * in `createRoom` and the invitee's client joins the moment the invite arrives, as bots do.
  */
-import { request as httpsRequest } from 'node:https';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as sdk from 'matrix-js-sdk';
 import { logger } from 'matrix-js-sdk/lib/logger.js';
 import { createUser, startFederation, type Federation } from '../support/federation.js';
-import { testCertificates } from '../support/tls.js';
+import { fetchTrusting, testCertificates } from '../support/tls.js';
 import { encryptedRoomWith, exchangeEncrypted, startCryptoClient } from '../support/crypto-clients.js';
-
-/** A fetch for the SDK that trusts the test CA (the servers listen with TLS under it). */
-function fetchTrusting(ca: Buffer): typeof fetch {
-  return (async (input: string | URL | Request, init?: RequestInit) => {
-    const url = new URL(typeof input === 'string' || input instanceof URL ? input : input.url);
-    const headers = Object.fromEntries(new Headers(init?.headers).entries());
-    const body = init?.body === undefined || init.body === null ? undefined : typeof init.body === 'string' ? init.body : Buffer.from(init.body as ArrayBuffer);
-    return new Promise<Response>((resolve, reject) => {
-      const req = httpsRequest(url, { method: init?.method ?? 'GET', headers, ca, signal: init?.signal ?? undefined }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => {
-          const status = res.statusCode ?? 500;
-          const responseHeaders = new Headers();
-          for (const [name, value] of Object.entries(res.headers)) if (typeof value === 'string') responseHeaders.set(name, value);
-          resolve(new Response(status === 204 || status === 304 ? null : Buffer.concat(chunks), { status, headers: responseHeaders }));
-        });
-        res.on('error', reject);
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
-  }) as typeof fetch;
-}
 
 let federation: Federation;
 const clients: sdk.MatrixClient[] = [];

@@ -4,6 +4,7 @@
  * per test process, in a temporary directory.
  */
 import { execFileSync } from 'node:child_process';
+import { request as httpsRequest } from 'node:https';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,4 +29,28 @@ export function testCertificates(names: readonly string[] = ['a.test', 'b.test',
   openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'ext.cnf', '-out', 'server.pem');
   made = { caPath: join(dir, 'ca.pem'), certPath: join(dir, 'server.pem'), keyPath: join(dir, 'server.key') };
   return made;
+}
+
+/** A fetch for an SDK that trusts `ca` (the test servers listen with TLS under it). */
+export function fetchTrusting(ca: Buffer): typeof fetch {
+  return (async (input: string | URL | Request, init?: RequestInit) => {
+    const url = new URL(typeof input === 'string' || input instanceof URL ? input : input.url);
+    const headers = Object.fromEntries(new Headers(init?.headers).entries());
+    const body = init?.body === undefined || init.body === null ? undefined : typeof init.body === 'string' ? init.body : Buffer.from(init.body as ArrayBuffer);
+    return new Promise<Response>((resolve, reject) => {
+      const req = httpsRequest(url, { method: init?.method ?? 'GET', headers, ca, signal: init?.signal ?? undefined }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => {
+          const status = res.statusCode ?? 500;
+          const responseHeaders = new Headers();
+          for (const [name, value] of Object.entries(res.headers)) if (typeof value === 'string') responseHeaders.set(name, value);
+          resolve(new Response(status === 204 || status === 304 ? null : Buffer.concat(chunks), { status, headers: responseHeaders }));
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }) as typeof fetch;
 }
