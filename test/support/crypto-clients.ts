@@ -64,12 +64,26 @@ export async function encryptedRoomWith(creator: sdk.MatrixClient, invitee: stri
   return roomId;
 }
 
+/**
+ * Waits until the client's crypto has taken in the room's `m.room.encryption` (it does so a little
+ * after the sync that brought it); sending before that fails with "unconfigured room".
+ */
+export async function encryptionReady(client: sdk.MatrixClient, roomId: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await client.getCrypto()!.isEncryptionEnabledInRoom(roomId))) {
+    if (Date.now() > deadline) throw new Error(`${client.getUserId()} never saw ${roomId} as encrypted`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 /** Each sends an encrypted message and the other decrypts it; resolves with the event the second client saw first. */
 export async function exchangeEncrypted(alice: sdk.MatrixClient, bob: sdk.MatrixClient, roomId: string, there: string, back: string): Promise<sdk.MatrixEvent> {
   const bobGets = decrypted(bob, roomId, alice.getUserId()!, there);
+  await encryptionReady(alice, roomId);
   await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: there });
   const seen = await bobGets;
   const aliceGets = decrypted(alice, roomId, bob.getUserId()!, back);
+  await encryptionReady(bob, roomId);
   await bob.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: back });
   await aliceGets;
   return seen;
