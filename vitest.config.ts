@@ -8,6 +8,9 @@ export default defineConfig({
     include: ['test/**/*.test.ts', 'examples/**/*.test.ts'],
     // Each file gets its own in-memory homeserver; files run in parallel workers.
     pool: 'forks',
+    // On PostgreSQL (BHS_TEST_POSTGRES): checks the server and drops test schemas.
+    globalSetup: ['test/support/postgres-setup.ts'],
+    setupFiles: ['test/support/postgres-each-file.ts'],
     testTimeout: 20_000,
     hookTimeout: 20_000,
   },

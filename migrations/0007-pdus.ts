@@ -10,6 +10,7 @@
  * Frozen: later changes get a new migration.
  */
 import { sql, type Kysely } from 'kysely';
+import { isPostgres } from '../src/storage/dialect.js';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema.alterTable('events').addColumn('depth', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
@@ -31,8 +32,11 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema.alterTable('rooms').addColumn('extremities', 'text', (c) => c.notNull().defaultTo('[]')).execute();
   await db.schema.alterTable('rooms').addColumn('depth', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
   await db.schema.alterTable('rooms').addColumn('state_group', 'bigint').execute();
-  await sql`update rooms set legacy = 1,
+  // Rooms of an older SQLite database; a PostgreSQL database is always made empty at the latest schema.
+  if (!isPostgres(db)) {
+    await sql`update rooms set legacy = 1,
     extremities = coalesce((select json_array(event_id) from events where events.room_id = rooms.room_id order by stream_ordering desc limit 1), '[]')`.execute(db);
+  }
 
   await db.schema
     .createTable('state_groups')

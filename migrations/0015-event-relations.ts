@@ -4,6 +4,7 @@
  * events already stored. Frozen: later changes get a new migration.
  */
 import { sql, type Kysely } from 'kysely';
+import { isPostgres } from '../src/storage/dialect.js';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
@@ -16,6 +17,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
   await db.schema.createIndex('event_relations_by_parent').on('event_relations').columns(['relates_to_id', 'rel_type', 'stream_ordering']).execute();
   await db.schema.createIndex('event_relations_threads').on('event_relations').columns(['room_id', 'rel_type', 'relates_to_id']).execute();
+  // Filled from an older SQLite database's events; a PostgreSQL database is always made empty.
+  if (isPostgres(db)) return;
   await sql`
     INSERT INTO event_relations (event_id, relates_to_id, rel_type, room_id, stream_ordering)
     SELECT event_id, json_extract(content, '$."m.relates_to".event_id'), json_extract(content, '$."m.relates_to".rel_type'), room_id, stream_ordering

@@ -178,6 +178,18 @@ export async function main(argv: string[]): Promise<void> {
     });
 
   program
+    .command('migrate-to-postgres')
+    .description('copy a SQLite database into an empty PostgreSQL one, then compare the counts (docs/scaling.md)')
+    .requiredOption('--from <file>', 'the SQLite database (the server must be stopped)')
+    .requiredOption('--to <url>', 'postgres://user:password@host:port/database')
+    .option('--schema <name>', 'the PostgreSQL schema to fill', 'public')
+    .action(async (options: { from: string; to: string; schema: string }) => {
+      const { migrateToPostgres } = await import('./ops/migrate-to-postgres.js');
+      const ok = await migrateToPostgres(options, (line) => console.error(line));
+      if (!ok) process.exitCode = 1;
+    });
+
+  program
     .command('backup')
     .description('copy the database (online, safe while the server runs), the media store and the signing key')
     .argument('<file>', 'where the database copy goes; the media store goes to <file>.media, the key to <file>.signing.key')

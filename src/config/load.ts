@@ -84,6 +84,7 @@ export function finishConfig(raw: Record<string, unknown>, envSources: ReadonlyM
   const finished: Config = {
     ...config,
     listen: { ...config.listen, request_timeout: durationOrNull('listen.request_timeout', config.listen.request_timeout) ?? 0 },
+    database: { ...config.database, statement_timeout: durationOrNull('database.statement_timeout', config.database.statement_timeout) ?? 0 },
     refreshable_access_token_lifetime: durationOrNull(
       'refreshable_access_token_lifetime',
       config.refreshable_access_token_lifetime,

@@ -71,6 +71,14 @@ export const ConfigSchema = Type.Object(
       {
         path: Type.String({ minLength: 1, default: './data/homeserver.db' }),
         synchronous: StringEnum(['full', 'normal'] as const, { default: 'full' }),
+        // postgres://user:password@host:port/database selects PostgreSQL (docs/scaling.md); null: SQLite at `path`.
+        url: Type.Union([Type.String({ pattern: '^postgres(ql)?://', [EXPECTED]: 'a postgres://user:password@host:port/database URL' }), Type.Null()], { default: null }),
+        pool_size: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
+        statement_timeout: duration('60s'),
+        schema: Type.String({ pattern: '^[a-z_][a-z0-9_]{0,62}$', default: 'public', [EXPECTED]: 'a lower-case SQL name such as public' }),
+        // TLS to PostgreSQL, verified against the system's CAs or `ssl_ca_file` (a URL's sslmode works too).
+        ssl: Type.Boolean({ default: false }),
+        ssl_ca_file: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -269,8 +277,12 @@ export type RawConfig = Static<typeof ConfigSchema>;
 /** The configuration the server runs with: defaults applied, durations in milliseconds. */
 export interface Config extends Omit<
   RawConfig,
-  'app_service_config_files' | 'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen' | 'key_refresh_interval' | 'federation' | 'ip_range_blacklist'
+  'app_service_config_files' | 'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen' | 'key_refresh_interval' | 'federation' | 'ip_range_blacklist' | 'database'
 > {
+  database: Omit<RawConfig['database'], 'statement_timeout'> & {
+    /** Milliseconds. */
+    statement_timeout: number;
+  };
   key_refresh_interval: number;
   federation: { request_timeout: number; max_response_bytes: number; min_retry_interval: number; max_retry_interval: number };
   ip_range_blacklist: string[];

@@ -399,7 +399,7 @@ export class RoomService {
     if (type === 'm.room.redaction') {
       throw new MatrixError('M_BAD_JSON', 'Redactions are sent with PUT /rooms/{roomId}/redact/{eventId}/{txnId}');
     }
-    const scope = `send\u0000${roomId}\u0000${type}`;
+    const scope = txnScope('send', roomId, type);
     return this.once(requester, scope, txnId, () => this.sendNow(requester, roomId, type, content, { deviceId: requester.deviceId, scope, txnId }));
   }
 
@@ -471,7 +471,7 @@ export class RoomService {
   }
 
   async redact(requester: Requester, roomId: string, eventId: string, txnId: string, reason: string | undefined): Promise<string> {
-    const scope = `redact\u0000${roomId}\u0000${eventId}`;
+    const scope = txnScope('redact', roomId, eventId);
     return this.once(requester, scope, txnId, async () => {
       const room = await this.reader.roomOrForbidden(roomId, requester.userId);
       const target = await this.reader.getEvent(eventId);
@@ -880,4 +880,13 @@ const UPGRADE_COPIED_STATE = [
 
 function isPrivilegedCreatorVersion(version: string): boolean {
   return roomVersion(version)?.privilegedCreators === true;
+}
+
+/**
+ * What a transaction id is scoped to, as stored with the event: the endpoint and its path. Joined by
+ * U+001F (unit separator), which PostgreSQL stores, unlike U+0000 (used before; such rows are
+ * translated by migrate-to-postgres).
+ */
+function txnScope(endpoint: 'send' | 'redact', roomId: string, target: string): string {
+  return `${endpoint}\u001f${roomId}\u001f${target}`;
 }

@@ -1,8 +1,9 @@
 /**
  * Opens the database and applies migrations. SQLite (better-sqlite3) is the embedded default;
- * everything above this folder speaks Kysely, so another dialect is one more `open*` function here.
+ * PostgreSQL (`database.url`) is opened by `postgres.ts`. Everything above this folder speaks
+ * Kysely, so the stores serve both.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import type SqliteDatabase from 'better-sqlite3';
@@ -10,6 +11,7 @@ import { Kysely, Migrator, SqliteDialect, type CompiledQuery, type Compilable, t
 import { migrations } from '../../migrations/index.js';
 import { BoundedCache } from '../core/bounded-cache.js';
 import type { Database } from './schema.js';
+import { ensureSchema, openPostgres } from './postgres.js';
 
 export type Db = Kysely<Database>;
 
@@ -34,8 +36,19 @@ function loadSqliteDriver(): typeof SqliteDatabase {
 }
 
 export interface DatabaseOptions {
-  /** SQLite file path, or `:memory:`. */
+  /** SQLite file path, or `:memory:`; unused when `url` names a PostgreSQL database. */
   path: string;
+  /** `postgres://...`: PostgreSQL instead of SQLite. */
+  url?: string | null | undefined;
+  /** PostgreSQL: connections this process may open (default 10). */
+  pool_size?: number | undefined;
+  /** PostgreSQL: a statement running longer is cancelled (ms; default 60 s). */
+  statement_timeout?: number | undefined;
+  /** PostgreSQL: the schema the tables live in (default `public`). */
+  schema?: string | undefined;
+  /** PostgreSQL: TLS, verified against the system's CAs or `ssl_ca_file`. */
+  ssl?: boolean | undefined;
+  ssl_ca_file?: string | null | undefined;
   /**
    * `full` (default): a commit is on disk before it is acknowledged, surviving power loss.
    * `normal`: survives a crash of this process but may lose the last commits on power loss.
@@ -53,6 +66,19 @@ export interface DatabaseOptions {
 let migratedMemoryImage: Buffer | undefined;
 
 export function openDatabase(options: DatabaseOptions): Db {
+  if (options.url) {
+    const schema = options.schema ?? 'public';
+    const db = openPostgres({
+      url: options.url,
+      poolSize: options.pool_size ?? 10,
+      statementTimeoutMs: options.statement_timeout ?? 60_000,
+      schema,
+      ssl: options.ssl_ca_file ? { ca: readFileSync(options.ssl_ca_file, 'utf8') } : options.ssl ? true : undefined,
+      ...(options.measureQueries ? { log: (event: LogEvent) => queryObservers.get(db)?.(event.queryDurationMillis, event.level === 'error') } : {}),
+    });
+    postgresSchemas.set(db, schema);
+    return db;
+  }
   const inMemory = options.path === ':memory:';
   if (!inMemory) mkdirSync(dirname(resolve(options.path)), { recursive: true });
   const sqlite = inMemory && migratedMemoryImage ? new SqliteDriver(migratedMemoryImage) : new SqliteDriver(options.path);
@@ -78,6 +104,7 @@ export function openDatabase(options: DatabaseOptions): Db {
  * another process (the running server) writes to it.
  */
 export async function backupDatabase(db: Db, target: string): Promise<void> {
+  if (postgresSchemas.has(db)) throw new Error('the database is PostgreSQL: back it up with pg_dump (docs/scaling.md)');
   const sqlite = connections.get(db);
   if (!sqlite) throw new Error('backupDatabase: not a database opened by openDatabase');
   await sqlite.backup(target);
@@ -135,12 +162,13 @@ function withStatementCache(sqlite: SqliteDatabase.Database): { close(): void; p
  * compile checks that each one arrived there.
  */
 export class QueryTemplate<Args extends unknown[], Row> {
-  private compiled: { query: CompiledQuery<Row>; slots: Array<number | { value: unknown }> } | undefined;
+  /** Compiled once per dialect (placeholders differ: `?` for SQLite, `$1` for PostgreSQL). */
+  private readonly compiled = new Map<unknown, { query: CompiledQuery<Row>; slots: Array<number | { value: unknown }> }>();
 
   constructor(private readonly build: (db: Kysely<Database>, ...args: Args) => Compilable<Row>) {}
 
   async all(db: Kysely<Database>, ...args: Args): Promise<Row[]> {
-    const compiled = this.compiled ?? this.compile(db, args.length);
+    const compiled = this.compiled.get(db.getExecutor().adapter.constructor) ?? this.compile(db, args.length);
     const parameters = compiled.slots.map((slot) => (typeof slot === 'number' ? args[slot] : slot.value));
     return (await db.executeQuery<Row>({ ...compiled.query, parameters })).rows;
   }
@@ -149,7 +177,7 @@ export class QueryTemplate<Args extends unknown[], Row> {
     return (await this.all(db, ...args))[0];
   }
 
-  private compile(db: Kysely<Database>, arity: number): NonNullable<QueryTemplate<Args, Row>['compiled']> {
+  private compile(db: Kysely<Database>, arity: number): { query: CompiledQuery<Row>; slots: Array<number | { value: unknown }> } {
     const sentinels = Array.from({ length: arity }, (_, index) => `\u0000query-template-argument-${index}\u0000`);
     const query = this.build(db, ...(sentinels as unknown as Args)).compile();
     const slots = query.parameters.map((parameter) => {
@@ -159,12 +187,15 @@ export class QueryTemplate<Args extends unknown[], Row> {
     for (let index = 0; index < arity; index++) {
       if (!slots.includes(index)) throw new Error(`QueryTemplate: argument ${index} is not a parameter of ${query.sql}`);
     }
-    this.compiled = { query, slots };
-    return this.compiled;
+    const compiled = { query, slots };
+    this.compiled.set(db.getExecutor().adapter.constructor, compiled);
+    return compiled;
   }
 }
 
 const dataVersions = new WeakMap<Db, () => number>();
+/** PostgreSQL databases opened here, with the schema their tables live in. */
+const postgresSchemas = new WeakMap<Db, string>();
 const connections = new WeakMap<Db, SqliteDatabase.Database>();
 /** Databases opened as a copy of `migratedMemoryImage`: migrated already. */
 const copiesOfMigratedImage = new WeakSet<Db>();
@@ -241,14 +272,21 @@ export async function bindServerName(db: Db, serverName: string): Promise<void> 
 export async function migrateToLatest(db: Db): Promise<string[]> {
   // Kysely's migrator introspects every table before it finds nothing to do.
   if (copiesOfMigratedImage.has(db)) return [];
+  const schema = postgresSchemas.get(db);
+  if (schema !== undefined) await ensureSchema(db, schema);
   const sqlite = connections.get(db);
   // The first in-memory database that held nothing before migrating is the image for the next ones.
   const imageCandidate = sqlite?.memory === true && !migratedMemoryImage && sqlite.prepare('SELECT count(*) FROM sqlite_master').pluck().get() === 0 ? sqlite : undefined;
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => migrations },
+    // Named, or Kysely would take another schema's migration table (of another server on the
+    // same PostgreSQL database) for this one's.
+    ...(schema !== undefined ? { migrationTableSchema: schema } : {}),
   });
   const health = await databaseHealth(db);
+  // Nothing to apply: spare the migrator its look at every table (of every schema, on PostgreSQL).
+  if (health.reachable && health.missing.length === 0 && health.unknown.length === 0) return [];
   if (health.unknown.length > 0) {
     const known = Object.keys(migrations);
     throw new MigrationError(

@@ -3,6 +3,7 @@ import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
 import type { Database, EventsTable, MembershipsTable, RoomsTable } from './schema.js';
 import { newestPosition } from './stream-positions.js';
 import { QueryTemplate } from './database.js';
+import { isPostgres, jsonText } from './dialect.js';
 
 export type EventRow = Selectable<EventsTable>;
 export type RoomRow = Selectable<RoomsTable>;
@@ -147,7 +148,12 @@ export class RoomStore {
     if (searchable && event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0) {
       const value = searchedText(event.content, searchable);
       if (value !== undefined) {
-        await sql`INSERT INTO event_search (rowid, value, event_id, room_id, type) VALUES (${event.stream_ordering}, ${value}, ${event.event_id}, ${event.room_id}, ${event.type})`.execute(this.db);
+        if (isPostgres(this.db)) {
+          // Text with U+0000 is stored escaped in the event's JSON; the index keeps what it can hold.
+          await sql`INSERT INTO event_search (stream_ordering, value, event_id, room_id, type) VALUES (${event.stream_ordering}, ${value.replaceAll('\u0000', '')}, ${event.event_id}, ${event.room_id}, ${event.type})`.execute(this.db);
+        } else {
+          await sql`INSERT INTO event_search (rowid, value, event_id, room_id, type) VALUES (${event.stream_ordering}, ${value}, ${event.event_id}, ${event.room_id}, ${event.type})`.execute(this.db);
+        }
       }
     }
     // Relations are indexed as events arrive; most events have none, and the text says so cheaply.
@@ -386,7 +392,7 @@ export class RoomStore {
       .where('room_id', '=', roomId)
       .where('sender', '=', sender)
       .where('stream_ordering', '>', (eb) => eb.selectFrom('events').select('stream_ordering').where('event_id', '=', eventId))
-      .where(sql<string>`json_extract(content, '$."m.relates_to"."m.in_reply_to".event_id')`, '=', eventId)
+      .where(jsonText(this.db, 'content', ['m.relates_to', 'm.in_reply_to', 'event_id']), '=', eventId)
       .orderBy('stream_ordering')
       .limit(1)
       .executeTakeFirst();
@@ -462,7 +468,7 @@ export class RoomStore {
       .where('state_key', '=', userId);
     const lastOut = memberEvents
       .select((eb) => eb.fn.max('stream_ordering').as('s'))
-      .where(sql<string>`json_extract(content, '$.membership')`, '!=', 'join');
+      .where(jsonText(this.db, 'content', ['membership']), '!=', 'join');
     const row = await memberEvents
       .select((eb) => eb.fn.min('stream_ordering').as('s'))
       .where((eb) => eb('stream_ordering', '>', eb.fn.coalesce(lastOut, eb.val(-1))))
@@ -510,6 +516,23 @@ export class RoomStore {
    */
   async searchEvents(options: { terms: readonly string[]; roomIds: readonly string[]; types: readonly string[]; orderBy: 'rank' | 'recent'; offset: number; limit: number }): Promise<Array<{ eventId: string; rank: number }>> {
     if (options.terms.length === 0 || options.roomIds.length === 0 || options.types.length === 0) return [];
+    if (isPostgres(this.db)) {
+      // Every term as a prefix; quote_literal keeps a term's punctuation from being query syntax.
+      const query = sql.join(
+        options.terms.map((term) => sql`to_tsquery('simple', quote_literal(${term}) || ':*')`),
+        sql` && `,
+      );
+      const order = options.orderBy === 'recent' ? sql`stream_ordering DESC` : sql`rank, stream_ordering DESC`;
+      const rows = await sql<{ event_id: string; rank: number }>`
+        SELECT event_id, -ts_rank(words, q) AS rank FROM event_search, (SELECT ${query} AS q) AS query
+        WHERE words @@ q
+          AND room_id IN (${sql.join(options.roomIds)})
+          AND type IN (${sql.join(options.types)})
+        ORDER BY ${order}
+        LIMIT ${options.limit} OFFSET ${options.offset}
+      `.execute(this.db);
+      return rows.rows.map((row) => ({ eventId: row.event_id, rank: -Number(row.rank) }));
+    }
     const match = options.terms.map((term) => `"${term.replaceAll('"', '""')}"*`).join(' ');
     const order = options.orderBy === 'recent' ? sql`rowid DESC` : sql`rank, rowid DESC`;
     const rows = await sql<{ event_id: string; rank: number }>`
@@ -526,7 +549,7 @@ export class RoomStore {
   async markRedacted(eventId: string, content: string, redactedBy: string): Promise<void> {
     // Its text is gone: it is found no more.
     const row = await this.db.selectFrom('events').select('stream_ordering').where('event_id', '=', eventId).executeTakeFirst();
-    if (row) await sql`DELETE FROM event_search WHERE rowid = ${row.stream_ordering}`.execute(this.db);
+    if (row) await sql`DELETE FROM event_search WHERE ${isPostgres(this.db) ? sql`stream_ordering` : sql`rowid`} = ${row.stream_ordering}`.execute(this.db);
     // A redacted event's content has no m.relates_to any more: it relates to nothing.
     await this.db.deleteFrom('event_relations').where('event_id', '=', eventId).execute();
     await this.db.updateTable('events').set({ content, redacted_by: redactedBy }).where('event_id', '=', eventId).execute();

@@ -1,6 +1,7 @@
 /** Users: the accounts table. */
 import { sql, type Kysely, type Selectable, type Updateable } from 'kysely';
 import type { Database, UsersTable } from './schema.js';
+import { isPostgres } from './dialect.js';
 
 export type UserRow = Selectable<UsersTable>;
 export type UserPatch = Updateable<Omit<UsersTable, 'user_id' | 'localpart' | 'created_ts'>>;
@@ -51,10 +52,10 @@ export class UserStore {
     if (!query.includeDeactivated) filtered = filtered.where('deactivated', '=', 0);
     if (query.admins !== undefined) filtered = filtered.where('admin', '=', query.admins ? 1 : 0);
     if (query.userType !== undefined) filtered = filtered.where('user_type', '=', query.userType);
-    if (query.userId) filtered = filtered.where(contains('user_id', query.userId));
+    if (query.userId) filtered = filtered.where(contains(this.db, 'user_id', query.userId));
     if (query.name) {
       const name = query.name;
-      filtered = filtered.where((eb) => eb.or([contains('user_id', name), contains('displayname', name)]));
+      filtered = filtered.where((eb) => eb.or([contains(this.db, 'user_id', name), contains(this.db, 'displayname', name)]));
     }
     const totalRow = await filtered.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
     const users = await filtered
@@ -69,10 +70,11 @@ export class UserStore {
 }
 
 /**
- * A substring match in which `%` and `_` in the search text match literally. SQLite's LIKE ignores
- * the case of ASCII letters only (as Synapse's search on SQLite does).
+ * A substring match in which `%` and `_` in the search text match literally, ignoring case: SQLite's
+ * LIKE ignores the case of ASCII letters only (as Synapse's search on SQLite does), PostgreSQL's
+ * ILIKE that of every letter (as Synapse's on PostgreSQL).
  */
-function contains(column: 'user_id' | 'displayname', text: string) {
+function contains(db: Kysely<Database>, column: 'user_id' | 'displayname', text: string) {
   const pattern = `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-  return sql<boolean>`${sql.ref(column)} like ${pattern} escape '\\'`;
+  return isPostgres(db) ? sql<boolean>`${sql.ref(column)} ilike ${pattern} escape '\\'` : sql<boolean>`${sql.ref(column)} like ${pattern} escape '\\'`;
 }

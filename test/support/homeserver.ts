@@ -7,6 +7,7 @@ import { buildApp, type App, type AppDependencies } from '../../src/app.js';
 import type { Clock } from '../../src/core/clock.js';
 import { finishConfig, type Config } from '../../src/config/index.js';
 import type { Services } from '../../src/services.js';
+import { releaseSchema, testDatabase } from './test-schemas.js';
 
 export const SERVER_NAME = 'test.local';
 
@@ -25,7 +26,7 @@ export function testConfig(overrides: Record<string, unknown> = {}): Config {
   return finishConfig({
     server_name: SERVER_NAME,
     public_baseurl: 'https://matrix.test.local/',
-    database: { path: ':memory:' },
+    database: testDatabase(),
     password_hashing: { memory_cost_kib: 64, time_cost: 1, parallelism: 1 },
     ratelimiting_enabled: false,
     logging: { level: 'silent' },
@@ -62,7 +63,10 @@ export async function startTestHomeserver(
     config,
     clock,
     http: supertest(app.server),
-    close: () => app.close(),
+    close: async () => {
+      await app.close();
+      await releaseSchema(config.database);
+    },
   };
 }
 

@@ -1,0 +1,147 @@
+/**
+ * PostgreSQL through `pg` and Kysely's PostgresDialect: the same migrations and stores as SQLite.
+ * What differs between the two is kept here and in `dialect.ts`: column types in the schema,
+ * how numbers come back, the schema (namespace) a server's tables live in, and timeouts.
+ */
+import pg from 'pg';
+import {
+  ColumnDefinitionNode,
+  DataTypeNode,
+  Kysely,
+  OperationNodeTransformer,
+  PostgresDialect,
+  type KyselyPlugin,
+  type PostgresPool,
+  type PostgresPoolClient,
+  type LogEvent,
+  type PluginTransformQueryArgs,
+  type PluginTransformResultArgs,
+  type QueryResult,
+  type RootOperationNode,
+  type UnknownRow,
+} from 'kysely';
+import { MatrixError } from '../core/errors.js';
+import type { Database } from './schema.js';
+
+export interface PostgresOptions {
+  /** `postgres://user:password@host:port/database`; `?sslmode=` as libpq reads it. */
+  url: string;
+  /** Connections this process may open. */
+  poolSize: number;
+  /** A statement running longer is cancelled (ms; 0: never). */
+  statementTimeoutMs: number;
+  /** The PostgreSQL schema the tables live in; made at the first migration. */
+  schema: string;
+  /** TLS to the server: `true` verifies it against the system's CAs; a path names a CA file. */
+  ssl?: boolean | { ca: string } | undefined;
+  log?: ((event: LogEvent) => void) | undefined;
+}
+
+/** A name PostgreSQL takes unquoted: the schema goes into a connection parameter as is. */
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+const INT8 = 20;
+const NUMERIC = 1700;
+
+/**
+ * 64-bit integers (positions, timestamps, counts) come back as numbers, as SQLite gives them: every
+ * value we store is below 2^53. `pg` hands them out as strings by default, to be safe for others.
+ */
+const numberTypes = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8 || oid === NUMERIC) return (value: string) => Number(value);
+    return format === 'binary' ? pg.types.getTypeParser(oid, 'binary') : pg.types.getTypeParser(oid, 'text');
+  },
+} as unknown as pg.CustomTypesConfig;
+
+export function openPostgres(options: PostgresOptions): Kysely<Database> {
+  if (!SCHEMA_NAME.test(options.schema)) throw new Error(`database.schema "${options.schema}" must be a lower-case SQL name (letters, digits, _)`);
+  // `pg` lets a URL's `options` replace ours: ours are added to them instead.
+  const url = new URL(options.url);
+  const urlOptions = url.searchParams.get('options');
+  url.searchParams.delete('options');
+  const pool = new pg.Pool({
+    connectionString: url.toString(),
+    max: options.poolSize,
+    types: numberTypes,
+    // Unqualified table names mean this server's schema; public stays reachable for extensions.
+    options: `${urlOptions ? `${urlOptions} ` : ''}-c search_path=${options.schema},public -c statement_timeout=${options.statementTimeoutMs}`,
+    ...(options.ssl === undefined ? {} : { ssl: options.ssl === true ? { rejectUnauthorized: true } : options.ssl === false ? false : { ca: options.ssl.ca, rejectUnauthorized: true } }),
+  });
+  // An idle connection that the server drops (a restart, a failover) must not crash the process;
+  // the pool replaces it and the next query gets a fresh one.
+  pool.on('error', () => undefined);
+  return new Kysely<Database>({
+    dialect: new PostgresDialect({ pool: refusingNul(pool) }),
+    plugins: [new PostgresSchemaTypes()],
+    ...(options.log ? { log: options.log } : {}),
+  });
+}
+
+/**
+ * PostgreSQL's text cannot hold U+0000 (SQLite's can). JSON keeps it escaped, but a state key, an
+ * event type or a transaction id from a path is stored as it came: such a request is refused with
+ * 400 rather than failing with a 500 in the driver.
+ */
+function refusingNul(pool: pg.Pool): PostgresPool {
+  const check = (parameters: unknown): void => {
+    if (!Array.isArray(parameters)) return;
+    for (const value of parameters) {
+      if (typeof value === 'string' && value.includes('\u0000')) throw new MatrixError('M_INVALID_PARAM', 'Text may not contain the character U+0000 (NUL)', { status: 400 });
+    }
+  };
+  return {
+    async connect() {
+      const client = await pool.connect();
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      return Object.assign(client, {
+        query: (...args: unknown[]) => {
+          check(args[1]);
+          return query(...args);
+        },
+      }) as unknown as PostgresPoolClient;
+    },
+    end: () => pool.end(),
+  };
+}
+
+/** The schema a PostgreSQL database's tables live in, made if missing (before the first migration). */
+export async function ensureSchema(db: Kysely<Database>, schema: string): Promise<void> {
+  await db.schema.createSchema(schema).ifNotExists().execute();
+}
+
+/**
+ * The migrations name SQLite's types; PostgreSQL gets their 64-bit counterparts. SQLite's
+ * `integer` holds 64 bits (timestamps in ms, positions), PostgreSQL's only 32; `real` is a double
+ * in SQLite, a float in PostgreSQL; an autoincrementing key is an identity column there.
+ */
+class PostgresSchemaTypes implements KyselyPlugin {
+  private readonly transformer = new (class extends OperationNodeTransformer {
+    protected override transformDataType(node: DataTypeNode): DataTypeNode {
+      const mapped = POSTGRES_TYPES[node.dataType];
+      return mapped ? DataTypeNode.create(mapped) : node;
+    }
+
+    protected override transformColumnDefinition(node: ColumnDefinitionNode): ColumnDefinitionNode {
+      const transformed = super.transformColumnDefinition(node);
+      if (!transformed.autoIncrement) return transformed;
+      return { ...transformed, autoIncrement: undefined, dataType: DataTypeNode.create('bigserial') } as ColumnDefinitionNode;
+    }
+  })();
+
+  transformQuery(args: PluginTransformQueryArgs): RootOperationNode {
+    const kind = args.node.kind;
+    if (kind !== 'CreateTableNode' && kind !== 'AlterTableNode') return args.node;
+    return this.transformer.transformNode(args.node);
+  }
+
+  transformResult(args: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
+    return Promise.resolve(args.result);
+  }
+}
+
+const POSTGRES_TYPES: Record<string, 'bigint' | 'double precision' | 'bytea'> = {
+  integer: 'bigint',
+  real: 'double precision',
+  blob: 'bytea',
+};

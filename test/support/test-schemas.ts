@@ -1,0 +1,43 @@
+/**
+ * The databases of test homeservers. `BHS_TEST_POSTGRES=postgres://...` runs the suite
+ * on PostgreSQL: each homeserver gets a schema of its own, emptied and reused when it closes, and
+ * dropped after the file's last test; files and tests run side by side.
+ */
+import { migrations } from '../../migrations/index.js';
+import { dropSchemas, emptySchema, TEST_SCHEMA_PREFIX } from './postgres-setup.js';
+
+const TEST_POSTGRES = process.env.BHS_TEST_POSTGRES;
+let schemas = 0;
+/** Schemas of closed test homeservers, migrated and emptied: a new one costs a migration run. */
+const emptiedSchemas: string[] = [];
+const createdSchemas = new Set<string>();
+
+/**
+ * Drops the schemas this test file made (test/support/postgres-each-file.ts, after its last test):
+ * Kysely's migrator reads the tables of every schema, so leftovers would slow each migration down.
+ */
+export async function dropTestSchemas(): Promise<void> {
+  if (!TEST_POSTGRES || createdSchemas.size === 0) return;
+  await dropSchemas(TEST_POSTGRES, [...createdSchemas]);
+  createdSchemas.clear();
+  emptiedSchemas.length = 0;
+}
+
+/** The database of a test homeserver: in memory, or a PostgreSQL schema of its own (see above). */
+export function testDatabase(): Record<string, unknown> {
+  if (!TEST_POSTGRES) return { path: ':memory:' };
+  const schema = emptiedSchemas.pop() ?? `${TEST_SCHEMA_PREFIX}${process.pid}_${++schemas}`;
+  createdSchemas.add(schema);
+  // path stays ':memory:': media and the signing key are kept in memory, as with SQLite.
+  return { path: ':memory:', url: TEST_POSTGRES, pool_size: 4, schema };
+}
+
+/** Empties a closed test homeserver's schema (keeping its migrations) for the next one. */
+export async function releaseSchema(database: { url: string | null; schema: string }): Promise<void> {
+  const { url, schema } = database;
+  if (!url || !schema.startsWith(TEST_SCHEMA_PREFIX)) return;
+  // A test that changed the schema's migrations (a health check's "newer version") spoils it.
+  if (await emptySchema(url, schema, Object.keys(migrations))) emptiedSchemas.push(schema);
+  else await dropSchemas(url, [schema]);
+}
+
