@@ -96,6 +96,7 @@ const MODES = {
 
 const USAGE = `usage: node bench/run.mjs [--quick] [--synchronous full|normal|both] [--parked N]
                          [--only SCENARIO] [--db-dir DIR] [--cpu-prof DIR] [--no-save]
+                         [--postgres URL]
   --quick        short windows, 1,000 parked syncs, growth to 100 rooms and 50k events,
                  synchronous=full only (under a minute)
   --synchronous  database.synchronous for the shared-server scenarios (default: both in full
@@ -104,7 +105,9 @@ const USAGE = `usage: node bench/run.mjs [--quick] [--synchronous full|normal|bo
   --only NAME    run one scenario: ${SCENARIOS.map((s) => s.name).join(', ')}
   --db-dir DIR   where the fresh database directory goes (default: the OS temp dir)
   --cpu-prof DIR write a V8 CPU profile of the server to DIR (open it in Chrome DevTools)
-  --no-save      print the table only; write no file to bench/results/`;
+  --no-save      print the table only; write no file to bench/results/
+  --postgres URL also run the shared-server scenarios on PostgreSQL (a schema of the run's own,
+                 dropped after), labelled "postgres" in the sync column`;
 
 async function main() {
   const { values: args } = parseArgs({
@@ -116,6 +119,7 @@ async function main() {
       'db-dir': { type: 'string' },
       'cpu-prof': { type: 'string' },
       'no-save': { type: 'boolean', default: false },
+      postgres: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -167,9 +171,11 @@ async function main() {
   };
 
   const shared = scenarios.filter((s) => !s.standalone);
-  for (const synchronous of shared.length ? settings.synchronous : []) {
+  const databases = [...settings.synchronous, ...(args.postgres ? ['postgres'] : [])];
+  for (const synchronous of shared.length ? databases : []) {
     const sharedSecret = randomBytes(24).toString('base64url');
-    const server = await startServer({ repoDir: REPO_DIR, synchronous, sharedSecret, dbDir, nodeArgs });
+    const onPostgres = synchronous === 'postgres' ? { postgres: args.postgres, synchronous: 'full' } : {};
+    const server = await startServer({ repoDir: REPO_DIR, synchronous, sharedSecret, dbDir, nodeArgs, ...onPostgres });
     log(`server pid ${server.pid} on ${server.baseUrl} (synchronous=${synchronous})`);
     /** @type {Context} */
     const ctx = { server, synchronous, sharedSecret, runId: randomBytes(3).toString('hex'), settings, log };

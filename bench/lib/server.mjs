@@ -29,8 +29,10 @@ export const CLK_TCK = (() => {
  *   nodeArgs?: string[], logLevel?: string, pollMs?: number, env?: Record<string, string> }} options
  * @returns {Promise<Server>}
  */
-export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, dir: givenDir, nodeArgs = [], logLevel = 'warn', pollMs = 50, env: extraEnv = {}, tls = false }) {
+export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, dir: givenDir, nodeArgs = [], logLevel = 'warn', pollMs = 50, env: extraEnv = {}, tls = false, postgres }) {
   const dir = givenDir ?? mkdtempSync(join(dbDir ?? tmpdir(), 'bhs-bench-'));
+  // On PostgreSQL (`--postgres URL`): a schema of this run's own, dropped when the server stops.
+  const schema = postgres ? `bench_${process.pid}_${Date.now().toString(36)}` : undefined;
   const env = {
     ...withoutHomeserverVars(process.env),
     BOT_HOMESERVER_SERVER_NAME: 'bench.local',
@@ -49,6 +51,7 @@ export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, d
     BOT_HOMESERVER_MAX_SYNC_TIMEOUT: '3m',
     // Up to 10,000 parked syncs, each on its own connection, all from this machine's loopback.
     BOT_HOMESERVER_LISTEN__MAX_CONNECTIONS_PER_ADDRESS: '0',
+    ...(postgres ? { BOT_HOMESERVER_DATABASE__URL: postgres, BOT_HOMESERVER_DATABASE__SCHEMA: schema } : {}),
     ...extraEnv,
   };
   const spawnedAt = performance.now();
@@ -59,6 +62,7 @@ export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, d
   });
   const server = new Server(child, dir);
   server.tls = tls;
+  if (postgres) server.postgres = { url: postgres, schema };
   try {
     server.port = await server.waitForReady(pollMs);
     // Spawn to the first 200 from /versions (within pollMs).
@@ -170,6 +174,13 @@ export class Server {
       clearTimeout(timer);
     }
     rmSync(this.dir, { recursive: true, force: true });
+    if (this.postgres) {
+      const { default: pg } = await import('pg');
+      const client = new pg.Client({ connectionString: this.postgres.url });
+      await client.connect();
+      await client.query(`DROP SCHEMA IF EXISTS "${this.postgres.schema}" CASCADE`);
+      await client.end();
+    }
   }
 
   /** Last-resort synchronous kill, for process 'exit' handlers. */
