@@ -516,28 +516,21 @@ export class RoomStore {
    */
   async searchEvents(options: { terms: readonly string[]; roomIds: readonly string[]; types: readonly string[]; orderBy: 'rank' | 'recent'; offset: number; limit: number }): Promise<Array<{ eventId: string; rank: number }>> {
     if (options.terms.length === 0 || options.roomIds.length === 0 || options.types.length === 0) return [];
-    if (isPostgres(this.db)) {
-      // Every term as a prefix; quote_literal keeps a term's punctuation from being query syntax.
-      const query = sql.join(
-        options.terms.map((term) => sql`to_tsquery('simple', quote_literal(${term}) || ':*')`),
-        sql` && `,
-      );
-      const order = options.orderBy === 'recent' ? sql`stream_ordering DESC` : sql`rank, stream_ordering DESC`;
-      const rows = await sql<{ event_id: string; rank: number }>`
-        SELECT event_id, -ts_rank(words, q) AS rank FROM event_search, (SELECT ${query} AS q) AS query
-        WHERE words @@ q
-          AND room_id IN (${sql.join(options.roomIds)})
-          AND type IN (${sql.join(options.types)})
-        ORDER BY ${order}
-        LIMIT ${options.limit} OFFSET ${options.offset}
-      `.execute(this.db);
-      return rows.rows.map((row) => ({ eventId: row.event_id, rank: -Number(row.rank) }));
-    }
-    const match = options.terms.map((term) => `"${term.replaceAll('"', '""')}"*`).join(' ');
-    const order = options.orderBy === 'recent' ? sql`rowid DESC` : sql`rank, rowid DESC`;
+    // Every term as a prefix. SQLite's FTS5 takes a MATCH string (terms quoted); PostgreSQL a
+    // tsquery, where quote_literal keeps a term's punctuation from being query syntax.
+    const postgres = isPostgres(this.db);
+    const key = postgres ? sql`stream_ordering` : sql`rowid`;
+    const prefixes = postgres
+      ? sql.join(options.terms.map((term) => sql`to_tsquery('simple', quote_literal(${term}) || ':*')`), sql` && `)
+      : options.terms.map((term) => `"${term.replaceAll('"', '""')}"*`).join(' ');
+    const source = postgres ? sql`event_search, (SELECT ${prefixes} AS q) AS query` : sql`event_search`;
+    const matches = postgres ? sql`words @@ q` : sql`event_search MATCH ${prefixes}`;
+    // Lower is better in both: bm25 is negative for a match, ts_rank positive.
+    const rank = postgres ? sql`-ts_rank(words, q)` : sql`bm25(event_search)`;
+    const order = options.orderBy === 'recent' ? sql`${key} DESC` : sql`rank, ${key} DESC`;
     const rows = await sql<{ event_id: string; rank: number }>`
-      SELECT event_id, bm25(event_search) AS rank FROM event_search
-      WHERE event_search MATCH ${match}
+      SELECT event_id, ${rank} AS rank FROM ${source}
+      WHERE ${matches}
         AND room_id IN (${sql.join(options.roomIds)})
         AND type IN (${sql.join(options.types)})
       ORDER BY ${order}
