@@ -32,8 +32,8 @@ export interface PostgresOptions {
   statementTimeoutMs: number;
   /** The PostgreSQL schema the tables live in; made at the first migration. */
   schema: string;
-  /** TLS to the server: `true` verifies it against the system's CAs; a path names a CA file. */
-  ssl?: boolean | { ca: string } | undefined;
+  /** TLS to the server: `true` verifies it against the system's CAs, `{ ca }` against that CA (PEM). */
+  ssl?: true | { ca: string } | undefined;
   log?: ((event: LogEvent) => void) | undefined;
 }
 
@@ -66,7 +66,7 @@ export function openPostgres(options: PostgresOptions): Kysely<Database> {
     types: numberTypes,
     // Unqualified table names mean this server's schema; public stays reachable for extensions.
     options: `${urlOptions ? `${urlOptions} ` : ''}-c search_path=${options.schema},public -c statement_timeout=${options.statementTimeoutMs}`,
-    ...(options.ssl === undefined ? {} : { ssl: options.ssl === true ? { rejectUnauthorized: true } : options.ssl === false ? false : { ca: options.ssl.ca, rejectUnauthorized: true } }),
+    ...(options.ssl === undefined ? {} : { ssl: options.ssl === true ? { rejectUnauthorized: true } : { ca: options.ssl.ca, rejectUnauthorized: true } }),
   });
   // An idle connection that the server drops (a restart, a failover) must not crash the process;
   // the pool replaces it and the next query gets a fresh one.
@@ -90,16 +90,22 @@ function refusingNul(pool: pg.Pool): PostgresPool {
       if (typeof value === 'string' && value.includes('\u0000')) throw new MatrixError('M_INVALID_PARAM', 'Text may not contain the character U+0000 (NUL)', { status: 400 });
     }
   };
+  // The pool hands out the same clients again and again: each is wrapped once.
+  const wrapped = new WeakSet<pg.PoolClient>();
   return {
     async connect() {
       const client = await pool.connect();
-      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-      return Object.assign(client, {
-        query: (...args: unknown[]) => {
-          check(args[1]);
-          return query(...args);
-        },
-      }) as unknown as PostgresPoolClient;
+      if (!wrapped.has(client)) {
+        const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+        Object.assign(client, {
+          query: (...args: unknown[]) => {
+            check(args[1]);
+            return query(...args);
+          },
+        });
+        wrapped.add(client);
+      }
+      return client as unknown as PostgresPoolClient;
     },
     end: () => pool.end(),
   };
