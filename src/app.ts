@@ -40,7 +40,7 @@ import { Bridge, type BridgeOptions } from './bridge/bridge.js';
 import { LocalHomeserver } from './bridge/local-homeserver.js';
 import { serverInfoFor, withTrailingSlash, type ServerInfo } from './server-info.js';
 import { createServices, type Services } from './services.js';
-import { bindServerName, migrateToLatest, observeQueries, openDatabase, Storage } from './storage/index.js';
+import { bindServerName, holdExclusiveUse, migrateToLatest, observeQueries, openDatabase, Storage } from './storage/index.js';
 
 /** The Client-Server API is served under both prefixes: matrix-nio speaks only r0. */
 export const CLIENT_PREFIXES = ['/_matrix/client/v3', '/_matrix/client/r0'] as const;
@@ -99,9 +99,11 @@ export type App = FastifyInstance;
 export async function buildApp(config: Config, deps: AppDependencies = {}): Promise<App> {
   const ownsStorage = deps.storage === undefined;
   const storage = deps.storage ?? new Storage(openDatabase({ ...config.database, measureQueries: config.metrics.enabled }), { searchIndex: config.enable_search });
+  let releaseDatabase: () => Promise<void>;
   try {
     await migrateToLatest(storage.db);
     await bindServerName(storage.db, config.server_name);
+    releaseDatabase = await holdExclusiveUse(storage.db);
   } catch (err) {
     if (ownsStorage) await storage.close();
     throw err;
@@ -199,6 +201,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     services.appservices.sender.stop();
     services.federation.close();
     services.typing.clear();
+    await releaseDatabase();
     if (ownsStorage) await storage.close();
   });
 

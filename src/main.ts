@@ -368,10 +368,12 @@ async function withServices(configFile: string | undefined, work: (services: Ser
 /** Errors an operator can act on get one clear line; anything else keeps its stack. */
 export function describeFailure(err: unknown): string {
   // These are matched by name: their modules load with what uses them.
-  const byName = ['FixturesError', 'SigningKeyError', 'BridgeHomeserverError'];
+  const byName = ['FixturesError', 'SigningKeyError', 'BridgeHomeserverError', 'DatabaseInUseError'];
   if (err instanceof ConfigError || err instanceof MigrationError || (err instanceof Error && byName.includes(err.name))) return err.message;
   if (err instanceof MatrixError) return `${err.message} (${err.errcode})`;
   if (err instanceof Error && 'code' in err && err.code === 'EADDRINUSE') return err.message;
+  // PostgreSQL is not there (database.url): where it was looked for.
+  if (err instanceof Error && 'code' in err && err.code === 'ECONNREFUSED' && 'port' in err) return `cannot reach the database: ${err.message}`;
   // The database refused something (a locked or read-only file, a full disk): its words, no stack.
   if (err instanceof Error && err.name === 'SqliteError') return `the database refused: ${err.message}`;
   return err instanceof Error ? (err.stack ?? err.message) : String(err);

@@ -73,7 +73,8 @@ export const ConfigSchema = Type.Object(
         synchronous: StringEnum(['full', 'normal'] as const, { default: 'full' }),
         // postgres://user:password@host:port/database selects PostgreSQL (docs/scaling.md); null: SQLite at `path`.
         url: Type.Union([Type.String({ pattern: '^postgres(ql)?://', [EXPECTED]: 'a postgres://user:password@host:port/database URL' }), Type.Null()], { default: null }),
-        pool_size: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
+        // One connection is held for the process's lifetime (its claim on the database); the rest serve queries.
+        pool_size: Type.Integer({ minimum: 2, maximum: 1000, default: 10 }),
         statement_timeout: duration('60s'),
         schema: Type.String({ pattern: '^[a-z_][a-z0-9_]{0,62}$', default: 'public', [EXPECTED]: 'a lower-case SQL name such as public' }),
         // TLS to PostgreSQL, verified against the system's CAs or `ssl_ca_file` (a URL's sslmode works too).

@@ -7,7 +7,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import type SqliteDatabase from 'better-sqlite3';
-import { Kysely, Migrator, SqliteDialect, type CompiledQuery, type Compilable, type LogEvent, type MigrationResult } from 'kysely';
+import { Kysely, Migrator, SqliteDialect, sql, type CompiledQuery, type Compilable, type LogEvent, type MigrationResult } from 'kysely';
 import { migrations } from '../../migrations/index.js';
 import { BoundedCache } from '../core/bounded-cache.js';
 import type { Database } from './schema.js';
@@ -230,6 +230,48 @@ async function withoutFsyncPerCommit<T>(db: Db, work: () => Promise<T>): Promise
     const version = sqlite.pragma('user_version', { simple: true }) as number;
     sqlite.pragma(`user_version = ${version}`);
   }
+}
+
+/** Another server process holds this PostgreSQL database (schema). */
+export class DatabaseInUseError extends Error {
+  override name = 'DatabaseInUseError';
+}
+
+/** The advisory lock's first key: ours among whatever else locks in the same database. */
+const EXCLUSIVE_USE_LOCK_CLASS = 0x626f7400;
+
+/**
+ * Makes sure this is the only server process on a PostgreSQL database (schema) until `release`:
+ * a session advisory lock, held on a connection of its own, which PostgreSQL frees when the
+ * process dies however it dies. Several processes on one database are not supported yet (their
+ * caches and stream positions are each process's own); a second one is refused at start with
+ * `DatabaseInUseError`. SQLite needs nothing: its file is this process's.
+ */
+export async function holdExclusiveUse(db: Db): Promise<() => Promise<void>> {
+  if (!postgresSchemas.has(db)) return async () => undefined;
+  let release: () => void = () => undefined;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let answer: (locked: boolean) => void = () => undefined;
+  const locked = new Promise<boolean>((resolve) => (answer = resolve));
+  const held = db.connection().execute(async (connection) => {
+    const { rows } = await sql<{ locked: boolean }>`SELECT pg_try_advisory_lock(${EXCLUSIVE_USE_LOCK_CLASS}, hashtext(current_schema())) AS locked`.execute(connection);
+    answer(rows[0]?.locked === true);
+    if (rows[0]?.locked !== true) return;
+    await released;
+    await sql`SELECT pg_advisory_unlock(${EXCLUSIVE_USE_LOCK_CLASS}, hashtext(current_schema()))`.execute(connection);
+  });
+  const outcome = await Promise.race([locked, held.then(() => false)]);
+  if (!outcome) {
+    await held;
+    throw new DatabaseInUseError(
+      `another bot-homeserver process is using this PostgreSQL database (schema "${postgresSchemas.get(db)}"); ` +
+        'several processes on one database are not supported yet (docs/scaling.md): stop the other one, or give this one its own database.schema',
+    );
+  }
+  return async () => {
+    release();
+    await held;
+  };
 }
 
 export class MigrationError extends Error {
