@@ -245,7 +245,7 @@ const EXCLUSIVE_USE_LOCK_CLASS = 0x626f7400;
  * a session advisory lock, held on a connection of its own, which PostgreSQL frees when the
  * process dies however it dies. Several processes on one database are not supported yet (their
  * caches and stream positions are each process's own); a second one is refused at start with
- * `DatabaseInUseError`. SQLite needs nothing: its file is this process's.
+ * `DatabaseInUseError`. For SQLite it does nothing.
  */
 export async function holdExclusiveUse(db: Db): Promise<() => Promise<void>> {
   if (!postgresSchemas.has(db)) return async () => undefined;

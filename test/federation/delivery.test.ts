@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, type Json, type TestClient } from '../support/client.js';
 import { createUser, startFederation, type Federation } from '../support/federation.js';
+import { persistentDatabase } from '../support/test-schemas.js';
 
 let federation: Federation;
 let botA: TestClient;
@@ -19,7 +20,7 @@ const fast = { federation: { min_retry_interval: '100ms', max_retry_interval: '5
 
 beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'federation-delivery-'));
-  federation = await startFederation(['a.test', 'b.test'], (name) => ({ ...fast, database: { path: join(dir, `${name}.db`) } }));
+  federation = await startFederation(['a.test', 'b.test'], (name) => ({ ...fast, ...persistentDatabase(join(dir, `${name}.db`)) }));
   const a = federation.servers.get('a.test')!.hs;
   const b = federation.servers.get('b.test')!.hs;
   botA = client(a, await createUser(a, 'bot'));

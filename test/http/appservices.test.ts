@@ -12,6 +12,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { client, type Json } from '../support/client.js';
 import { createUser, SERVER_NAME, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { expectMatchesSpec, expectMatrixError, validateAppserviceTransaction } from '../support/spec-validator.js';
+import { persistentDatabase } from '../support/test-schemas.js';
 
 /** A stand-in appservice: records what the homeserver sends, answers as told. */
 class FakeAppservice {
@@ -108,7 +109,7 @@ ${extra}`,
 async function start(url: string | null = appservice.url): Promise<TestHomeserver> {
   hs = await startTestHomeserver({
     app_service_config_files: [registrationFile(url)],
-    database: { path: join(dir, 'homeserver.db') },
+    ...persistentDatabase(join(dir, 'homeserver.db')),
     federation: { min_retry_interval: '20ms', max_retry_interval: '100ms' },
   });
   return hs;

@@ -8,6 +8,7 @@ import { client, clientsFor, type Json, type TestClient } from '../support/clien
 import { bridgeIdOf, command, promoteBridge, roomWithBridge, withBridge } from '../support/bridge.js';
 import { startFeedServer, type FeedServer } from '../support/feed-server.js';
 import { FAILURE_NOTICE_AFTER } from '../../src/bridge/feeds/service.js';
+import { persistentDatabase } from '../support/test-schemas.js';
 
 const FEEDS = resolve(import.meta.dirname, '../../../shared/feeds');
 const fixture = (name: string) => readFileSync(join(FEEDS, name), 'utf8');
@@ -56,7 +57,7 @@ describe('bridge feeds', () => {
   it('subscribes without posting old items, posts new ones exactly once across 304s and a restart', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'bhs-feeds-'));
     dirs.push(dir);
-    const config = { database: { path: join(dir, 'hs.db') }, ...feedConfig() };
+    const config = { ...persistentDatabase(join(dir, 'hs.db')), ...feedConfig() };
     const clock = new FakeClock();
     hs = await startTestHomeserver(config, { clock });
     const aliceUser = await createUser(hs, 'alice');

@@ -9,6 +9,7 @@ import { expectMatrixError } from '../support/spec-validator.js';
 import { bridgeIdOf, command, createWebhook, roomWithBridge, withBridge } from '../support/bridge.js';
 import { readFixture, WEBHOOK_FIXTURES, WEBHOOK_FIXTURES_DIR } from '../support/webhook-fixtures.js';
 import { capturingLogger } from '../support/logs.js';
+import { persistentDatabase } from '../support/test-schemas.js';
 
 const sign = (secret: string, body: string) => `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 
@@ -148,7 +149,7 @@ describe('webhook secrets', () => {
     const dir = mkdtempSync(join(tmpdir(), 'bhs-secrets-'));
     dirs.push(dir);
     const { logger, lines } = capturingLogger();
-    const config = withBridge({}, { database: { path: join(dir, 'hs.db') } });
+    const config = withBridge({}, { ...persistentDatabase(join(dir, 'hs.db')) });
     hs = await startTestHomeserver(config, { logger });
     const aliceUser = await createUser(hs, 'alice');
     let alice = client(hs, aliceUser);

@@ -9,6 +9,7 @@ import { bridgeIdOf, command, createWebhook, promoteBridge, roomWithBridge, with
 import { TRUNCATION_MARKER } from '../../src/bridge/webhooks/message.js';
 import { MAX_WEBHOOKS_PER_ROOM } from '../../src/bridge/webhooks/service.js';
 import { capturingLogger } from '../support/logs.js';
+import { persistentDatabase } from '../support/test-schemas.js';
 
 let hs: TestHomeserver | undefined;
 const dirs: string[] = [];
@@ -188,7 +189,7 @@ describe('the bridge user and webhooks', () => {
     const dir = mkdtempSync(join(tmpdir(), 'bhs-bridge-'));
     dirs.push(dir);
     const { logger, lines } = capturingLogger();
-    const config = withBridge({}, { database: { path: join(dir, 'hs.db') } });
+    const config = withBridge({}, { ...persistentDatabase(join(dir, 'hs.db')) });
     hs = await startTestHomeserver(config, { logger });
     const aliceUser = await createUser(hs, 'alice');
     let alice = client(hs, aliceUser);
@@ -230,7 +231,7 @@ describe('the bridge user and webhooks', () => {
   it('runs a command it had seen but not finished when it stopped, once, and no answered one again', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'bhs-bridge-'));
     dirs.push(dir);
-    const config = withBridge({}, { database: { path: join(dir, 'hs.db') } });
+    const config = withBridge({}, { ...persistentDatabase(join(dir, 'hs.db')) });
     hs = await startTestHomeserver(config);
     const aliceUser = await createUser(hs, 'alice');
     let alice = client(hs, aliceUser);
@@ -241,7 +242,7 @@ describe('the bridge user and webhooks', () => {
 
     // What a crash leaves: commands sent, the bridge's position past them and the commands
     // recorded, nothing done (one of them was answered before the crash, its record not deleted).
-    hs = await startTestHomeserver(withBridge({ enabled: false }, { database: { path: join(dir, 'hs.db') } }));
+    hs = await startTestHomeserver(withBridge({ enabled: false }, { ...persistentDatabase(join(dir, 'hs.db')) }));
     alice = client(hs, aliceUser);
     const pending = await alice.send(roomId, { msgtype: 'm.text', body: '!bridge webhook list' });
     const gone = await alice.send(roomId, { msgtype: 'm.text', body: '!bridge feed list' });

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { client, type TestClient } from '../support/client.js';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { expectMatchesSpec, expectMatrixError } from '../support/spec-validator.js';
+import { persistentDatabase } from '../support/test-schemas.js';
 
 let hs: TestHomeserver;
 let alice: TestClient;
@@ -168,7 +169,7 @@ describe('the relations index', () => {
     const { SqliteDriver } = await import('../../src/storage/database.js');
     const dir = mkdtempSync(join(tmpdir(), 'bhs-relations-'));
     try {
-      const overrides = { database: { path: join(dir, 'hs.db') } };
+      const overrides = { ...persistentDatabase(join(dir, 'hs.db')) };
       const disk = await startTestHomeserver(overrides);
       const writer = client(disk, await createUser(disk, 'writer'));
       const diskRoom = await writer.createRoom({});

@@ -11,6 +11,7 @@ import { sharedSecretMac } from '../../src/users/registration-service.js';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { withBridge } from '../support/bridge.js';
 import { expectMatrixError } from '../support/spec-validator.js';
+import { persistentDatabase } from '../support/test-schemas.js';
 
 const V3 = '/_matrix/client/v3';
 const BRIDGE = '@bridge:test.local';
@@ -59,7 +60,7 @@ describe('the bridge user', () => {
   it('loses a password it was given before, with every session opened with it, and no login works', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'bhs-service-'));
     dirs.push(dir);
-    const config = { database: { path: join(dir, 'hs.db') }, ...withBridge() };
+    const config = { ...persistentDatabase(join(dir, 'hs.db')), ...withBridge() };
     hs = await startTestHomeserver(config);
     // As an older version allowed: a password on the bridge, and a session opened with it.
     const hash = await (hs.services.accounts as unknown as { hasher: { hash(p: string): Promise<string> } }).hasher.hash('stolen');

@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createUser, login, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { client, clientsFor, timelineOf, type Json, type TestClient } from '../support/client.js';
 import { expectMatrixError, validateEvent } from '../support/spec-validator.js';
+import { persistentDatabase } from '../support/test-schemas.js';
 
 let hs: TestHomeserver;
 let alice: TestClient;
@@ -367,7 +368,7 @@ describe('a file database', () => {
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
   it('rooms, events, tokens, filters and account data survive a restart', async () => {
-    const overrides = { database: { path: join(dir, 'hs.db') } };
+    const overrides = { ...persistentDatabase(join(dir, 'hs.db')) };
     await hs.close();
     hs = await startTestHomeserver(overrides);
     alice = client(hs, await createUser(hs, 'alice'));
@@ -407,7 +408,7 @@ describe('typing across a restart', () => {
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
   it('a token from before the restart still sees typing that starts after it', async () => {
-    const overrides = { database: { path: join(dir, 'hs.db') } };
+    const overrides = { ...persistentDatabase(join(dir, 'hs.db')) };
     await hs.close();
     hs = await startTestHomeserver(overrides);
     alice = client(hs, await createUser(hs, 'alice'));

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createUser, startTestHomeserver, type TestHomeserver, type TestUser } from '../support/homeserver.js';
 import { expectMatchesSpec } from '../support/spec-validator.js';
+import { persistentDatabase } from '../support/test-schemas.js';
 
 let hs: TestHomeserver;
 afterEach(() => hs?.close());
@@ -79,7 +80,7 @@ describe('to-device messages', () => {
   it('survives a restart until delivered, and tokens keep moving forward', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'bhs-todevice-'));
     try {
-      const overrides = { database: { path: join(dir, 'hs.db') } };
+      const overrides = { ...persistentDatabase(join(dir, 'hs.db')) };
       hs = await startTestHomeserver(overrides);
       const alice = await createUser(hs, 'alice');
       const bob = await createUser(hs, 'bob');
