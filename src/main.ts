@@ -368,7 +368,7 @@ async function withServices(configFile: string | undefined, work: (services: Ser
 /** Errors an operator can act on get one clear line; anything else keeps its stack. */
 export function describeFailure(err: unknown): string {
   // These are matched by name: their modules load with what uses them.
-  const byName = ['FixturesError', 'SigningKeyError', 'BridgeHomeserverError', 'DatabaseInUseError'];
+  const byName = ['FixturesError', 'SigningKeyError', 'BridgeHomeserverError', 'DatabaseInUseError', 'CopyRefused'];
   if (err instanceof ConfigError || err instanceof MigrationError || (err instanceof Error && byName.includes(err.name))) return err.message;
   if (err instanceof MatrixError) return `${err.message} (${err.errcode})`;
   if (err instanceof Error && 'code' in err && err.code === 'EADDRINUSE') return err.message;

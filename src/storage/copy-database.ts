@@ -59,7 +59,7 @@ export async function copySqliteToPostgres(source: Kysely<Database>, target: Kys
     let searched = 0;
     const searchRows = source.selectFrom('event_search' as keyof Database).select([sql<number>`rowid`.as('stream_ordering'), 'value', 'event_id', 'room_id', 'type'] as never).stream();
     for await (const rows of batches(searchRows)) {
-      await trx.insertInto('event_search' as keyof Database).values(rows as never).execute();
+      await trx.insertInto('event_search' as keyof Database).values(rows.map(withoutNul) as never).execute();
       searched += rows.length;
       progress('event_search', searched);
     }

@@ -42,13 +42,17 @@ describe('migrate-to-postgres', () => {
     const bob = client(old, await createUser(old, 'bob'));
     const roomId = await alice.createRoom({ preset: 'public_chat', name: 'Migration room' });
     await bob.join(roomId);
-    const first = await alice.send(roomId, { msgtype: 'm.text', body: 'the quarterly report is ready' });
+    const first = await alice.send(roomId, { msgtype: 'm.text', body: 'the quarterly report is ready' }, 'm.room.message', 'migrate-1');
     await bob.send(roomId, { 'm.relates_to': { rel_type: 'm.annotation', event_id: first, key: '👍' } }, 'm.reaction');
     await alice.ok('PUT', `/user/${encodeURIComponent(alice.userId)}/account_data/org.example.settings`, { theme: 'dark' });
     await bob.ok('POST', `/rooms/${encodeURIComponent(roomId)}/receipt/m.read/${encodeURIComponent(first)}`, {});
     const device = new DeviceIdentity(alice.userId, alice.user.deviceId);
     await alice.ok('POST', '/keys/upload', { device_keys: device.deviceKeys(), one_time_keys: device.oneTimeKeys(['AAA', 'AAB']) });
     await old.close();
+    // As an older version stored transaction scopes: parts joined by U+0000.
+    const older = new SqliteDriver(file);
+    expect(older.prepare("UPDATE events SET txn_scope = replace(txn_scope, char(31), char(0)) WHERE txn_scope IS NOT NULL").run().changes).toBeGreaterThan(0);
+    older.close();
 
     const said: string[] = [];
     expect(await migrateToPostgres({ from: file, to: POSTGRES, schema }, (line) => said.push(line))).toBe(true);
@@ -61,7 +65,10 @@ describe('migrate-to-postgres', () => {
       const tables = (sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' AND name NOT LIKE 'kysely%' AND name NOT LIKE 'event_search%'").pluck().all() as string[]);
       expect(tables).toContain('events');
       for (const table of tables) {
-        const before = sqlite.prepare(`SELECT * FROM "${table}"`).all() as Array<Record<string, unknown>>;
+        // The copy joins old transaction scopes with U+001F (PostgreSQL's text cannot hold U+0000).
+        const before = (sqlite.prepare(`SELECT * FROM "${table}"`).all() as Array<Record<string, unknown>>).map((row) =>
+          typeof row.txn_scope === 'string' ? { ...row, txn_scope: row.txn_scope.replaceAll('\u0000', '\u001f') } : row,
+        );
         const after = (await copy.query(`SELECT * FROM "${table}"`)).rows as Array<Record<string, unknown>>;
         expect(normalized(after, before), table).toEqual(normalized(before, before));
       }
@@ -80,6 +87,9 @@ describe('migrate-to-postgres', () => {
       expect((history.chunk as Array<{ event_id: string }>).map((event) => event.event_id)).toContain(first);
       const search = await aliceAgain.ok('POST', '/search', { search_categories: { room_events: { search_term: 'quarterly' } } });
       expect(search.search_categories.room_events.results.map((r: { result: { event_id: string } }) => r.result.event_id)).toEqual([first]);
+      // The old access token still works, and a retry of a send from before the move is one.
+      const retried = await client(hs, alice.user).send(roomId, { msgtype: 'm.text', body: 'the quarterly report is ready' }, 'm.room.message', 'migrate-1');
+      expect(retried).toBe(first);
       const next = await aliceAgain.send(roomId, { msgtype: 'm.text', body: 'written on PostgreSQL' });
       const newest = await aliceAgain.ok('GET', `/rooms/${encodeURIComponent(roomId)}/messages`, undefined, { dir: 'b', limit: 1 });
       expect(newest.chunk[0].event_id).toBe(next);
