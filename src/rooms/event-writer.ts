@@ -230,7 +230,8 @@ export class EventWriter {
     const touchedRooms = new Set<string>();
     let maxStream = 0;
     try {
-      await this.storage.transaction(async (stores) => {
+      // In stream order with the other writers (StreamCounter.inOrder).
+      await this.stream.inOrder(() => this.storage.transaction(async (stores) => {
         // Synchronous up to the first write: positions are taken while holding the connection.
         for (const pending of batch) {
           const result = this.prepareOne(pending, touchedRooms);
@@ -244,7 +245,7 @@ export class EventWriter {
           for (const hook of this.writeHooks) await hook(stores, item.events, item.room, { fanOut });
         }
         await this.writeHeads(stores, prepared);
-      });
+      }));
     } catch (err) {
       for (const roomId of touchedRooms) this.cache.forgetRoom(roomId);
       for (const item of prepared) {

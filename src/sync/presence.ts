@@ -152,12 +152,14 @@ export class PresenceService {
     this.queued.clear();
     try {
       let last = 0;
-      await this.storage.transaction(async (stores) => {
-        for (const [userId, change] of batch) {
-          last = this.stream.next();
-          await stores.userData.setPresence({ user_id: userId, presence: change.presence, status_msg: change.statusMsg, last_active_ts: change.lastActive, stream_ordering: last });
-        }
-      });
+      await this.stream.inOrder(() =>
+        this.storage.transaction(async (stores) => {
+          for (const [userId, change] of batch) {
+            last = this.stream.next();
+            await stores.userData.setPresence({ user_id: userId, presence: change.presence, status_msg: change.statusMsg, last_active_ts: change.lastActive, stream_ordering: last });
+          }
+        }),
+      );
       this.latest = Math.max(this.latest ?? 0, last);
       this.stream.commit(last);
       for (const [userId, change] of batch) await this.announce(userId, change.presence, change.statusMsg, change.lastActive, true);

@@ -2,9 +2,11 @@
  * The one stream ordering. Every event, account-data change and receipt gets the next position;
  * a sync token names a position, and "what changed since" is "what has a larger position".
  *
- * Positions are handed out only while the writer holds the database's single connection, so they
- * commit in the order they were handed out; `current` moves only after a commit, so a reader that
- * reads up to `current` never skips a position that commits later.
+ * Transactions that take positions run one after another (`inOrder`), so positions commit in the
+ * order they were handed out; `current` moves only after a commit, so a reader that reads up to
+ * `current` never skips a position that commits later. (SQLite's single connection ordered them
+ * by itself; PostgreSQL's pool runs transactions side by side, and one holding a lower position
+ * could commit after one holding a higher: a sync moving to the higher skipped the lower for good.)
  */
 import type { Storage, Stores } from '../storage/index.js';
 
@@ -30,6 +32,18 @@ export class StreamCounter {
   /** Marks positions up to `position` committed. */
   commit(position: number): void {
     if (position > this.committed) this.committed = position;
+  }
+
+  private tail: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Runs `work` (a transaction that takes positions, and its commit) after every earlier such
+   * work has settled. Never call it from inside such work: it would wait for itself.
+   */
+  inOrder<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.tail.then(work, work);
+    this.tail = run.catch(() => undefined);
+    return run;
   }
 }
 
@@ -71,10 +85,12 @@ export async function writeAtNextPosition(
   beforeVisible?: (position: number) => void,
 ): Promise<number> {
   let position = 0;
-  await storage.transaction(async (stores) => {
-    position = stream.next();
-    await work(stores, position);
-  });
+  await stream.inOrder(() =>
+    storage.transaction(async (stores) => {
+      position = stream.next();
+      await work(stores, position);
+    }),
+  );
   beforeVisible?.(position);
   stream.commit(position);
   return position;

@@ -71,7 +71,10 @@ export async function encryptedRoomWith(creator: sdk.MatrixClient, invitee: stri
 export async function encryptionReady(client: sdk.MatrixClient, roomId: string, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await client.getCrypto()!.isEncryptionEnabledInRoom(roomId))) {
-    if (Date.now() > deadline) throw new Error(`${client.getUserId()} never saw ${roomId} as encrypted`);
+    if (Date.now() > deadline) {
+      const known = client.getRoom(roomId)?.currentState.getStateEvents('m.room.encryption', '');
+      throw new Error(`${client.getUserId()} never saw ${roomId} as encrypted (its room state ${known ? 'holds' : 'lacks'} m.room.encryption)`);
+    }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }

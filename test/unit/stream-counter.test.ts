@@ -1,0 +1,42 @@
+/**
+ * The stream's ordering promise: a reader that reads up to `current` never skips a position that
+ * commits later. Position-taking transactions run in order, so a slow one holding a lower position
+ * cannot be overtaken by a fast one holding a higher (which PostgreSQL's pool would allow).
+ */
+import { describe, expect, it } from 'vitest';
+import { StreamCounter } from '../../src/sync/stream.js';
+
+const later = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('StreamCounter', () => {
+  it('runs position-taking work in order, so current never passes a position still being written', async () => {
+    const stream = new StreamCounter(10);
+    const seen: number[] = [];
+    const slow = stream.inOrder(async () => {
+      const position = stream.next();
+      await later(30);
+      stream.commit(position);
+      seen.push(stream.current);
+    });
+    const fast = stream.inOrder(async () => {
+      const position = stream.next();
+      // Had it run beside the slow one, current would be 12 while 11 was still uncommitted.
+      seen.push(stream.current);
+      stream.commit(position);
+      seen.push(stream.current);
+    });
+    await Promise.all([slow, fast]);
+    expect(seen).toEqual([11, 11, 12]);
+  });
+
+  it('goes on after work that failed', async () => {
+    const stream = new StreamCounter(0);
+    const failed = stream.inOrder(async () => {
+      stream.next();
+      throw new Error('rolled back');
+    });
+    await expect(failed).rejects.toThrow('rolled back');
+    await stream.inOrder(async () => stream.commit(stream.next()));
+    expect(stream.current).toBe(2);
+  });
+});
