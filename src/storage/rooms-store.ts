@@ -1,5 +1,5 @@
 /** Rooms, their events, current state, memberships and aliases. */
-import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
+import { sql, type Insertable, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import type { Database, EventsTable, MembershipsTable, RoomsTable } from './schema.js';
 import { newestPosition } from './stream-positions.js';
 import { QueryTemplate } from './database.js';
@@ -62,11 +62,18 @@ const eventByIdQuery = new QueryTemplate((db: Kysely<Database>, eventId: string)
 );
 
 export class RoomStore {
+  /** PostgreSQL keeps the search index in a table keyed by stream_ordering; SQLite's FTS5 by rowid. */
+  private readonly postgres: boolean;
+  private readonly searchKey: RawBuilder<unknown>;
+
   constructor(
     private readonly db: Kysely<Database>,
     /** Index messages, room names and topics for full-text search as they are stored (`enable_search`). */
     private readonly indexSearch = true,
-  ) {}
+  ) {
+    this.postgres = isPostgres(db);
+    this.searchKey = this.postgres ? sql`stream_ordering` : sql`rowid`;
+  }
 
   /** Rooms published in the directory, by id, after `afterRoomId` (paging), at most `limit`. */
   async publicRoomIds(afterRoomId: string, limit: number): Promise<string[]> {
@@ -148,12 +155,9 @@ export class RoomStore {
     if (searchable && event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0) {
       const value = searchedText(event.content, searchable);
       if (value !== undefined) {
-        if (isPostgres(this.db)) {
-          // Text with U+0000 is stored escaped in the event's JSON; the index keeps what it can hold.
-          await sql`INSERT INTO event_search (stream_ordering, value, event_id, room_id, type) VALUES (${event.stream_ordering}, ${value.replaceAll('\u0000', '')}, ${event.event_id}, ${event.room_id}, ${event.type})`.execute(this.db);
-        } else {
-          await sql`INSERT INTO event_search (rowid, value, event_id, room_id, type) VALUES (${event.stream_ordering}, ${value}, ${event.event_id}, ${event.room_id}, ${event.type})`.execute(this.db);
-        }
+        // Text with U+0000 is stored escaped in the event's JSON; PostgreSQL's index keeps what it can hold.
+        const indexed = this.postgres ? value.replaceAll('\u0000', '') : value;
+        await sql`INSERT INTO event_search (${this.searchKey}, value, event_id, room_id, type) VALUES (${event.stream_ordering}, ${indexed}, ${event.event_id}, ${event.room_id}, ${event.type})`.execute(this.db);
       }
     }
     // Relations are indexed as events arrive; most events have none, and the text says so cheaply.
@@ -518,8 +522,8 @@ export class RoomStore {
     if (options.terms.length === 0 || options.roomIds.length === 0 || options.types.length === 0) return [];
     // Every term as a prefix. SQLite's FTS5 takes a MATCH string (terms quoted); PostgreSQL a
     // tsquery, where quote_literal keeps a term's punctuation from being query syntax.
-    const postgres = isPostgres(this.db);
-    const key = postgres ? sql`stream_ordering` : sql`rowid`;
+    const postgres = this.postgres;
+    const key = this.searchKey;
     const prefixes = postgres
       ? sql.join(options.terms.map((term) => sql`to_tsquery('simple', quote_literal(${term}) || ':*')`), sql` && `)
       : options.terms.map((term) => `"${term.replaceAll('"', '""')}"*`).join(' ');
@@ -542,7 +546,7 @@ export class RoomStore {
   async markRedacted(eventId: string, content: string, redactedBy: string): Promise<void> {
     // Its text is gone: it is found no more.
     const row = await this.db.selectFrom('events').select('stream_ordering').where('event_id', '=', eventId).executeTakeFirst();
-    if (row) await sql`DELETE FROM event_search WHERE ${isPostgres(this.db) ? sql`stream_ordering` : sql`rowid`} = ${row.stream_ordering}`.execute(this.db);
+    if (row) await sql`DELETE FROM event_search WHERE ${this.searchKey} = ${row.stream_ordering}`.execute(this.db);
     // A redacted event's content has no m.relates_to any more: it relates to nothing.
     await this.db.deleteFrom('event_relations').where('event_id', '=', eventId).execute();
     await this.db.updateTable('events').set({ content, redacted_by: redactedBy }).where('event_id', '=', eventId).execute();

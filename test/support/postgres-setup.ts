@@ -13,17 +13,21 @@ async function dropTestSchemas(url: string): Promise<void> {
   await client.connect();
   try {
     const { rows } = await client.query<{ nspname: string }>('SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)', [TEST_SCHEMA_PREFIX]);
-    for (const { nspname } of rows) await client.query(`DROP SCHEMA "${nspname}" CASCADE`);
+    if (rows.length > 0) await client.query(dropStatements(rows.map((row) => row.nspname)));
   } finally {
     await client.end();
   }
+}
+
+function dropStatements(schemas: readonly string[]): string {
+  return schemas.map((schema) => `DROP SCHEMA IF EXISTS "${schema}" CASCADE`).join('; ');
 }
 
 export async function dropSchemas(url: string, schemas: readonly string[]): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    await client.query(schemas.map((schema) => `DROP SCHEMA IF EXISTS "${schema}" CASCADE`).join('; '));
+    await client.query(dropStatements(schemas));
   } finally {
     await client.end();
   }

@@ -35,7 +35,11 @@ export function testDatabase(): Record<string, unknown> {
   createdSchemas.add(schema);
   pooledSchemas.add(schema);
   // path stays ':memory:': media and the signing key are kept in memory, as with SQLite.
-  return { path: ':memory:', url: TEST_POSTGRES, pool_size: 4, schema };
+  return postgresDatabase(TEST_POSTGRES, schema);
+}
+
+function postgresDatabase(url: string, schema: string): Record<string, unknown> {
+  return { path: ':memory:', url, pool_size: 4, schema };
 }
 
 /**
@@ -48,7 +52,7 @@ export function persistentDatabase(file: string): Record<string, unknown> {
   const schema = `${TEST_SCHEMA_PREFIX}${process.pid}_${createHash('sha256').update(file).digest('hex').slice(0, 12)}`;
   createdSchemas.add(schema);
   return {
-    database: { path: ':memory:', url: TEST_POSTGRES, pool_size: 4, schema },
+    database: postgresDatabase(TEST_POSTGRES, schema),
     media_store_path: join(dirname(file), 'media_store'),
     signing_key_path: join(dirname(file), 'test.signing.key'),
   };
