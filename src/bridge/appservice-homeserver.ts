@@ -102,8 +102,8 @@ export class AppserviceHomeserver implements BridgeHomeserver {
     this.joined.add(roomId);
   }
 
-  async send(roomId: string, type: string, content: JsonObject): Promise<string> {
-    const answer = await this.request('PUT', `${CLIENT}/rooms/${encodeURIComponent(roomId)}/send/${encodeURIComponent(type)}/${randomUUID()}`, content);
+  async send(roomId: string, type: string, content: JsonObject, txnId: string = randomUUID()): Promise<string> {
+    const answer = await this.request('PUT', `${CLIENT}/rooms/${encodeURIComponent(roomId)}/send/${encodeURIComponent(type)}/${encodeURIComponent(txnId)}`, content);
     return String(answer.event_id);
   }
 

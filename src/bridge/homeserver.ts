@@ -50,8 +50,11 @@ export interface BridgeHomeserver {
   /** Delivers batches to `handler` until `signal` aborts; resolves then. */
   follow(handler: ActivityHandler, signal: AbortSignal): Promise<void>;
   join(roomId: string): Promise<void>;
-  /** Sends an event as the bridge; resolves with its id once the homeserver has it. */
-  send(roomId: string, type: string, content: JsonObject): Promise<string>;
+  /**
+   * Sends an event as the bridge; resolves with its id once the homeserver has it. A `txnId`
+   * makes it idempotent: the same one again answers the first event.
+   */
+  send(roomId: string, type: string, content: JsonObject, txnId?: string): Promise<string>;
   redact(roomId: string, eventId: string, reason: string): Promise<void>;
   /** A new direct-message room with `userId`, invited. */
   createDirectRoom(userId: string): Promise<string>;

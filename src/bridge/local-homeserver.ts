@@ -84,7 +84,8 @@ export class LocalHomeserver implements BridgeHomeserver {
     await this.services.rooms.join(this.requester, roomId);
   }
 
-  send(roomId: string, type: string, content: JsonObject): Promise<string> {
+  send(roomId: string, type: string, content: JsonObject, txnId?: string): Promise<string> {
+    if (txnId !== undefined) return this.services.rooms.send(this.requester, roomId, type, txnId, content);
     return this.services.rooms.sendAsServer(this.requester, roomId, type, content);
   }
 

@@ -231,6 +231,31 @@ describe('bridge feeds', () => {
     expect(Buffer.byteLength(JSON.stringify(posted[0]!.content))).toBeLessThan(20_000);
   });
 
+  it('posts an item once when its poll runs again before the item was marked seen (a crash, a takeover)', async () => {
+    hs = await startTestHomeserver(feedConfig());
+    const [alice] = await clientsFor(hs, 'alice');
+    const roomId = await roomWithBridge(hs, alice);
+    feeds.serve('/blog.xml', { body: blogWith([]) });
+    await command(hs, alice, roomId, `!bridge feed ${feeds.url('/blog.xml')} Blog`);
+    const before = (await bridgeSaid(hs, alice, roomId)).length;
+    feeds.serve('/blog.xml', { body: blogWith([{ guid: 'once', title: 'Only once', date: 'Mon, 01 Jan 2035 10:00:00 +0000' }]) });
+    // Posted, then the process dies before it records the item as seen.
+    const bridgeStore = hs.services.storage.bridge;
+    const markSeen = bridgeStore.markSeen.bind(bridgeStore);
+    bridgeStore.markSeen = async () => {
+      throw new Error('killed before marking');
+    };
+    await pollAfter(hs, INTERVAL_S * 2);
+    bridgeStore.markSeen = markSeen;
+    expect((await bridgeSaid(hs, alice, roomId)).slice(before)).toHaveLength(1);
+    // The next poll (here, or in the process that took the feeds over) finds it unseen and posts
+    // it with the same transaction id: the first event answers, no second one is made.
+    await pollAfter(hs, INTERVAL_S * 2);
+    await pollAfter(hs, INTERVAL_S * 2);
+    const posted = (await bridgeSaid(hs, alice, roomId)).slice(before);
+    expect(posted.map((event) => String(event.content.body).split('\n')[0])).toEqual(['Blog: Only once']);
+  });
+
   it('keeps answering while it reads a 20,000-item feed, and reads only its newest items', async () => {
     hs = await startTestHomeserver(feedConfig({ max_bytes: 16 * 1024 * 1024 }));
     const [alice] = await clientsFor(hs, 'alice');

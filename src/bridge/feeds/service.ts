@@ -4,6 +4,7 @@
  * reaches a room once, across restarts. Time comes from the clock and polling can be driven by
  * `pollDue()`, so tests never wait for an interval.
  */
+import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../../core/clock.js';
 import type { Config } from '../../config/index.js';
@@ -230,7 +231,9 @@ export class FeedService {
       for (const room of followers) {
         const name = room.label ?? parsed.title ?? feed.title ?? feed.url;
         try {
-          await this.poster.post(room.room_id, feedItemMessage(name, item));
+          // Keyed by the item: a poll repeated after a crash (or by the process that took over)
+          // before the item was marked seen gets the first post back, not a second one.
+          await this.poster.post(room.room_id, feedItemMessage(name, item), feedItemTxnId(feed.url, item.id));
           posted = true;
         } catch (err) {
           this.log.warn({ err, feed: feed.url, room: room.room_id }, 'posting a feed item failed');
@@ -374,4 +377,9 @@ export function oldestFirst(items: FeedItem[]): FeedItem[] {
       .map(({ item }) => item);
   }
   return [...items].reverse();
+}
+
+/** The transaction id a feed item is posted with: the same for the same item of the same feed. */
+export function feedItemTxnId(feedUrl: string, itemId: string): string {
+  return `feed.${createHash('sha256').update(feedUrl).update('\u0000').update(itemId).digest('base64url')}`;
 }
