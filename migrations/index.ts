@@ -26,6 +26,7 @@ import * as appservices from './0020-appservices.js';
 import * as e2eKeys from './0021-e2e-keys.js';
 import * as keyBackup from './0022-key-backup.js';
 import * as crossSigning from './0023-cross-signing.js';
+import * as cluster from './0024-cluster.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -51,4 +52,5 @@ export const migrations: Record<string, Migration> = {
   '0021-e2e-keys': e2eKeys,
   '0022-key-backup': keyBackup,
   '0023-cross-signing': crossSigning,
+  '0024-cluster': cluster,
 };

@@ -40,7 +40,8 @@ import { Bridge, type BridgeOptions } from './bridge/bridge.js';
 import { LocalHomeserver } from './bridge/local-homeserver.js';
 import { serverInfoFor, withTrailingSlash, type ServerInfo } from './server-info.js';
 import { createServices, type Services } from './services.js';
-import { bindServerName, holdExclusiveUse, migrateToLatest, observeQueries, openDatabase, Storage } from './storage/index.js';
+import { bindServerName, migrateToLatest, observeQueries, openDatabase, Storage } from './storage/index.js';
+import type { LeasedJob } from './cluster/cluster.js';
 
 /** The Client-Server API is served under both prefixes: matrix-nio speaks only r0. */
 export const CLIENT_PREFIXES = ['/_matrix/client/v3', '/_matrix/client/r0'] as const;
@@ -99,16 +100,17 @@ export type App = FastifyInstance;
 export async function buildApp(config: Config, deps: AppDependencies = {}): Promise<App> {
   const ownsStorage = deps.storage === undefined;
   const storage = deps.storage ?? new Storage(openDatabase({ ...config.database, measureQueries: config.metrics.enabled }), { searchIndex: config.enable_search });
-  let releaseDatabase: () => Promise<void>;
+  let services: Services;
   try {
     await migrateToLatest(storage.db);
     await bindServerName(storage.db, config.server_name);
-    releaseDatabase = await holdExclusiveUse(storage.db);
+    services = await createServices(config, storage, deps.clock ?? systemClock, { federation: deps.federation });
+    // Before anything is written: other processes on the same PostgreSQL database are joined.
+    await services.cluster?.start();
   } catch (err) {
     if (ownsStorage) await storage.close();
     throw err;
   }
-  const services = await createServices(config, storage, deps.clock ?? systemClock, { federation: deps.federation });
   const server = serverInfoFor(config);
   const metrics = config.metrics.enabled ? instrument(services) : undefined;
 
@@ -150,6 +152,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
         deps.bridge,
       )
     : undefined;
+  if (bridge) services.cluster?.onWebhooksChanged(() => bridge.webhooks.forgetCached());
   app.decorate('homeserver', { config, services, server, bridge });
   app.decorateRequest('requester', null);
   // Expired tokens are deleted once a day has passed since they expired, and federation
@@ -157,37 +160,60 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   let pruning: NodeJS.Timeout | undefined;
   let deactivatedSweep: NodeJS.Timeout | undefined;
   let presenceSweep: NodeJS.Timeout | undefined;
+  // What must run once per database: here, or with several processes wherever its lease is held
+  // (taken over within seconds when that process dies).
+  const runOnce = async (name: string, job: LeasedJob): Promise<void> => {
+    if (services.cluster) await services.cluster.lease(name, job);
+    else await job.start();
+  };
+  const maintenance: LeasedJob = {
+    start: async () => {
+      pruning = setInterval(() => {
+        services.sessions.pruneExpiredTokens().catch((err: unknown) => app.log.error({ err }, 'pruning expired tokens failed'));
+        services.roomFederation.pruneTransactions().catch((err: unknown) => app.log.error({ err }, 'pruning federation transactions failed'));
+        services.toDevice.pruneTransactions().catch((err: unknown) => app.log.error({ err }, 'pruning to-device transactions failed'));
+      }, TOKEN_PRUNE_INTERVAL_MS);
+      pruning.unref();
+      // Accounts the CLI deactivated leave their rooms here, at start and then within a minute.
+      const leaveDeactivated = () =>
+        services.rooms
+          .leaveRoomsOfDeactivatedUsers()
+          .then((users) => users.length > 0 && app.log.info({ users }, 'deactivated accounts left their rooms'))
+          .catch((err: unknown) => app.log.error({ err }, 'taking deactivated accounts out of their rooms failed'));
+      await leaveDeactivated();
+      deactivatedSweep = setInterval(() => void leaveDeactivated(), DEACTIVATED_SWEEP_INTERVAL_MS);
+      deactivatedSweep.unref();
+    },
+    stop: () => {
+      clearInterval(pruning);
+      clearInterval(deactivatedSweep);
+    },
+  };
   app.addHook('onReady', async () => {
-    pruning = setInterval(() => {
-      services.sessions.pruneExpiredTokens().catch((err: unknown) => app.log.error({ err }, 'pruning expired tokens failed'));
-      services.roomFederation.pruneTransactions().catch((err: unknown) => app.log.error({ err }, 'pruning federation transactions failed'));
-      services.toDevice.pruneTransactions().catch((err: unknown) => app.log.error({ err }, 'pruning to-device transactions failed'));
-    }, TOKEN_PRUNE_INTERVAL_MS);
-    pruning.unref();
-    // Accounts the CLI deactivated leave their rooms here, at start and then within a minute.
-    const leaveDeactivated = () =>
-      services.rooms
-        .leaveRoomsOfDeactivatedUsers()
-        .then((users) => users.length > 0 && app.log.info({ users }, 'deactivated accounts left their rooms'))
-        .catch((err: unknown) => app.log.error({ err }, 'taking deactivated accounts out of their rooms failed'));
-    await leaveDeactivated();
-    deactivatedSweep = setInterval(() => void leaveDeactivated(), DEACTIVATED_SWEEP_INTERVAL_MS);
-    deactivatedSweep.unref();
-    // Users whose clients stopped syncing go offline.
+    if (services.cluster) services.cluster.log = app.log;
+    await runOnce('maintenance', maintenance);
+    // Users whose clients stopped syncing go offline (each process knows whom it serves).
     presenceSweep = setInterval(() => void services.presence.sweepIdle().catch((err: unknown) => app.log.error({ err }, 'presence sweep failed')), PRESENCE_SWEEP_INTERVAL_MS);
     presenceSweep.unref();
     await services.media.start();
     services.federationSender.log = app.log;
     services.roomFederation.useLogger(app.log);
-    await services.federationSender.start();
-    await services.appservices.ensureSenders();
+    await runOnce('federation-sender', { start: () => services.federationSender.start(), stop: () => services.federationSender.stop() });
     services.appservices.sender.log = app.log;
-    await services.appservices.sender.start();
-    await bridge?.start();
+    await runOnce('appservice-sender', {
+      start: async () => {
+        await services.appservices.ensureSenders();
+        await services.appservices.sender.start();
+      },
+      stop: () => services.appservices.sender.stop(),
+    });
+    if (bridge) await runOnce('bridge', { start: () => bridge.start(), stop: () => bridge.stop() });
   });
   app.addHook('preClose', async () => {
-    // The bridge first: its own sync must not spin on a notifier that no longer parks anyone.
-    await bridge?.stop();
+    // The leased jobs first, the bridge among them: its own sync must not spin on a notifier that
+    // no longer parks anyone. Another process takes them over.
+    if (services.cluster) await services.cluster.close();
+    else await bridge?.stop();
     services.notifier.releaseAll();
     // A request that still runs after this long (a slow federation join) is cut off.
     setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
@@ -201,7 +227,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     services.appservices.sender.stop();
     services.federation.close();
     services.typing.clear();
-    await releaseDatabase();
+    await bridge?.close();
+    await services.cluster?.close();
     if (ownsStorage) await storage.close();
   });
 

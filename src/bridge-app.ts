@@ -142,7 +142,7 @@ export async function startBridgeApp(config: Config, options: BridgeAppOptions =
   await app.register(webhookRoutes(bridge, config.bridge.webhooks.max_body_bytes));
   app.get('/health', async () => ({ status: 'ok' }));
   app.addHook('onClose', async () => {
-    await bridge.stop();
+    await bridge.close();
     await storage.close();
   });
 

@@ -25,7 +25,7 @@ import { RoomCache } from './rooms/room-cache.js';
 import { RoomHistory, RoomReader } from './rooms/room-reader.js';
 import { RoomService } from './rooms/room-service.js';
 import { UserDirectory } from './rooms/user-directory.js';
-import { GLOBAL_ACCOUNT_DATA, type Storage } from './storage/index.js';
+import { GLOBAL_ACCOUNT_DATA, postgresSchemaOf, STATE_GROUP_ID_BLOCK, type Storage } from './storage/index.js';
 import { Notifier } from './sync/notifier.js';
 import { StreamCounter } from './sync/stream.js';
 import { SyncService } from './sync/sync-service.js';
@@ -45,6 +45,7 @@ import { AppServiceSender } from './appservices/appservice-sender.js';
 import { AppServices } from './appservices/appservices.js';
 import { KeysService } from './e2e/keys-service.js';
 import { KeyBackupService } from './e2e/key-backup.js';
+import { Cluster, SHARED_LIMITERS } from './cluster/cluster.js';
 
 /** How long a request to an application service may take. */
 const APPSERVICE_TIMEOUT_MS = 30_000;
@@ -92,6 +93,8 @@ export interface Services {
   keys: KeysService;
   /** Server-side key backup (`/room_keys`). */
   keyBackup: KeyBackupService;
+  /** The other processes on the same PostgreSQL database (started by the app); undefined on SQLite. */
+  cluster: Cluster | undefined;
 }
 
 export interface ServiceOptions {
@@ -114,8 +117,14 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const notifier = new Notifier();
   const roomCache = new RoomCache(storage, { roomStateEvents: config.caches.room_state_events, userRoomLists: config.caches.user_room_lists });
   const signer = loadOrCreateSigningKey(signingKeyPathFor(config), config.server_name);
-  const stateGroupIds = new StateGroupIds(await storage.rooms.maxStateGroup());
-  const writer = new EventWriter(storage, roomCache, stream, notifier, clock, signer, stateGroupIds, new OutlierPositions(await storage.rooms.minStreamOrdering()));
+  // Processes sharing a PostgreSQL database take state group ids in blocks and read the lowest
+  // outlier position again before taking more; one process counts in memory.
+  const schema = postgresSchemaOf(storage.db);
+  const stateGroupIds = schema === undefined
+    ? new StateGroupIds(await storage.rooms.maxStateGroup())
+    : new StateGroupIds(0, { size: STATE_GROUP_ID_BLOCK, reserve: () => storage.cluster.reserveStateGroupIds() });
+  const outlierPositions = new OutlierPositions(await storage.rooms.minStreamOrdering(), schema === undefined ? undefined : () => storage.rooms.minStreamOrdering());
+  const writer = new EventWriter(storage, roomCache, stream, notifier, clock, signer, stateGroupIds, outlierPositions);
   const federation = new Federation(config, signer, storage, clock, options.federation);
   const stateGroups = new StateGroups(storage, stateGroupIds);
   const graph = new EventGraph(storage, stateGroups);
@@ -183,7 +192,10 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   accounts.devicesRemoved = (userId) => keys.devicesRemoved(userId);
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence, async (userId) => (await pushRules.ruleset(userId)) as unknown as JsonObject, keys);
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
+  const cluster = schema === undefined ? undefined : new Cluster(storage, schema, stream);
+  if (cluster) shareAcrossProcesses(cluster, { graph, roomCache, notifier, typing, accountData, pushRules, toDevice, unread, keys, presence, limiters, federationSender, appserviceSender });
   return {
+    cluster,
     config, clock, storage, limiters, accounts, sessions, registration, signer,
     devices: new DeviceService(storage, (userId) => keys.devicesRemoved(userId)),
     keys, keyBackup: new KeyBackupService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
@@ -192,6 +204,132 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     pushRules,
     roomFederation, federationSender, appservices,
   };
+}
+
+interface SharedParts {
+  graph: EventGraph;
+  roomCache: RoomCache;
+  notifier: Notifier;
+  typing: TypingTracker;
+  accountData: AccountDataService;
+  pushRules: PushRulesService;
+  toDevice: ToDeviceService;
+  unread: UnreadCounts;
+  keys: KeysService;
+  presence: PresenceService;
+  limiters: Limiters;
+  federationSender: FederationSender;
+  appserviceSender: AppServiceSender;
+}
+
+/** How long the senders let other processes' commits gather before looking at their queues again. */
+const OUTBOX_LOOK_DELAY_MS = 20;
+
+/**
+ * Several processes on one database (`cluster/`): what another process changed is dropped from
+ * this one's caches and the syncs it concerns are woken; typing notices, EDUs and outbox nudges
+ * reach the process that holds the senders.
+ */
+function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
+  const { graph, roomCache, notifier, typing, accountData, pushRules, toDevice, unread, keys, presence, limiters, federationSender, appserviceSender } = parts;
+  let outboxLook: NodeJS.Timeout | undefined;
+  const lookAtOutboxes = (): void => {
+    if (outboxLook || (!federationSender.running && !appserviceSender.running)) return;
+    outboxLook = setTimeout(() => {
+      outboxLook = undefined;
+      void federationSender.lookAgain().catch(() => undefined);
+      if (appserviceSender.running) appserviceSender.lookAgain();
+    }, OUTBOX_LOOK_DELAY_MS);
+    outboxLook.unref();
+  };
+  cluster.onRemoteCommit((commit) => {
+    if (commit.everything) {
+      graph.forgetAll();
+      roomCache.forgetAll();
+      accountData.forgetAll();
+      unread.forgetAll();
+      keys.forgetAll();
+      toDevice.forgetEmptyInboxes();
+      presence.forgetLatest();
+      // After the position is readable (the cluster moves it once the listeners are done).
+      setImmediate(() => notifier.notifyEveryone());
+      lookAtOutboxes();
+      return;
+    }
+    const wake = new Set(commit.wake);
+    for (const eventId of commit.redacted) graph.forget(eventId);
+    for (const roomId of commit.rooms) {
+      const room = roomCache.peek(roomId);
+      roomCache.forgetRoom(roomId);
+      if (room) for (const userId of room.interestedUsers()) wake.add(userId);
+      // Not held here: whoever is in it is found by loading it.
+      else void roomCache.room(roomId).then((loaded) => loaded && notifier.notify(loaded.interestedUsers()), () => undefined);
+      for (const userId of commit.users) unread.receiptMoved(roomId, userId);
+    }
+    for (const userId of commit.users) {
+      roomCache.forgetUser(userId);
+      accountData.forget(userId);
+      pushRules.forget(userId);
+      keys.forget(userId);
+      wake.add(userId);
+    }
+    for (const [roomId, userId] of commit.receipts) {
+      // As the receipt service marks a snapshot for a receipt it writes: its state is unchanged.
+      const room = roomCache.peek(roomId);
+      if (room) {
+        room.latestStream = Math.max(room.latestStream, commit.position);
+        room.latestReceiptStream = Math.max(room.latestReceiptStream, commit.position);
+        for (const member of room.interestedUsers()) wake.add(member);
+      } else {
+        void roomCache.room(roomId).then((loaded) => loaded && notifier.notify(loaded.interestedUsers()), () => undefined);
+      }
+      roomCache.roomChanged(roomId);
+      unread.receiptMoved(roomId, userId);
+    }
+    if (commit.users.length > 0) toDevice.forgetEmptyInboxes();
+    if (commit.roommatesOf.length > 0) presence.forgetLatest();
+    for (const userId of commit.roommatesOf) presence.forgetSetBy(userId);
+    setImmediate(() => {
+      notifier.notify(wake);
+      for (const userId of commit.roommatesOf) void roomCache.roommates(userId).then((roommates) => notifier.notify(roommates), () => undefined);
+    });
+    if (commit.rooms.length > 0) lookAtOutboxes();
+  });
+  cluster.onMessage((message) => {
+    switch (message.kind) {
+      case 'typing':
+        typing.applyShared(message.roomId, message.userId, message.typing, message.timeoutMs);
+        break;
+      case 'appservice-ephemeral':
+        if (appserviceSender.running) appserviceSender.queueEphemeral(message.roomId, message.event);
+        break;
+      case 'edu':
+        if (federationSender.running) federationSender.sendEphemeral(message.destinations, message.edu);
+        break;
+      case 'outbox':
+        lookAtOutboxes();
+        break;
+      case 'ratelimit':
+        if (SHARED_LIMITERS.includes(message.limiter)) limiters[message.limiter].applyShared(message);
+        break;
+      case 'users':
+        if (message.users.length === 0) keys.forgetAll();
+        for (const userId of message.users) {
+          keys.forget(userId);
+          limiters.forgetOverride(userId);
+        }
+        break;
+    }
+  });
+  typing.onTyping((roomId, userId, isTyping, timeoutMs) => cluster.publish({ kind: 'typing', roomId, userId, typing: isTyping, timeoutMs }));
+  federationSender.elsewhere = {
+    queued: () => cluster.publish({ kind: 'outbox', queue: 'federation' }),
+    ephemeral: (destinations, edu) => cluster.publish({ kind: 'edu', destinations, edu }),
+  };
+  appserviceSender.elsewhere = (roomId, event) => cluster.publish({ kind: 'appservice-ephemeral', roomId, event });
+  keys.onCountsChanged = (userId) => cluster.publish({ kind: 'users', users: [userId] });
+  limiters.onOverrideChanged = (userId) => cluster.publish({ kind: 'users', users: [userId] });
+  for (const limiter of SHARED_LIMITERS) limiters[limiter].onChange = ({ key, count }) => cluster.publish({ kind: 'ratelimit', limiter, key, count });
 }
 
 /** Typing notices and receipts go to the appservices that asked for ephemeral events (`receive_ephemeral`). */

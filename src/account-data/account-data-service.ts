@@ -53,6 +53,18 @@ export class AccountDataService {
     await this.write(userId, roomId ?? GLOBAL_ACCOUNT_DATA, type, content);
   }
 
+  /** Everything kept is read again (another process's changes were not all heard of). */
+  forgetAll(): void {
+    this.latest.clear();
+    this.ignored.invalidate();
+  }
+
+  /** Another process wrote the user's account data: what is kept of it here is read again. */
+  forget(userId: string): void {
+    this.latest.delete(userId);
+    this.ignored.delete(userId);
+  }
+
   /** Writes without the client-facing checks (read markers store `m.fully_read` here). */
   async write(userId: string, roomId: string, type: string, content: JsonObject): Promise<void> {
     const text = JSON.stringify(content);
@@ -60,7 +72,10 @@ export class AccountDataService {
     await writeAtNextPosition(
       this.storage,
       this.stream,
-      (stores, position) => stores.userData.setAccountData({ user_id: userId, room_id: roomId, type, content: text, stream_ordering: position }),
+      (stores, position, effects) => {
+        effects.users.add(userId);
+        return stores.userData.setAccountData({ user_id: userId, room_id: roomId, type, content: text, stream_ordering: position });
+      },
       (position) => this.latest.set(userId, Math.max(this.latest.get(userId) ?? 0, position)),
     );
     this.notifier.notify([userId]);

@@ -80,6 +80,9 @@ export class AppServiceSender {
     this.due.clear();
   };
 
+  /** Where ephemeral events go while another process sends to the appservices. */
+  elsewhere: ((roomId: string, event: Record<string, unknown>) => void) | undefined;
+
   /** Whether any appservice asked for typing notices and receipts. */
   get wantsEphemeral(): boolean {
     return this.targets.some((service) => service.receiveEphemeral);
@@ -87,6 +90,10 @@ export class AppServiceSender {
 
   /** A typing notice or receipt in a room: for appservices with `receive_ephemeral` that are interested in the room. */
   queueEphemeral(roomId: string, event: Record<string, unknown>): void {
+    if (this.stopped) {
+      this.elsewhere?.(roomId, event);
+      return;
+    }
     const room = this.cache.peek(roomId);
     if (!room) return;
     for (const service of this.targets) {
@@ -100,7 +107,22 @@ export class AppServiceSender {
 
   async start(): Promise<void> {
     this.stopped = false;
+    this.lookAgain();
+  }
+
+  /** Another process queued events: every appservice's queue is looked at (if this process sends). */
+  lookAgain(): void {
     for (const service of this.targets) this.kick(service);
+  }
+
+  /** Whether this process sends to the appservices now (with several processes, one does). */
+  get running(): boolean {
+    return !this.stopped;
+  }
+
+  /** Whether any appservice has an address to send to. */
+  get hasTargets(): boolean {
+    return this.targets.length > 0;
   }
 
   stop(): void {

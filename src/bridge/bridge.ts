@@ -68,7 +68,7 @@ export class Bridge implements BridgePoster {
   private readonly log: FastifyBaseLogger;
   private readonly webhookBaseUrl: () => string;
   private readonly directMessages: DirectMessages;
-  private readonly abort = new AbortController();
+  private abort = new AbortController();
   private loop: Promise<void> | undefined;
   /** Each room's commands run one after another; rooms do not wait for each other. */
   private readonly roomQueues = new Map<string, Promise<void>>();
@@ -83,7 +83,12 @@ export class Bridge implements BridgePoster {
     this.directMessages = new DirectMessages(setup.homeserver);
   }
 
+  /**
+   * Starts following its rooms and polling feeds. With several server processes only one runs
+   * this at a time (a lease); the webhooks work in every process.
+   */
   async start(): Promise<void> {
+    if (this.abort.signal.aborted) this.abort = new AbortController();
     await this.homeserver.prepare();
     // Commands seen before a restart and not finished run first, in their rooms' queues.
     await this.resumeCommands();
@@ -91,11 +96,18 @@ export class Bridge implements BridgePoster {
     this.feeds.start();
   }
 
+  /** Stops following and polling (start may be called again). */
   async stop(): Promise<void> {
     this.abort.abort();
     await this.loop;
+    this.loop = undefined;
     await Promise.allSettled([...this.roomQueues.values()]);
     await this.feeds.stop();
+  }
+
+  /** Stops for good: the feed parser's thread ends too. */
+  async close(): Promise<void> {
+    await this.stop();
     await this.feedParser.close();
   }
 
@@ -105,12 +117,12 @@ export class Bridge implements BridgePoster {
     return (await this.homeserver.membership(roomId, this.userId)) === 'join';
   }
 
-  async post(roomId: string, content: JsonObject): Promise<string> {
+  async post(roomId: string, content: JsonObject, txnId?: string): Promise<string> {
     // What the bridge posts carries text from elsewhere (payloads, feeds, names). An explicit empty
     // m.mentions (intentional mentions) keeps an "@room" in it from notifying the whole room, which
     // the bridge, as Moderator, otherwise could.
     const withMentions = 'm.mentions' in content ? content : { ...content, 'm.mentions': {} };
-    return this.homeserver.send(roomId, 'm.room.message', withMentions);
+    return this.homeserver.send(roomId, 'm.room.message', withMentions, txnId);
   }
 
   // ---- following rooms ----

@@ -17,7 +17,7 @@ import type { RoomCache } from '../rooms/room-cache.js';
 import { isUserId, serverOf } from '../rooms/ids.js';
 import type { Storage, Stores } from '../storage/index.js';
 import type { Notifier } from '../sync/notifier.js';
-import { writeAtNextPosition, type StreamCounter } from '../sync/stream.js';
+import { writeAtNextPosition, type StreamCounter, type StreamEffects } from '../sync/stream.js';
 import { CrossSigningService } from './cross-signing.js';
 import { BoundedCache } from '../core/bounded-cache.js';
 
@@ -98,7 +98,7 @@ export class KeysService {
 
   /** A change of the user's keys: recorded at a stream position, and everyone concerned told. */
   private async recordChange(userId: string, edus: readonly Edu[]): Promise<void> {
-    await writeAtNextPosition(this.storage, this.stream, (stores, position) => this.recordDeviceListChange(stores, userId, position));
+    await writeAtNextPosition(this.storage, this.stream, (stores, position, effects) => this.recordDeviceListChange(stores, userId, position, effects));
     await this.tellOthers(userId, edus);
   }
 
@@ -135,11 +135,11 @@ export class KeysService {
     }
     if (newDeviceKeys !== undefined) {
       let position = 0;
-      await writeAtNextPosition(this.storage, this.stream, async (stores, at) => {
+      await writeAtNextPosition(this.storage, this.stream, async (stores, at, effects) => {
         position = at;
         await stores.e2e.setDeviceKeys(userId, deviceId, newDeviceKeys!);
         await this.storeKeys(stores, device, oneTime, fallback);
-        await this.recordDeviceListChange(stores, userId, position);
+        await this.recordDeviceListChange(stores, userId, position, effects);
       });
       const name = (await this.storage.sessions.getDevice(userId, deviceId))?.display_name ?? undefined;
       await this.tellOthers(userId, [deviceListUpdate({ user_id: userId, device_id: deviceId, stream_id: position, prev_id: [], deleted: false, keys: JSON.parse(newDeviceKeys) as JsonObject, ...(name ? { device_display_name: name } : {}) })]);
@@ -247,7 +247,7 @@ export class KeysService {
     if (typeof userId !== 'string' || !isUserId(userId) || serverOf(userId) !== origin) return;
     // What was kept of the user's keys is stale now; the next query asks their server.
     this.remoteCache.delete(userId);
-    await writeAtNextPosition(this.storage, this.stream, (stores, position) => this.recordDeviceListChange(stores, userId, position));
+    await writeAtNextPosition(this.storage, this.stream, (stores, position, effects) => this.recordDeviceListChange(stores, userId, position, effects));
     // Their roommates here (waking a remote user's "sync" would do nothing).
     const users = [...(await this.cache.roommates(userId))].filter((other) => serverOf(other) === this.serverName);
     if (users.length > 0) this.notifier.notify(users);
@@ -344,7 +344,9 @@ export class KeysService {
     return oneTimeKeys;
   }
 
-  private async recordDeviceListChange(stores: Stores, userId: string, position: number): Promise<void> {
+  private async recordDeviceListChange(stores: Stores, userId: string, position: number, effects: StreamEffects): Promise<void> {
+    effects.users.add(userId);
+    effects.roommatesOf.add(userId);
     await stores.e2e.recordDeviceListChange(userId, position);
     this.latestChange = Math.max(this.latestChange ?? 0, position);
   }
@@ -404,16 +406,36 @@ export class KeysService {
   /** A device's keys were uploaded or claimed: its counts are read afresh. */
   private countsChanged(userId: string, deviceId: string): void {
     this.counts.delete(`${userId}\u0000${deviceId}`);
+    this.onCountsChanged?.(userId);
+  }
+
+  /** Told when a device's one-time key counts change (other processes drop what they cached). */
+  onCountsChanged: ((userId: string) => void) | undefined;
+
+  /**
+   * Another process changed the user's keys or device list: what is cached of them is read again
+   * (the counts of every device, which are not kept per user, all go).
+   */
+  forgetAll(): void {
+    this.remoteCache.invalidate();
+    this.counts.invalidate();
+    this.latestChange = undefined;
+  }
+
+  forget(userId: string): void {
+    this.remoteCache.delete(userId);
+    this.counts.invalidate();
+    this.latestChange = undefined;
   }
 
   /** Devices of the user were deleted: their keys go, and everyone sharing a room is told. */
   async devicesRemoved(userId: string): Promise<void> {
     let removed: string[] = [];
     let position = 0;
-    await writeAtNextPosition(this.storage, this.stream, async (stores, at) => {
+    await writeAtNextPosition(this.storage, this.stream, async (stores, at, effects) => {
       position = at;
       removed = await stores.e2e.deleteKeysOfRemovedDevices(userId);
-      if (removed.length > 0) await this.recordDeviceListChange(stores, userId, position);
+      if (removed.length > 0) await this.recordDeviceListChange(stores, userId, position, effects);
     });
     if (removed.length > 0) await this.tellOthers(userId, removed.map((deviceId) => deviceListUpdate({ user_id: userId, device_id: deviceId, stream_id: position, prev_id: [], deleted: true })));
   }

@@ -174,7 +174,8 @@ export class FederatedMembership implements RemoteRooms {
 
   /** A membership in a room this server is not in: kept with its event, shown to the user by sync. */
   async recordOutOfRoom(roomId: string, userId: string, membership: string, eventId: string, version: RoomVersion, strippedState: string, pdu: Pdu): Promise<void> {
-    const position = await writeAtNextPosition(this.deps.storage, this.deps.stream, async (stores, position) => {
+    const position = await writeAtNextPosition(this.deps.storage, this.deps.stream, async (stores, position, effects) => {
+      effects.users.add(userId);
       await stores.federation.putRemoteMembership({
         room_id: roomId,
         user_id: userId,

@@ -5,6 +5,7 @@
  * time per destination. A destination that fails is retried with a growing delay; any request
  * from it (it is back) ends the wait at once.
  */
+import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import { domainOf } from '../rooms/auth-rules.js';
@@ -48,7 +49,14 @@ const REFUSALS_BEFORE_ISOLATING = 3;
 export class FederationSender {
   private readonly destinations = new Map<string, DestinationState>();
   private txnCounter = 0;
+  /** Transaction ids stay unique when another process (which took the sending over) counts from 0 too. */
+  private readonly txnPrefix = randomBytes(4).toString('hex');
   private stopped = true;
+  /**
+   * Where queued work goes while this process does not send (another process holds the sending):
+   * the sender there is told of the outbox rows, and handed the in-memory EDUs.
+   */
+  elsewhere: { queued(): void; ephemeral(destinations: string[], edu: Record<string, unknown>): void } | undefined;
 
   constructor(
     private readonly storage: Storage,
@@ -99,11 +107,16 @@ export class FederationSender {
     const rows = [...destinations].filter((d) => d !== this.options.serverName).map((destination) => ({ destination, kind: 'edu' as const, payload: JSON.stringify(edu) }));
     if (rows.length === 0) return;
     await this.storage.federation.enqueue(rows, this.clock.now());
+    if (this.stopped) this.elsewhere?.queued();
     for (const row of rows) this.kick(row.destination);
   }
 
   /** Typing notices: memory only, sent with the next transaction. */
   sendEphemeral(destinations: Iterable<string>, edu: Record<string, unknown>): void {
+    if (this.stopped && this.elsewhere) {
+      this.elsewhere.ephemeral([...destinations].filter((destination) => destination !== this.options.serverName), edu);
+      return;
+    }
     for (const destination of destinations) {
       if (destination === this.options.serverName) continue;
       const state = this.state(destination);
@@ -115,13 +128,28 @@ export class FederationSender {
   /** Starts sending what is queued (after a restart, honouring each destination's backoff). */
   async start(): Promise<void> {
     this.stopped = false;
+    await this.lookAgain();
+  }
+
+  /**
+   * Looks for queued work this process was not told of (another process's writes queued it), and
+   * sends it, honouring each destination's recorded backoff.
+   */
+  async lookAgain(): Promise<void> {
+    if (this.stopped) return;
     for (const destination of await this.storage.federation.queuedDestinations()) {
-      const row = await this.storage.federation.destination(destination);
-      const state = this.state(destination);
-      state.failures = row?.failures ?? 0;
-      state.retryAfter = Number(row?.retry_after_ts ?? 0);
+      if (!this.destinations.has(destination)) {
+        const row = await this.storage.federation.destination(destination);
+        const state = this.state(destination);
+        state.failures = row?.failures ?? 0;
+        state.retryAfter = Number(row?.retry_after_ts ?? 0);
+      }
       this.kick(destination);
     }
+  }
+
+  get running(): boolean {
+    return !this.stopped;
   }
 
   stop(): void {
@@ -286,7 +314,7 @@ export class FederationSender {
       if (pdu) pdus.push(pdu);
     }
     const edus = [...rows.filter((row) => row.kind === 'edu').map((row) => JSON.parse(row.payload) as unknown), ...ephemeral];
-    const txnId = `${this.clock.now()}-${++this.txnCounter}`;
+    const txnId = `${this.clock.now()}-${this.txnPrefix}${++this.txnCounter}`;
     await this.client.request(destination, {
       method: 'PUT',
       path: `/_matrix/federation/v1/send/${encodeURIComponent(txnId)}`,

@@ -171,6 +171,11 @@ export class PushRulesService {
     return { own: parsed.own ?? {}, defaults: parsed.defaults ?? {} };
   }
 
+  /** Another process changed the user's rules: they are compiled again when next needed. */
+  forget(userId: string): void {
+    this.compiled.delete(userId);
+  }
+
   private async update(userId: string, change: (changes: RuleChanges) => void): Promise<void> {
     await this.queue.run(userId, async () => {
       const changes = await this.changes(userId);

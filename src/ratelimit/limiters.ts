@@ -70,9 +70,18 @@ export class Limiters {
   }
 
   /** Sets (or, with null, removes) a user's override; 0 messages per second exempts the user. */
+  /** Another process may have changed the user's override: it is read again when next needed. */
+  forgetOverride(userId: string): void {
+    this.overrides.delete(userId);
+  }
+
   async setMessageOverride(userId: string, override: MessageOverride | null): Promise<void> {
     if (override) await this.storage.ratelimits.set({ user_id: userId, ...override });
     else await this.storage.ratelimits.delete(userId);
     this.overrides.set(userId, override ? { user_id: userId, ...override } : null);
+    this.onOverrideChanged?.(userId);
   }
+
+  /** Told when an override changes (other processes forget what they read of it). */
+  onOverrideChanged: ((userId: string) => void) | undefined;
 }

@@ -1,7 +1,9 @@
 /**
  * A leaky bucket per key, as Synapse's `Ratelimiter`: each action adds one to the bucket, the bucket
  * drains at `per_second`, and an action is refused when it would take the bucket past `burst_count`.
- * Buckets live in memory: a restart forgives everyone, which is what Synapse does too.
+ * Buckets live in memory: a restart forgives everyone, which is what Synapse does too. With
+ * several server processes, a limiter that must hold across them tells the others of each change
+ * (`onChange`), and they apply it to their own buckets (`applyShared`).
  */
 import type { Clock } from '../core/clock.js';
 import type { RateLimitConfig } from '../config/index.js';
@@ -53,6 +55,7 @@ export class RateLimiter {
     const allowed = level + count <= burst;
     if (allowed && options.record !== false) {
       this.store(key, { level: level + count, updatedMs: now, rate });
+      this.onChange?.({ key, count });
     }
     const retryAfterMs = allowed ? 0 : rate > 0 ? Math.ceil(((level + count - burst) / rate) * 1000) : Infinity;
     return { allowed, retryAfterMs };
@@ -72,11 +75,30 @@ export class RateLimiter {
     const bucket = this.buckets.get(key);
     const level = bucket ? Math.max(0, bucket.level - ((now - bucket.updatedMs) / 1000) * rate) : 0;
     this.store(key, { level: level + count, updatedMs: now, rate });
+    this.onChange?.({ key, count });
   }
 
   /** Forgets a key (failed-login counts after a successful login). */
   reset(key: string): void {
     this.buckets.delete(key);
+    this.onChange?.({ key, count: 0 });
+  }
+
+  /** Told of every recorded action and reset (`count: 0`), for the other processes. */
+  onChange: ((change: { key: string; count: number }) => void) | undefined;
+
+  /** Another process recorded `count` actions for `key` (0: forgot it). */
+  applyShared(change: { key: string; count: number }): void {
+    if (!this.enabled) return;
+    if (change.count === 0) {
+      this.buckets.delete(change.key);
+      return;
+    }
+    const rate = this.limit.per_second;
+    const now = this.clock.now();
+    const bucket = this.buckets.get(change.key);
+    const level = bucket ? Math.max(0, bucket.level - ((now - bucket.updatedMs) / 1000) * bucket.rate) : 0;
+    this.store(change.key, { level: level + change.count, updatedMs: now, rate: bucket?.rate ?? rate });
   }
 
   /** Number of buckets held (for tests and metrics). */

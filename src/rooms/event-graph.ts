@@ -49,6 +49,11 @@ export class EventGraph {
     this.cache.delete(eventId);
   }
 
+  /** Drops every kept event (another process's redactions were not all heard of). */
+  forgetAll(): void {
+    this.cache.clear();
+  }
+
   /** Ids of the events missing from the store, among `eventIds`. */
   async missing(eventIds: readonly string[]): Promise<string[]> {
     const found = await this.events(eventIds);

@@ -14,9 +14,9 @@ import { MatrixError } from '../core/errors.js';
 import type { Signer } from '../core/signed-json.js';
 import type { NewRoomRow, Storage, Stores } from '../storage/index.js';
 import type { Notifier } from '../sync/notifier.js';
-import type { StreamCounter } from '../sync/stream.js';
+import type { StreamCounter, StreamEffects } from '../sync/stream.js';
 import { authEventKeys, checkEventAuth, type ProposedEvent } from './auth-rules.js';
-import { assertEventSize, MAX_EVENT_BYTES, rowFromEvent, type JsonObject, type StoredEvent } from './events.js';
+import { assertEventSize, eventFromRow, MAX_EVENT_BYTES, rowFromEvent, type JsonObject, type StoredEvent } from './events.js';
 import { finishPdu, type Pdu, type UnsignedPdu } from './pdu.js';
 import type { RoomCache } from './room-cache.js';
 import { RoomSnapshot, type RoomHead } from './room-snapshot.js';
@@ -40,6 +40,11 @@ export interface WriteRequest {
   roomId: string;
   /** Set when the request creates the room; its events start from empty state. */
   newRoom?: NewRoomRow | undefined;
+  /**
+   * The request's transaction id, when it has one: another process may have written it since it
+   * was looked up (the same retry sent to two processes at once), and its event is the answer.
+   */
+  txn?: { sender: string; deviceId: string; scope: string; txnId: string } | undefined;
   /**
    * Runs at write time against the room's latest state and returns the events to write; throws a
    * MatrixError to refuse. Every draft is also checked by the room auth rules.
@@ -89,11 +94,22 @@ export class HeadMoved extends Error {
   override name = 'HeadMoved';
 }
 
-/** Positions below zero, for events that are stored but not part of any timeline. */
+/**
+ * Positions below zero, for events that are stored but not part of any timeline. Processes sharing
+ * a database read the lowest one taken again (`refresh`, under the stream's lock) before taking more.
+ */
 export class OutlierPositions {
-  constructor(private last: number) {}
+  constructor(
+    private last: number,
+    private readonly lowestOnDisk?: () => Promise<number>,
+  ) {}
+
   next(): number {
     return --this.last;
+  }
+
+  async refresh(): Promise<void> {
+    if (this.lowestOnDisk) this.last = Math.min(this.last, await this.lowestOnDisk());
   }
 }
 
@@ -230,11 +246,24 @@ export class EventWriter {
     const touchedRooms = new Set<string>();
     let maxStream = 0;
     try {
-      // In stream order with the other writers (StreamCounter.inOrder).
-      await this.stream.inOrder(() => this.storage.transaction(async (stores) => {
-        // Synchronous up to the first write: positions are taken while holding the connection.
+      // In stream order with the other writers (StreamCounter.write).
+      await this.stream.write(this.storage, async (stores, effects) => {
+        // Another process may have written to these rooms since they were loaded (the stream is
+        // shared): its changes dropped them from the cache, and they are read again, under the
+        // stream's lock, before anything is checked against them.
         for (const pending of batch) {
-          const result = this.prepareOne(pending, touchedRooms);
+          if (!pending.request.newRoom && !this.cache.peek(pending.request.roomId)) await this.cache.room(pending.request.roomId);
+        }
+        const written = this.stream.shared ? await this.writtenElsewhere(stores, batch) : undefined;
+        // In submission order: each request is checked against every earlier one.
+        for (const pending of batch) {
+          const txn = pending.request.txn;
+          const already = txn && written?.get(txnKey(txn));
+          if (already) {
+            pending.resolve([already]);
+            continue;
+          }
+          const result = await this.prepareOne(pending, touchedRooms);
           if (result) prepared.push(result);
         }
         for (const item of prepared) {
@@ -245,7 +274,8 @@ export class EventWriter {
           for (const hook of this.writeHooks) await hook(stores, item.events, item.room, { fanOut });
         }
         await this.writeHeads(stores, prepared);
-      }));
+        describeEffects(prepared, effects);
+      });
     } catch (err) {
       for (const roomId of touchedRooms) this.cache.forgetRoom(roomId);
       for (const item of prepared) {
@@ -301,8 +331,18 @@ export class EventWriter {
     if (this.queue.length > 0) this.schedule();
   }
 
+  /** The batch's transaction ids that another process wrote meanwhile, with their events. */
+  private async writtenElsewhere(stores: Stores, batch: readonly Pending[]): Promise<Map<string, StoredEvent>> {
+    const txns = batch.flatMap((pending) => (pending.request.txn ? [pending.request.txn] : []));
+    const found = new Map<string, StoredEvent>();
+    for (const row of await stores.rooms.findEventsByTxns(txns)) {
+      found.set(txnKey({ sender: row.sender, deviceId: row.txn_device_id ?? '', scope: row.txn_scope ?? '', txnId: row.txn_id ?? '' }), eventFromRow(row));
+    }
+    return found;
+  }
+
   /** Checks and builds one request's events, applying them to the room's snapshot. */
-  private prepareOne(pending: Pending, touchedRooms: Set<string>): Prepared | undefined {
+  private async prepareOne(pending: Pending, touchedRooms: Set<string>): Promise<Prepared | undefined> {
     const { request } = pending;
     const room = request.newRoom
       ? new RoomSnapshot(request.roomId, request.newRoom.room_version, request.newRoom.creator)
@@ -312,10 +352,15 @@ export class EventWriter {
       pending.reject(new MatrixError('M_FORBIDDEN', `Unknown room ${request.roomId}`, { status: 403 }));
       return undefined;
     }
-    if (request.remote) return this.prepareRemote(pending, room, request.remote, touchedRooms);
+    if (request.remote) {
+      await this.outlierPositions.refresh();
+      return this.prepareRemote(pending, room, request.remote, touchedRooms);
+    }
     let drafts: EventDraft[];
     try {
       drafts = request.prepare(room);
+      // Each state event makes a state group. (Only processes sharing the database wait here.)
+      await this.stateGroupIds.ensure(drafts.filter((draft) => draft.stateKey !== undefined).length);
     } catch (err) {
       pending.reject(err);
       return undefined;
@@ -553,6 +598,23 @@ export class EventWriter {
   }
 }
 
+
+function txnKey(txn: { sender: string; deviceId: string; scope: string; txnId: string }): string {
+  return `${txn.sender}\u0000${txn.deviceId}\u0000${txn.scope}\u0000${txn.txnId}`;
+}
+
+/** What the batch changed, for the other processes: its rooms, and the users whose memberships moved. */
+function describeEffects(prepared: readonly Prepared[], effects: StreamEffects): void {
+  for (const item of prepared) {
+    if (item.events.length === 0 && item.stateReset === undefined) continue;
+    effects.rooms.add(item.room.roomId);
+    for (const event of item.currentState ?? item.events) {
+      if (event.type === 'm.room.member' && event.stateKey !== undefined) effects.users.add(event.stateKey);
+    }
+    for (const event of item.events) if (event.redacts !== undefined) effects.redacted.add(event.redacts);
+    for (const redaction of item.redactions ?? []) effects.redacted.add(redaction.eventId);
+  }
+}
 
 /** The PDU's keys that have no field of StoredEvent: its hashes, signatures and anything unknown. */
 export function extraKeysOf(pdu: Pdu): JsonObject {

@@ -59,8 +59,9 @@ export class ReceiptService {
     await writeAtNextPosition(
       this.storage,
       this.stream,
-      (stores, position) =>
-        stores.userData.setReceipt({
+      (stores, position, effects) => {
+        effects.receipts.push([roomId, userId]);
+        return stores.userData.setReceipt({
           room_id: roomId,
           user_id: userId,
           receipt_type: type,
@@ -68,7 +69,8 @@ export class ReceiptService {
           event_id: eventId,
           ts,
           stream_ordering: position,
-        }),
+        });
+      },
       (position) => {
         // Before the position is readable, or a sync could read past the receipt and skip the room.
         // The room may have been reloaded meanwhile: mark the snapshot in use now.

@@ -217,6 +217,12 @@ export class RoomCache {
     this.userRooms.get(userId)?.rooms.set(roomId, entry);
   }
 
+  /** Drops every snapshot and room list (another process's changes were not all heard of). */
+  forgetAll(): void {
+    for (const roomId of [...this.rooms.keys()]) this.forgetRoom(roomId);
+    for (const userId of [...this.userRooms.keys()]) this.forgetUser(userId);
+  }
+
   forgetUser(userId: string): void {
     this.userGenerations.set(userId, (this.userGenerations.get(userId) ?? 0) + 1);
     this.userRooms.delete(userId);

@@ -415,7 +415,11 @@ export class RoomService {
   private async sendNow(requester: Requester, roomId: string, type: string, content: JsonObject, txn: EventDraft['txn']): Promise<string> {
     await this.limiters.checkMessage(requester.userId);
     await this.reader.roomOrForbidden(roomId, requester.userId);
-    const [event] = await this.writer.submit({ roomId, prepare: () => [{ type, sender: requester.userId, content, txn }] });
+    const [event] = await this.writer.submit({
+      roomId,
+      prepare: () => [{ type, sender: requester.userId, content, txn }],
+      txn: txn && { sender: requester.userId, ...txn },
+    });
     return event!.eventId;
   }
 
@@ -493,6 +497,7 @@ export class RoomService {
           };
           return [draft];
         },
+        txn: { sender: requester.userId, deviceId: requester.deviceId, scope, txnId },
       });
       return event!.eventId;
     });

@@ -17,11 +17,36 @@ export type StateMap = ReadonlyMap<string, string>;
  */
 export const MAX_STATE_GROUP_DELTAS = 100;
 
-/** State group ids, handed out like stream positions: in memory, from the newest on disk. */
+/**
+ * State group ids. With one process they are handed out like stream positions: in memory, from the
+ * newest on disk. Processes sharing a database reserve blocks (`reserveBlock` gives a block's
+ * first id) and `ensure` there are enough before taking them synchronously.
+ */
 export class StateGroupIds {
-  constructor(private last: number) {}
+  private end: number;
+
+  constructor(
+    private last: number,
+    private readonly reserveBlock?: { size: number; reserve: () => Promise<number> },
+  ) {
+    this.end = reserveBlock ? last : Number.POSITIVE_INFINITY;
+  }
+
+  /** Throws if none is left: `ensure` first. */
   next(): number {
+    if (this.last >= this.end) throw new Error('no state group id reserved');
     return ++this.last;
+  }
+
+  /** Makes sure `count` ids can be taken without waiting. */
+  async ensure(count: number): Promise<void> {
+    if (!this.reserveBlock) return;
+    while (this.end - this.last < count) {
+      const first = await this.reserveBlock.reserve();
+      // Blocks of other processes may lie between: what is left of this one is dropped.
+      if (first !== this.end + 1) this.last = first - 1;
+      this.end = first + this.reserveBlock.size - 1;
+    }
   }
 }
 
@@ -78,6 +103,7 @@ export class StateGroups {
    * fails is harmless.
    */
   async store(roomId: string, state: StateMap, base?: { groupId: number; state: StateMap; deltaDepth: number }): Promise<{ groupId: number; deltaDepth: number }> {
+    await this.ids.ensure(1);
     const id = this.ids.next();
     let entries: Array<[string, string, string | null]>;
     let prevGroup: number | undefined;

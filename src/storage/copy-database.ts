@@ -6,6 +6,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from './schema.js';
 import { isPostgres } from './dialect.js';
+import { ClusterStore } from './cluster-store.js';
 
 /** Rows per INSERT: PostgreSQL takes at most 65,535 parameters in one statement. */
 const ROWS_PER_INSERT = 500;
@@ -70,6 +71,8 @@ export async function copySqliteToPostgres(source: Kysely<Database>, target: Kys
     for (const { table_name: table, column_name: column } of serials) {
       await sql`SELECT setval(pg_get_serial_sequence(${table}, ${column}), max(${sql.ref(column)})) FROM ${sql.table(table)} HAVING count(*) > 0`.execute(trx);
     }
+    // So do the blocks of state group ids (the stream head catches up when a server starts).
+    await new ClusterStore(trx).reconcileStateGroupIds();
   });
   const counted: CopiedTable[] = [];
   for (const table of [...tables, 'event_search']) counted.push({ table, source: await count(source, table), target: await count(target, table) });

@@ -12,6 +12,7 @@ import { migrations } from '../../migrations/index.js';
 import { BoundedCache } from '../core/bounded-cache.js';
 import type { Database } from './schema.js';
 import { ensureSchema, openPostgres } from './postgres.js';
+import { ADVISORY_LOCK_CLASS } from './cluster-store.js';
 
 export type Db = Kysely<Database>;
 
@@ -196,6 +197,11 @@ export class QueryTemplate<Args extends unknown[], Row> {
 const dataVersions = new WeakMap<Db, () => number>();
 /** PostgreSQL databases opened here, with the schema their tables live in. */
 const postgresSchemas = new WeakMap<Db, string>();
+
+/** The PostgreSQL schema a database's tables live in; undefined for SQLite. */
+export function postgresSchemaOf(db: Db): string | undefined {
+  return postgresSchemas.get(db);
+}
 const connections = new WeakMap<Db, SqliteDatabase.Database>();
 /** Databases opened as a copy of `migratedMemoryImage`: migrated already. */
 const copiesOfMigratedImage = new WeakSet<Db>();
@@ -237,15 +243,12 @@ export class DatabaseInUseError extends Error {
   override name = 'DatabaseInUseError';
 }
 
-/** The advisory lock's first key: ours among whatever else locks in the same database. */
-const EXCLUSIVE_USE_LOCK_CLASS = 0x626f7400;
 
 /**
- * Makes sure this is the only server process on a PostgreSQL database (schema) until `release`:
- * a session advisory lock, held on a connection of its own, which PostgreSQL frees when the
- * process dies however it dies. Several processes on one database are not supported yet (their
- * caches and stream positions are each process's own); a second one is refused at start with
- * `DatabaseInUseError`. For SQLite it does nothing.
+ * Makes sure no server process uses a PostgreSQL database (schema) until `release`
+ * (`migrate-to-postgres` fills it): a session advisory lock, held on a connection of its own,
+ * which PostgreSQL frees when the process dies however it dies. Servers hold the same lock shared
+ * (`cluster/`), so neither starts while the other holds it. For SQLite it does nothing.
  */
 export async function holdExclusiveUse(db: Db): Promise<() => Promise<void>> {
   if (!postgresSchemas.has(db)) return async () => undefined;
@@ -254,18 +257,18 @@ export async function holdExclusiveUse(db: Db): Promise<() => Promise<void>> {
   let answer: (locked: boolean) => void = () => undefined;
   const locked = new Promise<boolean>((resolve) => (answer = resolve));
   const held = db.connection().execute(async (connection) => {
-    const { rows } = await sql<{ locked: boolean }>`SELECT pg_try_advisory_lock(${EXCLUSIVE_USE_LOCK_CLASS}, hashtext(current_schema())) AS locked`.execute(connection);
+    const { rows } = await sql<{ locked: boolean }>`SELECT pg_try_advisory_lock(${ADVISORY_LOCK_CLASS}, hashtext(current_schema())) AS locked`.execute(connection);
     answer(rows[0]?.locked === true);
     if (rows[0]?.locked !== true) return;
     await released;
-    await sql`SELECT pg_advisory_unlock(${EXCLUSIVE_USE_LOCK_CLASS}, hashtext(current_schema()))`.execute(connection);
+    await sql`SELECT pg_advisory_unlock(${ADVISORY_LOCK_CLASS}, hashtext(current_schema()))`.execute(connection);
   });
   const outcome = await Promise.race([locked, held.then(() => false)]);
   if (!outcome) {
     await held;
     throw new DatabaseInUseError(
-      `another bot-homeserver process is using this PostgreSQL database (schema "${postgresSchemas.get(db)}"); ` +
-        'several processes on one database are not supported yet (docs/scaling.md): stop the other one, or give this one its own database.schema',
+      `bot-homeserver server processes are using this PostgreSQL database (schema "${postgresSchemas.get(db)}"): ` +
+        'stop them first, or copy into another database.schema',
     );
   }
   return async () => {

@@ -17,6 +17,7 @@ import { FederationStore } from './federation-store.js';
 import { DeviceInboxStore } from './device-inbox-store.js';
 import { AppserviceStore } from './appservice-store.js';
 import { E2eStore } from './e2e-store.js';
+import { ClusterStore } from './cluster-store.js';
 
 export interface StorageOptions {
   /** Index events for full-text search as they are stored (default true; `enable_search`). */
@@ -35,6 +36,8 @@ export interface Stores {
   deviceInbox: DeviceInboxStore;
   appservices: AppserviceStore;
   e2e: E2eStore;
+  /** PostgreSQL only: what several processes share (the stream head, notifications, id blocks). */
+  cluster: ClusterStore;
 }
 
 function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTransaction: boolean, options: StorageOptions): Stores {
@@ -50,6 +53,7 @@ function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTran
     deviceInbox: new DeviceInboxStore(db),
     appservices: new AppserviceStore(db),
     e2e: new E2eStore(db),
+    cluster: new ClusterStore(db),
   };
 }
 
@@ -65,6 +69,7 @@ export class Storage implements Stores {
   readonly deviceInbox: DeviceInboxStore;
   readonly appservices: AppserviceStore;
   readonly e2e: E2eStore;
+  readonly cluster: ClusterStore;
 
   private readonly tokenCache: AccessTokenCache;
 
@@ -85,6 +90,7 @@ export class Storage implements Stores {
       deviceInbox: this.deviceInbox,
       appservices: this.appservices,
       e2e: this.e2e,
+      cluster: this.cluster,
     } = createStores(db, this.tokenCache, false, options));
   }
 
@@ -93,13 +99,19 @@ export class Storage implements Stores {
     return this.db.transaction().execute((trx) => work(createStores(trx, this.tokenCache, true, this.options)));
   }
 
+  /** Another process changed the token tables: every cached token is read again. */
+  forgetCachedTokens(): void {
+    this.tokenCache.invalidate();
+  }
+
   close(): Promise<void> {
     return this.db.destroy();
   }
 }
 
+export { ClusterStore, CoordinatorConnection, notificationChannel, STATE_GROUP_ID_BLOCK } from './cluster-store.js';
 export { copySqliteToPostgres, CopyRefused, type CopiedTable } from './copy-database.js';
-export { openDatabase, migrateToLatest, bindServerName, holdExclusiveUse, DatabaseInUseError, observeQueries, databaseHealth, backupDatabase, MigrationError, ServerNameMismatchError, type Db, type DatabaseOptions } from './database.js';
+export { openDatabase, postgresSchemaOf, migrateToLatest, bindServerName, holdExclusiveUse, DatabaseInUseError, observeQueries, databaseHealth, backupDatabase, MigrationError, ServerNameMismatchError, type Db, type DatabaseOptions } from './database.js';
 export type { UserRow, UserPatch, UserListQuery } from './users-store.js';
 export type { DeviceRow, AccessTokenRow, RefreshTokenRow } from './sessions-store.js';
 export type { RatelimitOverrideRow } from './ratelimit-store.js';

@@ -60,22 +60,34 @@ export function openPostgres(options: PostgresOptions): Kysely<Database> {
   const url = new URL(options.url);
   const urlOptions = url.searchParams.get('options');
   url.searchParams.delete('options');
-  const pool = new pg.Pool({
+  const connection: pg.ClientConfig = {
     connectionString: url.toString(),
-    max: options.poolSize,
     types: numberTypes,
     // Unqualified table names mean this server's schema; public stays reachable for extensions.
     options: `${urlOptions ? `${urlOptions} ` : ''}-c search_path=${options.schema},public -c statement_timeout=${options.statementTimeoutMs}`,
     ...(options.ssl === undefined ? {} : { ssl: options.ssl === true ? { rejectUnauthorized: true } : { ca: options.ssl.ca, rejectUnauthorized: true } }),
-  });
+  };
+  const pool = new pg.Pool({ ...connection, max: options.poolSize });
   // An idle connection that the server drops (a restart, a failover) must not crash the process;
   // the pool replaces it and the next query gets a fresh one.
   pool.on('error', () => undefined);
-  return new Kysely<Database>({
+  const db = new Kysely<Database>({
     dialect: new PostgresDialect({ pool: refusingNul(pool) }),
     plugins: [new PostgresSchemaTypes()],
     ...(options.log ? { log: options.log } : {}),
   });
+  dedicatedConnections.set(db, () => new pg.Client(connection));
+  return db;
+}
+
+const dedicatedConnections = new WeakMap<Kysely<Database>, () => pg.Client>();
+
+/**
+ * A connection of its own, outside the pool, with the pool's settings: for what holds a
+ * connection for the life of the process (LISTEN, session advisory locks). Undefined for SQLite.
+ */
+export function dedicatedConnection(db: Kysely<Database>): pg.Client | undefined {
+  return dedicatedConnections.get(db)?.();
 }
 
 /**
@@ -113,8 +125,16 @@ function refusingNul(pool: pg.Pool): PostgresPool {
 
 /** The schema a PostgreSQL database's tables live in, made if missing (before the first migration). */
 export async function ensureSchema(db: Kysely<Database>, schema: string): Promise<void> {
-  await db.schema.createSchema(schema).ifNotExists().execute();
+  try {
+    await db.schema.createSchema(schema).ifNotExists().execute();
+  } catch (err) {
+    // Two processes starting at once on a new database race here: "IF NOT EXISTS" does not
+    // cover a schema being made at the same moment. The other one made it; that is all we want.
+    if ((err as { code?: string }).code !== UNIQUE_VIOLATION) throw err;
+  }
 }
+
+const UNIQUE_VIOLATION = '23505';
 
 /**
  * The migrations name SQLite's types; PostgreSQL gets their 64-bit counterparts. SQLite's

@@ -407,6 +407,16 @@ export class RoomStore {
     return eventByTxnQuery.first(this.db, sender, deviceId, scope, txnId);
   }
 
+  /** The events written with any of these transaction ids (in one query). */
+  async findEventsByTxns(txns: ReadonlyArray<{ sender: string; deviceId: string; scope: string; txnId: string }>): Promise<EventRow[]> {
+    if (txns.length === 0) return [];
+    return this.db
+      .selectFrom('events')
+      .selectAll()
+      .where((eb) => eb.or(txns.map((txn) => eb.and([eb('sender', '=', txn.sender), eb('txn_device_id', '=', txn.deviceId), eb('txn_scope', '=', txn.scope), eb('txn_id', '=', txn.txnId)]))))
+      .execute();
+  }
+
   /**
    * Events of a room with `after < stream_ordering <= upTo`, newest first, at most `limit`.
    * Pass `after` -1 for "from the beginning".

@@ -412,7 +412,14 @@ export interface PushersTable {
   created_ts: number;
 }
 
+/** One row: the newest stream position committed by any process (migration 0024). */
+export interface StreamHeadTable {
+  id: number;
+  position: number;
+}
+
 export interface Database {
+  stream_head: StreamHeadTable;
   server_meta: ServerMetaTable;
   push_rule_changes: PushRuleChangesTable;
   pushers: PushersTable;

@@ -31,9 +31,18 @@ export class Notifier {
     return () => this.observers.delete(listener);
   }
 
+  /** The serial of the last `notifyEveryone`: every user's serial is at least this. */
+  private everyoneSerial = 0;
+
   /** The user's serial now; pass it to `waitForChange` after finding nothing new. */
   serialOf(userId: string): number {
-    return this.userSerials.get(userId) ?? 0;
+    return Math.max(this.userSerials.get(userId) ?? 0, this.everyoneSerial);
+  }
+
+  /** Wakes every sync (what changed is not known: another process's changes were not all heard of). */
+  notifyEveryone(): void {
+    this.everyoneSerial = ++this.serial;
+    this.notify([...this.waiters.keys()]);
   }
 
   notify(userIds: Iterable<string>): void {

@@ -152,14 +152,13 @@ export class PresenceService {
     this.queued.clear();
     try {
       let last = 0;
-      await this.stream.inOrder(() =>
-        this.storage.transaction(async (stores) => {
-          for (const [userId, change] of batch) {
-            last = this.stream.next();
-            await stores.userData.setPresence({ user_id: userId, presence: change.presence, status_msg: change.statusMsg, last_active_ts: change.lastActive, stream_ordering: last });
-          }
-        }),
-      );
+      await this.stream.write(this.storage, async (stores, effects) => {
+        for (const [userId, change] of batch) {
+          last = this.stream.next();
+          effects.roommatesOf.add(userId);
+          await stores.userData.setPresence({ user_id: userId, presence: change.presence, status_msg: change.statusMsg, last_active_ts: change.lastActive, stream_ordering: last });
+        }
+      });
       this.latest = Math.max(this.latest ?? 0, last);
       this.stream.commit(last);
       for (const [userId, change] of batch) await this.announce(userId, change.presence, change.statusMsg, change.lastActive, true);
@@ -181,10 +180,27 @@ export class PresenceService {
     await writeAtNextPosition(
       this.storage,
       this.stream,
-      (stores, position) => stores.userData.setPresence({ user_id: userId, presence, status_msg: statusMsg, last_active_ts: lastActive, stream_ordering: position }),
+      (stores, position, effects) => {
+        effects.roommatesOf.add(userId);
+        return stores.userData.setPresence({ user_id: userId, presence, status_msg: statusMsg, last_active_ts: lastActive, stream_ordering: position });
+      },
       (position) => (this.latest = Math.max(this.latest ?? 0, position)),
     );
     await this.announce(userId, presence, statusMsg, lastActive, local);
+  }
+
+  /** Another process changed someone's presence: the newest position is read again when next needed. */
+  forgetLatest(): void {
+    this.latest = undefined;
+  }
+
+  /**
+   * Another process changed the user's presence (it saw them go idle there): a sync here sets it
+   * again rather than trusting what this process last set.
+   */
+  forgetSetBy(userId: string): void {
+    const entry = this.active.get(userId);
+    if (entry) delete entry.presence;
   }
 
   /** Wakes the roommates' syncs and, for a local user, tells the servers in shared rooms. */

@@ -2,17 +2,52 @@
  * The one stream ordering. Every event, account-data change and receipt gets the next position;
  * a sync token names a position, and "what changed since" is "what has a larger position".
  *
- * Transactions that take positions run one after another (`inOrder`), so positions commit in the
+ * Transactions that take positions run one after another (`write`), so positions commit in the
  * order they were handed out; `current` moves only after a commit, so a reader that reads up to
  * `current` never skips a position that commits later. (SQLite's single connection ordered them
  * by itself; PostgreSQL's pool runs transactions side by side, and one holding a lower position
  * could commit after one holding a higher: a sync moving to the higher skipped the lower for good.)
+ * With several processes on one database the order is kept across them too: see `SharedStream`.
  */
 import type { Storage, Stores } from '../storage/index.js';
+
+/**
+ * What a position-taking transaction changed, for the other processes on the same database: the
+ * rooms whose snapshots they must drop, the users whose cached data (room lists, account data,
+ * inboxes, push rules, keys) they must drop, and whom they must wake besides. Filled by the work.
+ */
+export class StreamEffects {
+  readonly rooms = new Set<string>();
+  readonly users = new Set<string>();
+  readonly wake = new Set<string>();
+  /** Users whose presence or devices changed: their roommates are woken. */
+  readonly roommatesOf = new Set<string>();
+  /** Events redacted: what is kept of them in memory (to serve other servers) goes. */
+  readonly redacted = new Set<string>();
+  /** Rooms where a user's receipt moved (the room's state did not change): `[roomId, userId]`. */
+  readonly receipts: Array<[string, string]> = [];
+}
+
+/**
+ * The stream shared by several processes (`cluster/`). `enter` runs first in every
+ * position-taking transaction: it waits for the other processes' such transactions (a lock held
+ * to the commit, so positions commit in order across all of them) and returns the newest
+ * position committed, once this process has applied everything up to it (so its caches are
+ * current before it checks anything). `leave` runs last: the head moves and the effects reach the
+ * other processes with the commit.
+ */
+export interface SharedStream {
+  enter(stores: Stores): Promise<number>;
+  leave(stores: Stores, position: number, effects: StreamEffects): Promise<void>;
+  /** The transaction that moved the head to `position` committed. */
+  afterCommit(position: number): void;
+}
 
 export class StreamCounter {
   private allocated: number;
   private committed: number;
+  /** Set when other processes share the stream (PostgreSQL). */
+  shared: SharedStream | undefined;
 
   constructor(start: number) {
     this.allocated = start;
@@ -37,13 +72,31 @@ export class StreamCounter {
   private tail: Promise<unknown> = Promise.resolve();
 
   /**
-   * Runs `work` (a transaction that takes positions, and its commit) after every earlier such
-   * work has settled. Never call it from inside such work: it would wait for itself.
+   * Runs `work` in a transaction that takes positions, after every earlier such transaction has
+   * settled (in this process, and with `shared`, in every process). Never call it from inside
+   * such work: it would wait for itself. The caller marks the positions committed afterwards.
    */
-  inOrder<T>(work: () => Promise<T>): Promise<T> {
-    const run = this.tail.then(work, work);
-    this.tail = run.catch(() => undefined);
-    return run;
+  write<T>(storage: Storage, work: (stores: Stores, effects: StreamEffects) => Promise<T>): Promise<T> {
+    const run = async (): Promise<T> => {
+      const shared = this.shared;
+      if (!shared) return storage.transaction((stores) => work(stores, new StreamEffects()));
+      let moved = 0;
+      const result = await storage.transaction(async (stores) => {
+        const head = await shared.enter(stores);
+        // Positions others committed are taken; so may be ours of a transaction that failed (a gap).
+        if (head > this.allocated) this.allocated = head;
+        const before = this.allocated;
+        const effects = new StreamEffects();
+        const outcome = await work(stores, effects);
+        if (this.allocated > before) await shared.leave(stores, (moved = this.allocated), effects);
+        return outcome;
+      });
+      if (moved > 0) shared.afterCommit(moved);
+      return result;
+    };
+    const settled = this.tail.then(run, run);
+    this.tail = settled.catch(() => undefined);
+    return settled;
   }
 }
 
@@ -81,16 +134,14 @@ export function parseSyncToken(value: string | undefined): SyncToken | undefined
 export async function writeAtNextPosition(
   storage: Storage,
   stream: StreamCounter,
-  work: (stores: Stores, position: number) => Promise<void>,
+  work: (stores: Stores, position: number, effects: StreamEffects) => Promise<void>,
   beforeVisible?: (position: number) => void,
 ): Promise<number> {
   let position = 0;
-  await stream.inOrder(() =>
-    storage.transaction(async (stores) => {
-      position = stream.next();
-      await work(stores, position);
-    }),
-  );
+  await stream.write(storage, async (stores, effects) => {
+    position = stream.next();
+    await work(stores, position, effects);
+  });
   beforeVisible?.(position);
   stream.commit(position);
   return position;

@@ -68,7 +68,7 @@ export class ToDeviceService {
       }
     }
     let fresh = false;
-    await writeAtNextPosition(this.storage, this.stream, async (stores, position) => {
+    await writeAtNextPosition(this.storage, this.stream, async (stores, position, effects) => {
       fresh = await stores.deviceInbox.claimTxn(sender.userId, sender.deviceId, txnId, now);
       if (!fresh) return;
       const accepted: NewToDeviceMessage[] = [];
@@ -80,6 +80,7 @@ export class ToDeviceService {
         held.set(key, count + 1);
         accepted.push(message);
       }
+      for (const message of accepted) effects.users.add(message.user_id);
       await stores.deviceInbox.insert(accepted, position, now);
     });
     if (!fresh) return;
@@ -106,13 +107,19 @@ export class ToDeviceService {
     }
     if (local.length === 0) return;
     const now = this.clock.now();
-    await writeAtNextPosition(this.storage, this.stream, async (stores, position) => {
+    await writeAtNextPosition(this.storage, this.stream, async (stores, position, effects) => {
       const accepted: NewToDeviceMessage[] = [];
       for (const message of local) if ((await stores.deviceInbox.countFor(message.user_id, message.device_id)) < MAX_INBOX_PER_DEVICE) accepted.push(message);
+      for (const message of accepted) effects.users.add(message.user_id);
       await stores.deviceInbox.insert(accepted, position, now);
     });
     this.forgetEmpty(local);
     this.notifier.notify(new Set(local.map((message) => message.user_id)));
+  }
+
+  /** Another process put messages in inboxes: no device is known to be empty any more. */
+  forgetEmptyInboxes(): void {
+    this.empty.invalidate();
   }
 
   /** Devices that were sent something are no longer known to be empty (before their syncs are woken). */

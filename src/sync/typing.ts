@@ -43,6 +43,11 @@ export class TypingTracker {
     this.apply(roomId, userId, typing, timeoutMs);
   }
 
+  /** A typing notice set through another process (which told the servers and appservices already). */
+  applyShared(roomId: string, userId: string, typing: boolean, timeoutMs: number): void {
+    this.apply(roomId, userId, typing, timeoutMs);
+  }
+
   private apply(roomId: string, userId: string, typing: boolean, timeoutMs: number): void {
     let room = this.rooms.get(roomId);
     const existing = room?.users.get(userId);

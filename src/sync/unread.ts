@@ -48,6 +48,12 @@ export class UnreadCounts {
     private readonly rulesOf: RulesOf,
   ) {}
 
+  /** Every count is made afresh (another process's receipts were not all heard of). */
+  forgetAll(): void {
+    for (const key of this.counted.keys()) this.receiptGenerations.set(key, (this.receiptGenerations.get(key) ?? 0) + 1);
+    this.counted.clear();
+  }
+
   /** The user's read receipt moved: the next sync counts afresh. */
   receiptMoved(roomId: string, userId: string): void {
     const key = `${roomId}\u0000${userId}`;

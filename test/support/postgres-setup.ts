@@ -49,7 +49,8 @@ export async function emptySchema(url: string, schema: string, migrations: reado
     );
     // Users last: devices name them.
     const tables = rows.map((row) => row.table_name).sort((a, b) => Number(a === 'users') - Number(b === 'users'));
-    await client.query(tables.map((table) => `DELETE FROM "${schema}"."${table}"`).join('; '));
+    // The stream head stays (its one row is the migration's), back at the start.
+    await client.query([...tables.filter((table) => table !== 'stream_head').map((table) => `DELETE FROM "${schema}"."${table}"`), `UPDATE "${schema}".stream_head SET position = 0`].join('; '));
     return true;
   } finally {
     await client.end();

@@ -4,7 +4,11 @@
  * cannot be overtaken by a fast one holding a higher (which PostgreSQL's pool would allow).
  */
 import { describe, expect, it } from 'vitest';
+import type { Storage } from '../../src/storage/index.js';
 import { StreamCounter } from '../../src/sync/stream.js';
+
+/** A storage whose transactions run the work at once, side by side (as a pool would). */
+const storage = { transaction: (work: (stores: unknown) => Promise<unknown>) => work({}) } as unknown as Storage;
 
 const later = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -12,13 +16,13 @@ describe('StreamCounter', () => {
   it('runs position-taking work in order, so current never passes a position still being written', async () => {
     const stream = new StreamCounter(10);
     const seen: number[] = [];
-    const slow = stream.inOrder(async () => {
+    const slow = stream.write(storage, async () => {
       const position = stream.next();
       await later(30);
       stream.commit(position);
       seen.push(stream.current);
     });
-    const fast = stream.inOrder(async () => {
+    const fast = stream.write(storage, async () => {
       const position = stream.next();
       // Had it run beside the slow one, current would be 12 while 11 was still uncommitted.
       seen.push(stream.current);
@@ -31,12 +35,12 @@ describe('StreamCounter', () => {
 
   it('goes on after work that failed', async () => {
     const stream = new StreamCounter(0);
-    const failed = stream.inOrder(async () => {
+    const failed = stream.write(storage, async () => {
       stream.next();
       throw new Error('rolled back');
     });
     await expect(failed).rejects.toThrow('rolled back');
-    await stream.inOrder(async () => stream.commit(stream.next()));
+    await stream.write(storage, async () => stream.commit(stream.next()));
     expect(stream.current).toBe(2);
   });
 });

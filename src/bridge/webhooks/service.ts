@@ -158,6 +158,11 @@ export class WebhookService {
     return row;
   }
 
+  /** Another process changed the webhooks: every cached row is read again. */
+  forgetCached(): void {
+    this.rows.invalidate();
+  }
+
   /** Runs a change to the webhook tables, then forgets every cached row (changes are rare). */
   private async changingWebhooks<T>(change: () => Promise<T>): Promise<T> {
     try {

@@ -1,0 +1,242 @@
+/**
+ * Two server processes on one PostgreSQL database (here two apps in one test process, each with
+ * its own pool, caches and coordinator connection, so everything between them goes through
+ * PostgreSQL as between processes; test/e2e/cluster.test.ts runs real processes and kills one).
+ * Runs on PostgreSQL whichever engine the rest of the run uses.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { holdExclusiveUse, openDatabase, DatabaseInUseError } from '../../src/storage/index.js';
+import { client, type Json, type TestClient } from '../support/client.js';
+import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
+import { expectMatrixError } from '../support/spec-validator.js';
+import { command, createWebhook, roomWithBridge } from '../support/bridge.js';
+import { dropSchemas, TEST_SCHEMA_PREFIX } from '../support/postgres-setup.js';
+
+const POSTGRES = process.env.BHS_TEST_POSTGRES ?? 'postgres://postgres@127.0.0.1:5432/test';
+const schema = `${TEST_SCHEMA_PREFIX}${process.pid}_cluster`;
+const dir = mkdtempSync(join(tmpdir(), 'bhs-cluster-'));
+// One server, two processes: the same database, signing key and media store.
+const shared = { database: { path: ':memory:', url: POSTGRES, schema, pool_size: 4 }, signing_key_path: join(dir, 'signing.key'), media_store_path: join(dir, 'media') };
+
+let one: TestHomeserver;
+let two: TestHomeserver;
+beforeAll(async () => {
+  one = await startTestHomeserver(shared);
+  two = await startTestHomeserver(shared);
+});
+afterAll(async () => {
+  await one?.close();
+  await two?.close();
+  await dropSchemas(POSTGRES, [schema]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** The same account, as seen through each process. */
+async function onBoth(localpart: string): Promise<[TestClient, TestClient]> {
+  const user = await createUser(one, localpart);
+  return [client(one, user), client(two, user)];
+}
+
+const path = (roomId: string) => `/rooms/${encodeURIComponent(roomId)}`;
+
+describe('two processes on one database', () => {
+  it('sends through both and long-polls through one: every event once, in stream order', async () => {
+    const [aliceOne] = await onBoth('alice');
+    const [, bobTwo] = await onBoth('bob');
+    const roomId = await aliceOne.createRoom({ preset: 'public_chat' });
+    await bobTwo.join(roomId);
+    const first = await bobTwo.sync({ filter: JSON.stringify({ room: { timeline: { limit: 1 } } }) });
+    let since = first.next_batch as string;
+    const seen: string[] = [];
+    const sends: Array<Promise<string>> = [];
+    for (let i = 0; i < 40; i++) {
+      sends.push(aliceOne.send(roomId, { msgtype: 'm.text', body: `one ${i}` }));
+      sends.push(bobTwo.send(roomId, { msgtype: 'm.text', body: `two ${i}` }));
+    }
+    const polling = (async () => {
+      const deadline = Date.now() + 20_000;
+      while (seen.length < 80 && Date.now() < deadline) {
+        const answer = await bobTwo.sync({ since, timeout: 5_000, filter: JSON.stringify({ room: { timeline: { limit: 100 } } }) });
+        since = answer.next_batch as string;
+        const timeline = answer.rooms?.join?.[roomId]?.timeline;
+        // A limited timeline would mean a gap: the filter asks for more than is ever sent at once.
+        if (timeline) expect(timeline.limited).toBe(false);
+        for (const event of (timeline?.events ?? []) as Json[]) if (event.type === 'm.room.message') seen.push(event.event_id as string);
+      }
+    })();
+    const sent = await Promise.all(sends);
+    await polling;
+    expect(seen).toHaveLength(80);
+    expect(new Set(seen).size).toBe(80);
+    expect(new Set(seen)).toEqual(new Set(sent));
+    // In the order the room's history has them.
+    const history = await aliceOne.ok('GET', `${path(roomId)}/messages`, undefined, { dir: 'f', limit: 200, from: first.rooms.join[roomId].timeline.prev_batch ?? '' });
+    const ordered = (history.chunk as Json[]).filter((event) => event.type === 'm.room.message').map((event) => event.event_id as string);
+    expect(seen).toEqual(ordered.slice(-80));
+  });
+
+  it('checks every write against what the other process wrote just before', async () => {
+    const [aliceOne] = await onBoth('carol-admin');
+    const [, malloryTwo] = await onBoth('mallory');
+    const roomId = await aliceOne.createRoom({ preset: 'public_chat' });
+    await malloryTwo.join(roomId);
+    await malloryTwo.send(roomId, { msgtype: 'm.text', body: 'hello' });
+    await aliceOne.ok('POST', `${path(roomId)}/ban`, { user_id: malloryTwo.userId, reason: 'spam' });
+    expectMatrixError(await malloryTwo.request('PUT', `${path(roomId)}/send/m.room.message/after-ban`, { msgtype: 'm.text', body: 'still here?' }), 403, 'M_FORBIDDEN');
+    // And the other way round: a name set through one is the state the other reads.
+    await aliceOne.setState(roomId, 'm.room.name', '', { name: 'Ops' });
+    const state = await client(two, aliceOne.user).ok('GET', `${path(roomId)}/state/m.room.name/`);
+    expect(state.name).toBe('Ops');
+  });
+
+  it('gives one event for a transaction id sent to both processes at once', async () => {
+    const [daveOne, daveTwo] = await onBoth('dave');
+    const roomId = await daveOne.createRoom({});
+    const body = { msgtype: 'm.text', body: 'once' };
+    const [a, b] = await Promise.all([daveOne.send(roomId, body, 'm.room.message', 'same-txn'), daveTwo.send(roomId, body, 'm.room.message', 'same-txn')]);
+    expect(a).toBe(b);
+    const history = await daveTwo.ok('GET', `${path(roomId)}/messages`, undefined, { dir: 'b', limit: 10 });
+    expect((history.chunk as Json[]).filter((event) => event.content?.body === 'once')).toHaveLength(1);
+  });
+
+  it('wakes a sync parked on one process for typing, account data and to-device sent through the other', async () => {
+    const [erinOne, erinTwo] = await onBoth('erin');
+    const [frankOne, frankTwo] = await onBoth('frank');
+    const roomId = await erinOne.createRoom({ preset: 'public_chat' });
+    await frankOne.join(roomId);
+    const start = (await frankTwo.sync()).next_batch as string;
+    const typing = frankTwo.sync({ since: start, timeout: 10_000 });
+    await erinOne.ok('PUT', `${path(roomId)}/typing/${encodeURIComponent(erinOne.userId)}`, { typing: true, timeout: 30_000 });
+    const typed = await typing;
+    const ephemeral = (typed.rooms?.join?.[roomId]?.ephemeral?.events ?? []) as Json[];
+    expect(ephemeral.find((event) => event.type === 'm.typing')?.content.user_ids).toEqual([erinOne.userId]);
+
+    const accountData = frankTwo.sync({ since: typed.next_batch, timeout: 10_000 });
+    await frankOne.ok('PUT', `/user/${encodeURIComponent(frankOne.userId)}/account_data/org.example.settings`, { colour: 'teal' });
+    const data = await accountData;
+    expect((data.account_data?.events as Json[]).find((event) => event.type === 'org.example.settings')?.content).toEqual({ colour: 'teal' });
+    // The cached account data of the other process was dropped too.
+    expect((await frankTwo.ok('GET', `/user/${encodeURIComponent(frankOne.userId)}/account_data/org.example.settings`)).colour).toBe('teal');
+
+    const toDevice = erinTwo.sync({ since: (await erinTwo.sync()).next_batch, timeout: 10_000 });
+    await frankOne.ok('PUT', '/sendToDevice/org.example.ping/td1', { messages: { [erinOne.userId]: { [erinOne.user.deviceId]: { n: 1 } } } });
+    const delivered = await toDevice;
+    expect((delivered.to_device?.events as Json[]).map((event) => event.content)).toEqual([{ n: 1 }]);
+  });
+
+  it('ends a session everywhere when it is logged out through one process', async () => {
+    const [graceOne, graceTwo] = await onBoth('grace');
+    await graceTwo.ok('GET', '/account/whoami');
+    await graceOne.ok('POST', '/logout', {});
+    const deadline = Date.now() + 5_000;
+    let answer = await graceTwo.request('GET', '/account/whoami');
+    // The other process hears of it through the token trigger's notification, within milliseconds.
+    while (answer.status === 200 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      answer = await graceTwo.request('GET', '/account/whoami');
+    }
+    expectMatrixError(answer, 401, 'M_UNKNOWN_TOKEN');
+  });
+
+  it('runs each job in exactly one process, and the other takes it over when that one stops', async () => {
+    const jobs = ['maintenance', 'federation-sender', 'appservice-sender'];
+    const holders = async () => {
+      const deadline = Date.now() + 5_000;
+      for (;;) {
+        const held = jobs.map((job) => [one, two].filter((hs) => hs.services.cluster?.holds(job)).length);
+        if (held.every((count) => count === 1) || Date.now() > deadline) return held;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    };
+    expect(await holders()).toEqual([1, 1, 1]);
+    const third = await startTestHomeserver(shared);
+    try {
+      expect(jobs.map((job) => third.services.cluster?.holds(job))).toEqual([false, false, false]);
+      // The holders stop; the third process takes every job over within a few seconds.
+      await one.close();
+      await two.close();
+      const deadline = Date.now() + 10_000;
+      while (!jobs.every((job) => third.services.cluster?.holds(job)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(jobs.map((job) => third.services.cluster?.holds(job))).toEqual([true, true, true]);
+      expect(third.services.federationSender.running).toBe(true);
+    } finally {
+      await third.close();
+      one = await startTestHomeserver(shared);
+      two = await startTestHomeserver(shared);
+    }
+  });
+
+  it('keeps migrate-to-postgres out while servers run on the database', async () => {
+    const db = openDatabase({ path: ':memory:', url: POSTGRES, schema, pool_size: 2, synchronous: 'full' });
+    try {
+      await expect(holdExclusiveUse(db)).rejects.toBeInstanceOf(DatabaseInUseError);
+    } finally {
+      await db.destroy();
+    }
+  });
+});
+
+describe('rate limits across processes', () => {
+  it('counts failed logins made through one process when the next comes through the other', async () => {
+    const limitedSchema = `${schema}_limits`;
+    const limited = {
+      ...shared,
+      database: { ...shared.database, schema: limitedSchema },
+      ratelimiting_enabled: true,
+      rc_message: { per_second: 1000, burst_count: 1000 },
+      rc_login: { address: { per_second: 1000, burst_count: 1000 }, account: { per_second: 1000, burst_count: 1000 }, failed_attempts: { per_second: 0.01, burst_count: 3 } },
+    };
+    const first = await startTestHomeserver(limited);
+    const second = await startTestHomeserver(limited);
+    try {
+      await first.services.accounts.createUser({ localpart: 'heidi', password: 'right-password' });
+      const attempt = (hs: TestHomeserver, password: string) =>
+        hs.http.post('/_matrix/client/v3/login').send({ type: 'm.login.password', identifier: { type: 'm.id.user', user: 'heidi' }, password });
+      for (let i = 0; i < 3; i++) expect((await attempt(first, `guess-${i}`)).status).toBe(403);
+      // The other process hears of the three (a notification each, within milliseconds)...
+      const deadline = Date.now() + 5_000;
+      while (second.services.limiters.loginFailed.size === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      // ...so the fourth guess, its first, is refused.
+      expectMatrixError(await attempt(second, 'guess-3'), 429, 'M_LIMIT_EXCEEDED');
+    } finally {
+      await first.close();
+      await second.close();
+      await dropSchemas(POSTGRES, [limitedSchema]);
+    }
+  });
+});
+
+describe('the bridge across processes', () => {
+  it('serves a webhook through every process, and stops in all of them when it is removed', async () => {
+    const bridgeSchema = `${schema}_bridge`;
+    const config = { ...shared, database: { ...shared.database, schema: bridgeSchema }, bridge: { enabled: true } };
+    const first = await startTestHomeserver(config);
+    const second = await startTestHomeserver(config);
+    try {
+      // The first process runs the bridge (it took the lease); the webhook works in both.
+      expect(first.services.cluster?.holds('bridge')).toBe(true);
+      const owner = client(first, await createUser(first, 'ivan'));
+      const roomId = await roomWithBridge(first, owner);
+      const webhook = await createWebhook(first, owner, roomId, 'ci');
+      expect((await second.http.post(webhook.path).send({ text: 'through the second process' })).status).toBe(200);
+      await owner.waitForEvent(roomId, (event) => event.content?.body === 'through the second process');
+      // Removed through the bridge (in the first process): the second forgets the webhook it cached.
+      await command(first, owner, roomId, '!bridge webhook remove ci');
+      const deadline = Date.now() + 5_000;
+      let status = (await second.http.post(webhook.path).send({ text: 'too late' })).status;
+      while (status === 200 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        status = (await second.http.post(webhook.path).send({ text: 'too late' })).status;
+      }
+      expect(status).toBe(404);
+    } finally {
+      await first.close();
+      await second.close();
+      await dropSchemas(POSTGRES, [bridgeSchema]);
+    }
+  });
+});
