@@ -258,6 +258,18 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
     }
     const wake = new Set(commit.wake);
     for (const eventId of commit.redacted) graph.forget(eventId);
+    for (const { roomId, head, latest } of commit.movedRooms) {
+      const room = roomCache.peek(roomId);
+      // A load under way may have read the room before these events: it starts over.
+      roomCache.roomChanged(roomId);
+      if (!room) {
+        void roomCache.room(roomId).then((loaded) => loaded && notifier.notify(loaded.interestedUsers()), () => undefined);
+        continue;
+      }
+      room.movedElsewhere(head, latest);
+      roomCache.reweigh(roomId);
+      for (const userId of room.interestedUsers()) wake.add(userId);
+    }
     for (const roomId of commit.rooms) {
       const room = roomCache.peek(roomId);
       roomCache.forgetRoom(roomId);

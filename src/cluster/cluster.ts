@@ -23,6 +23,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { CoordinatorConnection, DatabaseInUseError, notificationChannel, type Storage, type Stores } from '../storage/index.js';
+import type { RoomHead } from '../rooms/room-snapshot.js';
 import type { SharedStream, StreamCounter, StreamEffects } from '../sync/stream.js';
 
 /** How often a process tries for the leases it does not hold, and to reconnect. */
@@ -36,6 +37,7 @@ const MAX_PAYLOAD_BYTES = 7_900;
 export interface RemoteCommit {
   position: number;
   rooms: readonly string[];
+  movedRooms: ReadonlyArray<{ roomId: string; head: RoomHead; latest: number }>;
   users: readonly string[];
   wake: readonly string[];
   roommatesOf: readonly string[];
@@ -183,6 +185,7 @@ export class Cluster implements SharedStream {
       o: this.processId,
       p: position,
       r: [...effects.rooms],
+      mr: [...effects.movedRooms].map(([roomId, moved]) => [roomId, moved.head, moved.latest]),
       u: [...effects.users],
       w: [...effects.wake],
       rm: [...effects.roommatesOf],
@@ -197,7 +200,7 @@ export class Cluster implements SharedStream {
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((waiter) => waiter !== entry);
         this.log?.warn({ position, applied: this.applied }, 'the notifications of other processes are late: every cache is dropped');
-        this.applyCommit({ position, rooms: [], users: [], wake: [], roommatesOf: [], receipts: [], redacted: [], everything: true });
+        this.applyCommit({ position, rooms: [], movedRooms: [], users: [], wake: [], roommatesOf: [], receipts: [], redacted: [], everything: true });
         resolve();
       }, CATCH_UP_TIMEOUT_MS);
       const entry: Waiter = {
@@ -234,7 +237,7 @@ export class Cluster implements SharedStream {
     if (typeof message.p === 'number') {
       const list = (value: unknown): string[] => (Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : []);
       const receipts = Array.isArray(message.rc) ? message.rc.filter((pair): pair is [string, string] => Array.isArray(pair) && typeof pair[0] === 'string' && typeof pair[1] === 'string') : [];
-      this.applyCommit({ position: message.p, rooms: list(message.r), users: list(message.u), wake: list(message.w), roommatesOf: list(message.rm), receipts, redacted: list(message.rd), everything: message.all === true });
+      this.applyCommit({ position: message.p, rooms: list(message.r), movedRooms: movedRoomsOf(message.mr), users: list(message.u), wake: list(message.w), roommatesOf: list(message.rm), receipts, redacted: list(message.rd), everything: message.all === true });
       return;
     }
     if (typeof message.m === 'object' && message.m !== null) {
@@ -310,7 +313,7 @@ export class Cluster implements SharedStream {
         this.log?.info('reconnected to the other processes');
         // What was said while this process was away is lost: start from the database again.
         const head = await this.storage.cluster.reconcileStreamHead(0);
-        this.applyCommit({ position: head, rooms: [], users: [], wake: [], roommatesOf: [], receipts: [], redacted: [], everything: true });
+        this.applyCommit({ position: head, rooms: [], movedRooms: [], users: [], wake: [], roommatesOf: [], receipts: [], redacted: [], everything: true });
       }
       const wanted = [...this.leases].filter(([, lease]) => !lease.held).map(([name]) => name);
       for (const name of await this.connection!.tryLocks(wanted)) {
@@ -355,4 +358,17 @@ export class Cluster implements SharedStream {
     await this.connection?.close();
     this.connection = undefined;
   }
+}
+
+/** Rooms another process only added messages to, as its notification lists them. */
+function movedRoomsOf(value: unknown): RemoteCommit['movedRooms'] {
+  if (!Array.isArray(value)) return [];
+  const moved: Array<{ roomId: string; head: RoomHead; latest: number }> = [];
+  for (const entry of value as unknown[]) {
+    if (!Array.isArray(entry) || typeof entry[0] !== 'string' || typeof entry[2] !== 'number') continue;
+    const head = entry[1] as Partial<RoomHead> | null;
+    if (!head || !Array.isArray(head.extremities) || typeof head.depth !== 'number' || typeof head.stateGroupDepth !== 'number') continue;
+    moved.push({ roomId: entry[0], head: { extremities: head.extremities, depth: head.depth, stateGroup: head.stateGroup ?? undefined, stateGroupDepth: head.stateGroupDepth }, latest: entry[2] });
+  }
+  return moved;
 }

@@ -603,11 +603,25 @@ function txnKey(txn: { sender: string; deviceId: string; scope: string; txnId: s
   return `${txn.sender}\u0000${txn.deviceId}\u0000${txn.scope}\u0000${txn.txnId}`;
 }
 
-/** What the batch changed, for the other processes: its rooms, and the users whose memberships moved. */
+/**
+ * What the batch changed, for the other processes: rooms whose state changed (they drop them),
+ * rooms that only got messages (they move them to the new head), and the users whose
+ * memberships moved.
+ */
 function describeEffects(prepared: readonly Prepared[], effects: StreamEffects): void {
+  const stateChanged = new Set<string>();
   for (const item of prepared) {
     if (item.events.length === 0 && item.stateReset === undefined) continue;
-    effects.rooms.add(item.room.roomId);
+    const roomId = item.room.roomId;
+    const changesState = item.pending.request.newRoom !== undefined || item.currentState !== undefined || item.stateReset !== undefined ||
+      item.events.some((event) => event.stateKey !== undefined || event.redacts !== undefined);
+    if (changesState) stateChanged.add(roomId);
+    if (stateChanged.has(roomId)) {
+      effects.movedRooms.delete(roomId);
+      effects.rooms.add(roomId);
+    } else {
+      effects.movedRooms.set(roomId, { head: item.room.head, latest: item.room.latestStream });
+    }
     for (const event of item.currentState ?? item.events) {
       if (event.type === 'm.room.member' && event.stateKey !== undefined) effects.users.add(event.stateKey);
     }

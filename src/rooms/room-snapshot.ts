@@ -47,7 +47,7 @@ export class RoomSnapshot {
    * here. An incremental sync (the bot's loop) reads its timeline from this instead of querying
    * the events it was just woken for.
    */
-  private readonly recent: StoredEvent[] = [];
+  private recent: StoredEvent[] = [];
   /** Position below which `recent` may be missing events; a snapshot loaded from disk starts full. */
   recentFloor = 0;
   /** The rules of the room's version. */
@@ -135,6 +135,18 @@ export class RoomSnapshot {
   remember(event: StoredEvent): void {
     this.recent.push(event);
     if (this.recent.length > RECENT_EVENTS_KEPT) this.recentFloor = this.recent.shift()!.stream;
+  }
+
+  /**
+   * Another process wrote events that change nothing of the state (messages) up to `latest`:
+   * the room moves to their head, and the recent events in memory stop short of theirs, so any
+   * window reaching back past them is read from the database.
+   */
+  movedElsewhere(head: RoomHead, latest: number): void {
+    this.head = head;
+    if (latest > this.latestStream) this.latestStream = latest;
+    this.recent = this.recent.filter((event) => event.stream > latest);
+    if (latest > this.recentFloor) this.recentFloor = latest;
   }
 
   /**

@@ -9,6 +9,7 @@
  * could commit after one holding a higher: a sync moving to the higher skipped the lower for good.)
  * With several processes on one database the order is kept across them too: see `SharedStream`.
  */
+import type { RoomHead } from '../rooms/room-snapshot.js';
 import type { Storage, Stores } from '../storage/index.js';
 
 /**
@@ -17,7 +18,10 @@ import type { Storage, Stores } from '../storage/index.js';
  * inboxes, push rules, keys) they must drop, and whom they must wake besides. Filled by the work.
  */
 export class StreamEffects {
+  /** Rooms whose state (or what is kept of their events) changed: their snapshots are dropped. */
   readonly rooms = new Set<string>();
+  /** Rooms that only got events changing no state (messages): their new head and newest position. */
+  readonly movedRooms = new Map<string, { head: RoomHead; latest: number }>();
   readonly users = new Set<string>();
   readonly wake = new Set<string>();
   /** Users whose presence or devices changed: their roommates are woken. */
