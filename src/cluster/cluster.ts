@@ -245,7 +245,10 @@ export class Cluster implements SharedStream {
     }
   }
 
+  foreignCommits = 0;
+
   private applyCommit(commit: RemoteCommit): void {
+    this.foreignCommits++;
     for (const listener of this.commitListeners) {
       try {
         listener(commit);

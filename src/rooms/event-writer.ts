@@ -44,7 +44,7 @@ export interface WriteRequest {
    * The request's transaction id, when it has one: another process may have written it since it
    * was looked up (the same retry sent to two processes at once), and its event is the answer.
    */
-  txn?: { sender: string; deviceId: string; scope: string; txnId: string } | undefined;
+  txn?: { sender: string; deviceId: string; scope: string; txnId: string; checkpoint: number } | undefined;
   /**
    * Runs at write time against the room's latest state and returns the events to write; throws a
    * MatrixError to refuse. Every draft is also checked by the room auth rules.
@@ -254,7 +254,7 @@ export class EventWriter {
         for (const pending of batch) {
           if (!pending.request.newRoom && !this.cache.peek(pending.request.roomId)) await this.cache.room(pending.request.roomId);
         }
-        const written = this.stream.shared ? await this.writtenElsewhere(stores, batch) : undefined;
+        const written = this.stream.shared ? await this.writtenElsewhere(stores, batch, this.stream.shared.foreignCommits) : undefined;
         // In submission order: each request is checked against every earlier one.
         for (const pending of batch) {
           const txn = pending.request.txn;
@@ -266,6 +266,8 @@ export class EventWriter {
           const result = await this.prepareOne(pending, touchedRooms);
           if (result) prepared.push(result);
         }
+        // Every event of the batch in one statement (on PostgreSQL a statement is a round trip).
+        await stores.rooms.insertEvents(prepared.flatMap((item) => item.events.map(rowFromEvent)));
         for (const item of prepared) {
           for (const event of item.events) maxStream = Math.max(maxStream, event.stream);
           if (item.stateReset !== undefined) maxStream = Math.max(maxStream, item.stateReset);
@@ -331,9 +333,17 @@ export class EventWriter {
     if (this.queue.length > 0) this.schedule();
   }
 
-  /** The batch's transaction ids that another process wrote meanwhile, with their events. */
-  private async writtenElsewhere(stores: Stores, batch: readonly Pending[]): Promise<Map<string, StoredEvent>> {
-    const txns = batch.flatMap((pending) => (pending.request.txn ? [pending.request.txn] : []));
+  /**
+   * Taken before a request looks its transaction id up: if no other process's commit has been
+   * applied since, the lookup saw everything and the writer need not look again.
+   */
+  retryCheckpoint(): number {
+    return this.stream.shared?.foreignCommits ?? 0;
+  }
+
+  /** The batch's transaction ids that another process wrote since they were looked up, with their events. */
+  private async writtenElsewhere(stores: Stores, batch: readonly Pending[], foreignCommits: number): Promise<Map<string, StoredEvent>> {
+    const txns = batch.flatMap((pending) => (pending.request.txn && pending.request.txn.checkpoint < foreignCommits ? [pending.request.txn] : []));
     const found = new Map<string, StoredEvent>();
     for (const row of await stores.rooms.findEventsByTxns(txns)) {
       found.set(txnKey({ sender: row.sender, deviceId: row.txn_device_id ?? '', scope: row.txn_scope ?? '', txnId: row.txn_id ?? '' }), eventFromRow(row));
@@ -558,8 +568,8 @@ export class EventWriter {
     const { request } = item.pending;
     if (request.newRoom) await stores.rooms.insertRoom(request.newRoom);
     for (const group of item.stateGroups) await stores.rooms.insertStateGroup(group);
+    // The events themselves are stored already, the batch's all at once (flush).
     if (item.currentState) {
-      for (const event of item.events) await stores.rooms.insertEvent(rowFromEvent(event));
       for (const event of item.currentState) await this.writeCurrent(stores, event);
       for (const [type, stateKey] of item.removedState ?? []) await stores.rooms.deleteCurrentState(item.room.roomId, type, stateKey);
       for (const redaction of item.redactions ?? []) await stores.rooms.markRedacted(redaction.eventId, JSON.stringify(redaction.redactedContent), redaction.redactedBy);
@@ -567,7 +577,6 @@ export class EventWriter {
       return;
     }
     for (const [index, event] of item.events.entries()) {
-      await stores.rooms.insertEvent(rowFromEvent(event));
       await this.writeCurrent(stores, event);
       const redaction = item.drafts[index]?.redaction;
       if (redaction) await stores.rooms.markRedacted(redaction.eventId, JSON.stringify(redaction.redactedContent), event.eventId);

@@ -400,7 +400,7 @@ export class RoomService {
       throw new MatrixError('M_BAD_JSON', 'Redactions are sent with PUT /rooms/{roomId}/redact/{eventId}/{txnId}');
     }
     const scope = txnScope('send', roomId, type);
-    return this.once(requester, scope, txnId, () => this.sendNow(requester, roomId, type, content, { deviceId: requester.deviceId, scope, txnId }));
+    return this.once(requester, scope, txnId, (checkpoint) => this.sendNow(requester, roomId, type, content, { deviceId: requester.deviceId, scope, txnId }, checkpoint));
   }
 
   /**
@@ -409,16 +409,16 @@ export class RoomService {
    */
   async sendAsServer(requester: Requester, roomId: string, type: string, content: JsonObject): Promise<string> {
     if (type === 'm.room.redaction') throw new MatrixError('M_BAD_JSON', 'Redactions are sent with redact()');
-    return this.sendNow(requester, roomId, type, content, undefined);
+    return this.sendNow(requester, roomId, type, content, undefined, 0);
   }
 
-  private async sendNow(requester: Requester, roomId: string, type: string, content: JsonObject, txn: EventDraft['txn']): Promise<string> {
+  private async sendNow(requester: Requester, roomId: string, type: string, content: JsonObject, txn: EventDraft['txn'], checkpoint: number): Promise<string> {
     await this.limiters.checkMessage(requester.userId);
     await this.reader.roomOrForbidden(roomId, requester.userId);
     const [event] = await this.writer.submit({
       roomId,
       prepare: () => [{ type, sender: requester.userId, content, txn }],
-      txn: txn && { sender: requester.userId, ...txn },
+      txn: txn && { sender: requester.userId, ...txn, checkpoint },
     });
     return event!.eventId;
   }
@@ -428,13 +428,15 @@ export class RoomService {
    * while the first is still in flight. A transaction id names one request path (endpoint, room,
    * target) of one device, as in the spec.
    */
-  private async once(requester: Requester, scope: string, txnId: string, work: () => Promise<string>): Promise<string> {
+  private async once(requester: Requester, scope: string, txnId: string, work: (checkpoint: number) => Promise<string>): Promise<string> {
     const key = `${requester.userId}\u0000${requester.deviceId}\u0000${scope}\u0000${txnId}`;
     const inflight = this.inflightTxns.get(key);
     if (inflight) return inflight;
     const attempt = (async () => {
+      // Before the lookup: the writer looks again only if another process committed since.
+      const checkpoint = this.writer.retryCheckpoint();
       const previous = await this.storage.rooms.findEventByTxn(requester.userId, requester.deviceId, scope, txnId);
-      return previous ? previous.event_id : work();
+      return previous ? previous.event_id : work(checkpoint);
     })();
     this.inflightTxns.set(key, attempt);
     try {
@@ -476,7 +478,7 @@ export class RoomService {
 
   async redact(requester: Requester, roomId: string, eventId: string, txnId: string, reason: string | undefined): Promise<string> {
     const scope = txnScope('redact', roomId, eventId);
-    return this.once(requester, scope, txnId, async () => {
+    return this.once(requester, scope, txnId, async (checkpoint) => {
       const room = await this.reader.roomOrForbidden(roomId, requester.userId);
       const target = await this.reader.getEvent(eventId);
       if (!room.isJoined(requester.userId)) throw notInRoom(requester.userId, roomId);
@@ -497,7 +499,7 @@ export class RoomService {
           };
           return [draft];
         },
-        txn: { sender: requester.userId, deviceId: requester.deviceId, scope, txnId },
+        txn: { sender: requester.userId, deviceId: requester.deviceId, scope, txnId, checkpoint },
       });
       return event!.eventId;
     });

@@ -108,11 +108,12 @@ function refusingNul(pool: pg.Pool): PostgresPool {
     async connect() {
       const client = await pool.connect();
       if (!wrapped.has(client)) {
-        const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+        const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
+        const begins = deferringBegin(query);
         Object.assign(client, {
           query: (...args: unknown[]) => {
             check(args[1]);
-            return query(...args);
+            return begins(args);
           },
         });
         wrapped.add(client);
@@ -120,6 +121,32 @@ function refusingNul(pool: pg.Pool): PostgresPool {
       return client as unknown as PostgresPoolClient;
     },
     end: () => pool.end(),
+  };
+}
+
+/**
+ * A transaction's `begin` is held back and sent with its first statement when that statement has
+ * no parameters (one round trip instead of two): the stream lock that opens every position-taking
+ * transaction is such a statement, and on PostgreSQL a round trip is what a write costs. Any other
+ * first statement gets its `begin` sent just before it; a transaction with no statement at all
+ * sends nothing.
+ */
+function deferringBegin(query: (...args: unknown[]) => Promise<unknown>): (args: unknown[]) => Promise<unknown> {
+  let pending = false;
+  const done = (command: string) => Promise.resolve({ command, rowCount: null, rows: [], fields: [] });
+  return (args) => {
+    const [text, values] = args;
+    if (text === 'begin') {
+      pending = true;
+      return done('BEGIN');
+    }
+    if (!pending) return query(...args);
+    pending = false;
+    if (text === 'commit' || text === 'rollback') return done(text.toUpperCase());
+    const parameterless = typeof text === 'string' && !text.includes(';') && (!Array.isArray(values) || values.length === 0);
+    if (!parameterless) return query('begin').then(() => query(...args));
+    // Two statements in one simple query: pg answers with both results; the caller wants its own.
+    return query(`BEGIN; ${text}`).then((results) => (Array.isArray(results) ? results[results.length - 1] : results));
   };
 }
 

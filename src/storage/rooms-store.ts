@@ -23,6 +23,14 @@ const EVENT_COLUMNS = [
   'depth', 'prev_events', 'auth_events', 'pdu_extra', 'state_group', 'outlier', 'rejected', 'soft_failed',
 ] as const satisfies ReadonlyArray<keyof EventRow>;
 
+/** Rows per multi-row INSERT: events have some 30 columns, and PostgreSQL takes 65,535 parameters. */
+const ROWS_PER_STATEMENT = 500;
+
+/** An event row with exactly the stored columns (what insertEventQuery names). */
+function pickColumns(event: EventRow): EventRow {
+  return Object.fromEntries(EVENT_COLUMNS.map((column) => [column, event[column]])) as EventRow;
+}
+
 const insertEventQuery = new QueryTemplate((db: Kysely<Database>, ...values: unknown[]) =>
   db.insertInto('events').values(Object.fromEntries(EVENT_COLUMNS.map((column, index) => [column, values[index]])) as EventRow),
 );
@@ -149,28 +157,44 @@ export class RoomStore {
 
 
 
-  async insertEvent(event: EventRow): Promise<void> {
-    await insertEventQuery.all(this.db, ...EVENT_COLUMNS.map((column) => event[column]));
-    const searchable = this.indexSearch ? SEARCHED_FIELDS[event.type] : undefined;
-    if (searchable && event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0) {
-      const value = searchedText(event.content, searchable);
-      if (value !== undefined) {
-        // Text with U+0000 is stored escaped in the event's JSON; PostgreSQL's index keeps what it can hold.
-        const indexed = this.postgres ? value.replaceAll('\u0000', '') : value;
-        await sql`INSERT INTO event_search (${this.searchKey}, value, event_id, room_id, type) VALUES (${event.stream_ordering}, ${indexed}, ${event.event_id}, ${event.room_id}, ${event.type})`.execute(this.db);
+  /**
+   * Stores events with their search and relation index rows. On PostgreSQL each kind of row goes
+   * in one statement for all the events (a round trip per statement is what a write costs there);
+   * SQLite runs its cached one-row statements, which cost no round trip.
+   */
+  async insertEvents(events: readonly EventRow[]): Promise<void> {
+    if (events.length === 0) return;
+    const searchRows: Array<{ key: number; value: string; event_id: string; room_id: string; type: string }> = [];
+    const relationRows: Array<{ event_id: string; relates_to_id: string; rel_type: string; room_id: string; stream_ordering: number }> = [];
+    for (const event of events) {
+      const shown = event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0;
+      const searchable = this.indexSearch && shown ? SEARCHED_FIELDS[event.type] : undefined;
+      const value = searchable ? searchedText(event.content, searchable) : undefined;
+      // Text with U+0000 is stored escaped in the event's JSON; PostgreSQL's index keeps what it can hold.
+      if (value !== undefined) searchRows.push({ key: Number(event.stream_ordering), value: this.postgres ? value.replaceAll('\u0000', '') : value, event_id: event.event_id, room_id: event.room_id, type: event.type });
+      // Relations are indexed as events arrive; most events have none, and the text says so cheaply.
+      const relation = shown && event.content.includes('m.relates_to') ? relationOf(event.content) : undefined;
+      if (relation) relationRows.push({ event_id: event.event_id, relates_to_id: relation.eventId, rel_type: relation.relType, room_id: event.room_id, stream_ordering: Number(event.stream_ordering) });
+    }
+    if (!this.postgres) {
+      for (const event of events) await insertEventQuery.all(this.db, ...EVENT_COLUMNS.map((column) => event[column]));
+    } else if (events.length <= ROWS_PER_STATEMENT && searchRows.length > 0) {
+      // The common case, a batch of messages: events and their search rows in one statement.
+      const insertEvents = this.db.insertInto('events').values(events.map((event) => pickColumns(event)));
+      const values = sql.join(searchRows.map((row) => sql`(${row.key}, ${row.value}, ${row.event_id}, ${row.room_id}, ${row.type})`));
+      await sql`WITH stored AS (${insertEvents}) INSERT INTO event_search (${this.searchKey}, value, event_id, room_id, type) VALUES ${values}`.execute(this.db);
+      searchRows.length = 0;
+    } else {
+      for (let start = 0; start < events.length; start += ROWS_PER_STATEMENT) {
+        await this.db.insertInto('events').values(events.slice(start, start + ROWS_PER_STATEMENT).map((event) => pickColumns(event))).execute();
       }
     }
-    // Relations are indexed as events arrive; most events have none, and the text says so cheaply.
-    if (event.content.includes('m.relates_to') && event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0) {
-      const relation = relationOf(event.content);
-      if (relation) {
-        await this.db
-          .insertInto('event_relations')
-          .values({ event_id: event.event_id, relates_to_id: relation.eventId, rel_type: relation.relType, room_id: event.room_id, stream_ordering: event.stream_ordering })
-          .onConflict((c) => c.doNothing())
-          .execute();
-      }
+    for (let start = 0; start < searchRows.length; start += ROWS_PER_STATEMENT) {
+      const rows = searchRows.slice(start, start + ROWS_PER_STATEMENT);
+      const values = sql.join(rows.map((row) => sql`(${row.key}, ${row.value}, ${row.event_id}, ${row.room_id}, ${row.type})`));
+      await sql`INSERT INTO event_search (${this.searchKey}, value, event_id, room_id, type) VALUES ${values}`.execute(this.db);
     }
+    if (relationRows.length > 0) await this.db.insertInto('event_relations').values(relationRows).onConflict((c) => c.doNothing()).execute();
   }
 
   /**

@@ -45,6 +45,8 @@ export interface SharedStream {
   leave(stores: Stores, position: number, effects: StreamEffects): Promise<void>;
   /** The transaction that moved the head to `position` committed. */
   afterCommit(position: number): void;
+  /** How many commits of other processes this one has applied: moves whenever one has. */
+  readonly foreignCommits: number;
 }
 
 export class StreamCounter {

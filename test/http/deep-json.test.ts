@@ -113,7 +113,7 @@ describe('a deep event stored before the limit existed', () => {
     await storage.transaction(async (stores) => {
       event.stream = stream.next();
       const row = rowFromEvent({ ...event, content: {} });
-      await stores.rooms.insertEvent({ ...row, content: '{"msgtype":"m.text","body":"deep","a":' + '{"a":'.repeat(4_000) + '1' + '}'.repeat(4_000) + '}' });
+      await stores.rooms.insertEvents([{ ...row, content: '{"msgtype":"m.text","body":"deep","a":' + '{"a":'.repeat(4_000) + '1' + '}'.repeat(4_000) + '}' }]);
     });
     stream.commit(event.stream);
     // The room's in-memory snapshot does not know the row, as after a restart.
