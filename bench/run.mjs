@@ -23,6 +23,7 @@ import * as appservice from './scenarios/appservice.mjs';
 import * as e2eKeys from './scenarios/e2e-keys.mjs';
 import * as idleSyncs from './scenarios/idle-syncs.mjs';
 import * as limits from './scenarios/limits.mjs';
+import * as processes from './scenarios/processes.mjs';
 import * as sendThroughput from './scenarios/send-throughput.mjs';
 import * as startup from './scenarios/startup.mjs';
 import * as syncWake from './scenarios/sync-wake.mjs';
@@ -33,7 +34,7 @@ import * as webhook from './scenarios/webhook.mjs';
  * here. Those without `standalone` run once per durability mode against one shared server; the
  * standalone ones run once, after them, and start the servers they need (`ctx.startServer`).
  */
-const SCENARIOS = [sendThroughput, syncWake, webhook, idleSyncs, e2eKeys, startup, growth, appservice, feedParse, federation, limits];
+const SCENARIOS = [sendThroughput, syncWake, webhook, idleSyncs, e2eKeys, startup, growth, appservice, feedParse, federation, limits, processes];
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const REPO_DIR = resolve(BENCH_DIR, '..');
@@ -91,6 +92,7 @@ const MODES = {
  * @property {typeof MODES.full} settings
  * @property {string} dbDir
  * @property {string} repoDir
+ * @property {string | undefined} postgres the --postgres URL, if given
  * @property {(line: string) => void} log
  */
 
@@ -107,7 +109,8 @@ const USAGE = `usage: node bench/run.mjs [--quick] [--synchronous full|normal|bo
   --cpu-prof DIR write a V8 CPU profile of the server to DIR (open it in Chrome DevTools)
   --no-save      print the table only; write no file to bench/results/
   --postgres URL also run the shared-server scenarios on PostgreSQL (a schema of the run's own,
-                 dropped after), labelled "postgres" in the sync column`;
+                 dropped after), labelled "postgres" in the sync column, and the "processes"
+                 scenario: one server as 1 and as 2 processes on that database`;
 
 async function main() {
   const { values: args } = parseArgs({
@@ -202,6 +205,7 @@ async function main() {
       settings,
       dbDir,
       repoDir: REPO_DIR,
+      postgres: args.postgres,
       log,
     };
     try {

@@ -24,7 +24,13 @@ const epochNow = () => performance.timeOrigin + performance.now();
  * @param {{ server: object, target: Target, tokens: (string|undefined)[], processes: number,
  *   sendersPerProcess: number, warmupMs: number, durationMs: number, tag: string }} options
  */
-export async function closedLoop({ server, target, tokens, processes, sendersPerProcess, warmupMs, durationMs, tag }) {
+/**
+ * `servers`, when given, spreads the generator processes over several server processes (of one
+ * server on PostgreSQL): generator i sends to servers[i % n], and server CPU is their sum.
+ */
+export async function closedLoop({ server, servers: given, target, tokens, processes, sendersPerProcess, warmupMs, durationMs, tag }) {
+  const servers = given ?? [server];
+  server = { cpuMs: () => servers.reduce((sum, s) => sum + s.cpuMs(), 0), memory: () => servers[0].memory(), assertAlive: () => servers.forEach((s) => s.assertAlive()) };
   const workers = await Promise.all(Array.from({ length: processes }, (_, i) => Worker.start(`load-${i}`)));
   try {
     const startAt = epochNow() + 100;
@@ -47,7 +53,7 @@ export async function closedLoop({ server, target, tokens, processes, sendersPer
     const answers = await Promise.all(
       workers.map((w, i) =>
         w.run('send-load', {
-          baseUrl: server.baseUrl,
+          baseUrl: servers[i % servers.length].baseUrl,
           target,
           tokens: tokens.slice(i * sendersPerProcess, (i + 1) * sendersPerProcess),
           startAt,

@@ -29,10 +29,11 @@ export const CLK_TCK = (() => {
  *   nodeArgs?: string[], logLevel?: string, pollMs?: number, env?: Record<string, string> }} options
  * @returns {Promise<Server>}
  */
-export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, dir: givenDir, nodeArgs = [], logLevel = 'warn', pollMs = 50, env: extraEnv = {}, tls = false, postgres }) {
+export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, dir: givenDir, nodeArgs = [], logLevel = 'warn', pollMs = 50, env: extraEnv = {}, tls = false, postgres, postgresSchema }) {
   const dir = givenDir ?? mkdtempSync(join(dbDir ?? tmpdir(), 'bhs-bench-'));
-  // On PostgreSQL (`--postgres URL`): a schema of this run's own, dropped when the server stops.
-  const schema = postgres ? `bench_${process.pid}_${Date.now().toString(36)}` : undefined;
+  // On PostgreSQL (`--postgres URL`): a schema of this run's own, dropped when the server stops
+  // (or one given, which a second process of the same server shares: the first drops it).
+  const schema = postgres ? (postgresSchema ?? `bench_${process.pid}_${Date.now().toString(36)}`) : undefined;
   const env = {
     ...withoutHomeserverVars(process.env),
     BOT_HOMESERVER_SERVER_NAME: 'bench.local',
@@ -62,7 +63,8 @@ export async function startServer({ repoDir, synchronous, sharedSecret, dbDir, d
   });
   const server = new Server(child, dir);
   server.tls = tls;
-  if (postgres) server.postgres = { url: postgres, schema };
+  if (postgres && !postgresSchema) server.postgres = { url: postgres, schema };
+  if (postgres) server.postgresSchema = schema;
   try {
     server.port = await server.waitForReady(pollMs);
     // Spawn to the first 200 from /versions (within pollMs).
