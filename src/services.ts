@@ -249,6 +249,8 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
       accountData.forgetAll();
       unread.forgetAll();
       keys.forgetAll();
+      pushRules.forgetAll();
+      limiters.forgetOverrides();
       toDevice.forgetEmptyInboxes();
       presence.forgetLatest();
       // After the position is readable (the cluster moves it once the listeners are done).
@@ -257,13 +259,21 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
       return;
     }
     const wake = new Set(commit.wake);
+    // A room not held here: the parked syncs of its members are woken, found by their room lists
+    // (or, lists not held either, woken to look; loading the room would cost more).
+    const wakeParkedIn = (roomId: string): void => {
+      for (const userId of notifier.parkedUsers()) {
+        const rooms = roomCache.peekRoomsOf(userId);
+        if (!rooms || rooms.has(roomId)) wake.add(userId);
+      }
+    };
     for (const eventId of commit.redacted) graph.forget(eventId);
     for (const { roomId, head, latest } of commit.movedRooms) {
       const room = roomCache.peek(roomId);
       // A load under way may have read the room before these events: it starts over.
       roomCache.roomChanged(roomId);
       if (!room) {
-        void roomCache.room(roomId).then((loaded) => loaded && notifier.notify(loaded.interestedUsers()), () => undefined);
+        wakeParkedIn(roomId);
         continue;
       }
       room.movedElsewhere(head, latest);
@@ -274,8 +284,7 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
       const room = roomCache.peek(roomId);
       roomCache.forgetRoom(roomId);
       if (room) for (const userId of room.interestedUsers()) wake.add(userId);
-      // Not held here: whoever is in it is found by loading it.
-      else void roomCache.room(roomId).then((loaded) => loaded && notifier.notify(loaded.interestedUsers()), () => undefined);
+      else wakeParkedIn(roomId);
       for (const userId of commit.users) unread.receiptMoved(roomId, userId);
     }
     for (const userId of commit.users) {
@@ -293,7 +302,7 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
         room.latestReceiptStream = Math.max(room.latestReceiptStream, commit.position);
         for (const member of room.interestedUsers()) wake.add(member);
       } else {
-        void roomCache.room(roomId).then((loaded) => loaded && notifier.notify(loaded.interestedUsers()), () => undefined);
+        wakeParkedIn(roomId);
       }
       roomCache.roomChanged(roomId);
       unread.receiptMoved(roomId, userId);

@@ -98,14 +98,11 @@ export class Cluster implements SharedStream {
 
   constructor(
     private readonly storage: Storage,
-    schema: string,
+    private readonly schema: string,
     private readonly stream: StreamCounter,
   ) {
     this.channel = notificationChannel(schema);
-    this.schema = schema;
   }
-
-  private readonly schema: string;
 
   /** Joins the others: listens, holds the database against `migrate-to-postgres`, catches the head up. */
   async start(): Promise<void> {
@@ -196,11 +193,16 @@ export class Cluster implements SharedStream {
   }
 
   private caughtUp(position: number): Promise<void> {
+    // Not listening (the connection is lost, or the process is closing): nothing will come.
+    if (!this.connection) {
+      this.dropEverything(position);
+      return Promise.resolve();
+    }
     return new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((waiter) => waiter !== entry);
         this.log?.warn({ position, applied: this.applied }, 'the notifications of other processes are late: every cache is dropped');
-        this.applyCommit({ position, rooms: [], movedRooms: [], users: [], wake: [], roommatesOf: [], receipts: [], redacted: [], everything: true });
+        this.dropEverything(position);
         resolve();
       }, CATCH_UP_TIMEOUT_MS);
       const entry: Waiter = {
@@ -246,6 +248,11 @@ export class Cluster implements SharedStream {
   }
 
   foreignCommits = 0;
+
+  /** Whatever other processes did up to `position` is not known in detail: every cache goes. */
+  private dropEverything(position: number): void {
+    this.applyCommit({ position, rooms: [], movedRooms: [], users: [], wake: [], roommatesOf: [], receipts: [], redacted: [], everything: true });
+  }
 
   private applyCommit(commit: RemoteCommit): void {
     this.foreignCommits++;
@@ -315,8 +322,7 @@ export class Cluster implements SharedStream {
         await this.connect();
         this.log?.info('reconnected to the other processes');
         // What was said while this process was away is lost: start from the database again.
-        const head = await this.storage.cluster.reconcileStreamHead(0);
-        this.applyCommit({ position: head, rooms: [], movedRooms: [], users: [], wake: [], roommatesOf: [], receipts: [], redacted: [], everything: true });
+        this.dropEverything(await this.storage.cluster.reconcileStreamHead(0));
       }
       const wanted = [...this.leases].filter(([, lease]) => !lease.held).map(([name]) => name);
       for (const name of await this.connection!.tryLocks(wanted)) {
@@ -350,16 +356,22 @@ export class Cluster implements SharedStream {
     return Promise.all(stopping).then(() => undefined);
   }
 
-  /** Stops the leased jobs, then lets the others take them (the connection ends with its locks). */
+  /**
+   * Stops the leased jobs, then lets the others take them (the connection ends with its locks).
+   * Writes of requests still being answered keep taking the stream lock; with nothing heard from
+   * the others any more, they drop every cache before they check anything.
+   */
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.retryTimer);
     await this.releaseLeases();
-    this.stream.shared = undefined;
-    for (const waiter of this.waiters) waiter.resolve();
-    this.waiters = [];
-    await this.connection?.close();
+    const connection = this.connection;
     this.connection = undefined;
+    for (const waiter of this.waiters.splice(0)) {
+      this.dropEverything(waiter.position);
+      waiter.resolve();
+    }
+    await connection?.close();
   }
 }
 

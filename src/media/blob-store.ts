@@ -4,7 +4,7 @@
  * always complete and durable before its row is written, so a row never points at nothing.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { MatrixError } from '../core/errors.js';
@@ -26,6 +26,12 @@ export interface BlobStore {
   /** Removes what uploads cut short by a crash left behind; run at start, before serving. */
   sweepTemporaryFiles(): Promise<void>;
 }
+
+/**
+ * A temporary upload file untouched this long belongs to no upload still running (a request must
+ * arrive within `listen.request_timeout`): it was left by a crash.
+ */
+const ABANDONED_UPLOAD_AFTER_MS = 3_600_000;
 
 export function tooLarge(limit: number): MatrixError {
   return new MatrixError('M_TOO_LARGE', `Upload request body is too large (the limit is ${limit} bytes)`, {
@@ -130,7 +136,15 @@ export class FileBlobStore implements BlobStore {
   async sweepTemporaryFiles(): Promise<void> {
     const tmpDir = join(this.root, 'tmp');
     const names = await readdir(tmpDir).catch(() => [] as string[]);
-    for (const name of names) if (name.endsWith('.part')) await unlink(join(tmpDir, name)).catch(() => undefined);
+    // Only those no upload can still be writing: another server process on the same media store
+    // may be in the middle of one.
+    const before = Date.now() - ABANDONED_UPLOAD_AFTER_MS;
+    for (const name of names) {
+      if (!name.endsWith('.part')) continue;
+      const path = join(tmpDir, name);
+      const modified = await stat(path).then((info) => info.mtimeMs, () => undefined);
+      if (modified !== undefined && modified < before) await unlink(path).catch(() => undefined);
+    }
   }
 
   async read(id: string): Promise<Readable | null> {

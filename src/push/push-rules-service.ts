@@ -171,6 +171,11 @@ export class PushRulesService {
     return { own: parsed.own ?? {}, defaults: parsed.defaults ?? {} };
   }
 
+  /** Every user's rules are compiled again (another process's changes were not all heard of). */
+  forgetAll(): void {
+    this.compiled.invalidate();
+  }
+
   /** Another process changed the user's rules: they are compiled again when next needed. */
   forget(userId: string): void {
     this.compiled.delete(userId);

@@ -70,6 +70,11 @@ export class Limiters {
   }
 
   /** Sets (or, with null, removes) a user's override; 0 messages per second exempts the user. */
+  /** Every override is read again (another process's changes were not all heard of). */
+  forgetOverrides(): void {
+    this.overrides.clear();
+  }
+
   /** Another process may have changed the user's override: it is read again when next needed. */
   forgetOverride(userId: string): void {
     this.overrides.delete(userId);

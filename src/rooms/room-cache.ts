@@ -212,6 +212,11 @@ export class RoomCache {
     }
   }
 
+  /** The user's rooms if their list is in memory (never loads it). */
+  peekRoomsOf(userId: string): ReadonlyMap<string, UserRoom> | undefined {
+    return this.userRooms.get(userId)?.rooms;
+  }
+
   setUserRoom(userId: string, roomId: string, entry: UserRoom): void {
     this.userGenerations.set(userId, (this.userGenerations.get(userId) ?? 0) + 1);
     this.userRooms.get(userId)?.rooms.set(roomId, entry);

@@ -75,6 +75,11 @@ export class Notifier {
     }
   }
 
+  /** The users with a parked sync. */
+  parkedUsers(): IterableIterator<string> {
+    return this.waiters.keys();
+  }
+
   /** How many requests are parked (for metrics and tests). */
   parkedCount(): number {
     let count = 0;

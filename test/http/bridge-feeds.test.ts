@@ -53,6 +53,15 @@ async function bridgeSaid(server: TestHomeserver, viewer: TestClient, roomId: st
   return (history.chunk as Json[]).filter((event) => event.sender === bridgeIdOf(server) && event.type === 'm.room.message');
 }
 
+/** Alice's room with the bridge following the (empty) blog feed as "Blog"; `before`: what the bridge has said there. */
+async function followingBlog(server: TestHomeserver): Promise<{ alice: TestClient; roomId: string; before: number }> {
+  const [alice] = await clientsFor(server, 'alice');
+  const roomId = await roomWithBridge(server, alice);
+  feeds.serve('/blog.xml', { body: blogWith([]) });
+  await command(server, alice, roomId, `!bridge feed ${feeds.url('/blog.xml')} Blog`);
+  return { alice, roomId, before: (await bridgeSaid(server, alice, roomId)).length };
+}
+
 describe('bridge feeds', () => {
   it('subscribes without posting old items, posts new ones exactly once across 304s and a restart', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'bhs-feeds-'));
@@ -205,11 +214,7 @@ describe('bridge feeds', () => {
 
   it('does not lose an item it could not post, and posts huge items within the event limit', async () => {
     hs = await startTestHomeserver(feedConfig());
-    const [alice] = await clientsFor(hs, 'alice');
-    const roomId = await roomWithBridge(hs, alice);
-    feeds.serve('/blog.xml', { body: blogWith([]) });
-    await command(hs, alice, roomId, `!bridge feed ${feeds.url('/blog.xml')} Blog`);
-    const before = (await bridgeSaid(hs, alice, roomId)).length;
+    const { alice, roomId, before } = await followingBlog(hs);
 
     const links = Array.from({ length: 400 }, (_, i) => `<a href="https://example.org/${'x'.repeat(300)}/${i}">link ${i}</a>`).join(' ');
     const body = blogWith([{ guid: 'huge', title: 'Newsletter', date: 'Mon, 01 Jan 2035 10:00:00 +0000' }]).replace('About Newsletter', links);
@@ -233,11 +238,7 @@ describe('bridge feeds', () => {
 
   it('posts an item once when its poll runs again before the item was marked seen (a crash, a takeover)', async () => {
     hs = await startTestHomeserver(feedConfig());
-    const [alice] = await clientsFor(hs, 'alice');
-    const roomId = await roomWithBridge(hs, alice);
-    feeds.serve('/blog.xml', { body: blogWith([]) });
-    await command(hs, alice, roomId, `!bridge feed ${feeds.url('/blog.xml')} Blog`);
-    const before = (await bridgeSaid(hs, alice, roomId)).length;
+    const { alice, roomId, before } = await followingBlog(hs);
     feeds.serve('/blog.xml', { body: blogWith([{ guid: 'once', title: 'Only once', date: 'Mon, 01 Jan 2035 10:00:00 +0000' }]) });
     // Posted, then the process dies before it records the item as seen.
     const bridgeStore = hs.services.storage.bridge;

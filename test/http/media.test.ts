@@ -1,5 +1,5 @@
 /** Media: upload, download by mxc URI (legacy and authenticated paths), limits and what is never served. */
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { request } from 'node:http';
 import { join } from 'node:path';
@@ -209,10 +209,16 @@ describe('media on disk', () => {
     expect(readdirSync(join(dir, 'media_store', 'tmp'))).toEqual([]);
     expect(readdirSync(join(dir, 'media_store', id.slice(0, 2), id.slice(2, 4)))).toEqual([id.slice(4)]);
 
-    // An upload cut short by a crash leaves a .part file; the next start removes it.
-    writeFileSync(join(dir, 'media_store', 'tmp', 'abc.0123.part'), 'half an upload');
+    // An upload cut short by a crash leaves a .part file; the next start removes it, once it is
+    // old enough that no upload can still be writing it (another process on the same media store
+    // may be in the middle of one).
+    const tmp = join(dir, 'media_store', 'tmp');
+    writeFileSync(join(tmp, 'abc.0123.part'), 'half an upload');
+    const twoHoursAgo = new Date(Date.now() - 7_200_000);
+    utimesSync(join(tmp, 'abc.0123.part'), twoHoursAgo, twoHoursAgo);
+    writeFileSync(join(tmp, 'def.4567.part'), 'an upload under way elsewhere');
     hs = await startTestHomeserver({ database, max_upload_size: 1024 });
-    expect(readdirSync(join(dir, 'media_store', 'tmp'))).toEqual([]);
+    expect(readdirSync(tmp)).toEqual(['def.4567.part']);
     try {
       const got = await download(`/_matrix/media/v3/download/test.local/${id}`);
       expect(got.status).toBe(200);
