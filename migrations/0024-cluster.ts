@@ -7,7 +7,10 @@
  *   changes to access tokens and webhooks are announced on the server's notification channel, so
  *   every process drops what it cached of them (another process's logout, the CLI's rotation, a
  *   webhook removed through the bridge).
- * On SQLite the table exists (one process, nothing reads it) so both engines share one schema.
+ * - `federation_outbox.txn_id`: the transaction an outbox row was sent in, set before the send and
+ *   kept until the destination answers, so a transaction cut short (a crash, a takeover by another
+ *   process) goes again with the same id and the destination takes it once.
+ * On SQLite `stream_head` exists (one process, nothing reads it) so both engines share one schema.
  * Frozen: later changes get a new migration.
  */
 import { sql, type Kysely } from 'kysely';
@@ -20,6 +23,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('position', 'integer', (c) => c.notNull())
     .execute();
   await sql`INSERT INTO stream_head (id, position) VALUES (1, 0)`.execute(db);
+  await db.schema.alterTable('federation_outbox').addColumn('txn_id', 'text').execute();
   if (!isPostgres(db)) return;
   await sql`CREATE SEQUENCE state_group_ids INCREMENT BY 100 MINVALUE 1 START WITH 1`.execute(db);
   // A database from before holds state groups: the blocks start above them.
@@ -49,5 +53,6 @@ export async function down(db: Kysely<unknown>): Promise<void> {
     await sql`DROP FUNCTION announce_change()`.execute(db);
     await sql`DROP SEQUENCE state_group_ids`.execute(db);
   }
+  await db.schema.alterTable('federation_outbox').dropColumn('txn_id').execute();
   await db.schema.dropTable('stream_head').execute();
 }

@@ -258,9 +258,17 @@ export class FederationSender {
         if (!(await this.isolate(destination, state, rows))) return;
         continue;
       }
+      // A transaction sent before without an answer goes again as it was, under its id: the
+      // in-memory EDUs wait for the next one.
+      const again = rows[0]?.txn_id ?? undefined;
+      if (again !== undefined) state.ephemeral.unshift(...ephemeral.splice(0));
       try {
-        await this.sendTransaction(destination, rows, ephemeral);
+        await this.sendTransaction(destination, rows, ephemeral, again);
       } catch (err) {
+        // Refused is answered: the next transaction is made afresh (and may isolate the item).
+        if (err instanceof FederationError && err.status !== undefined) {
+          await this.storage.federation.assignTxn(rows.map((row) => row.id), null).catch(() => undefined);
+        }
         // Typing notices are dropped rather than replayed late; the rest waits in the outbox.
         await this.failed(destination, state, err);
         return;
@@ -280,7 +288,8 @@ export class FederationSender {
     let delivered = 0;
     for (const row of rows) {
       try {
-        await this.sendTransaction(destination, [row], []);
+        // Alone, each in a transaction of its own (whatever the refused batch was sent as).
+        await this.sendTransaction(destination, [row], [], undefined);
         await this.storage.federation.dequeue([row.id]);
         delivered += 1;
       } catch (err) {
@@ -303,7 +312,12 @@ export class FederationSender {
     return true;
   }
 
-  private async sendTransaction(destination: string, rows: readonly OutboxRow[], ephemeral: ReadonlyArray<Record<string, unknown>>): Promise<void> {
+  /**
+   * Sends one transaction: under `txnId` when it is one sent before without an answer; else under
+   * a new id, recorded on its rows first, so that if this process dies before the answer, whoever
+   * sends next sends the same transaction again and the destination takes it once.
+   */
+  private async sendTransaction(destination: string, rows: readonly OutboxRow[], ephemeral: ReadonlyArray<Record<string, unknown>>, txnId: string | undefined): Promise<void> {
     const pduIds = rows.filter((row) => row.kind === 'pdu').map((row) => row.payload);
     const stored = await this.graph.events(pduIds);
     const pdus: unknown[] = [];
@@ -314,7 +328,10 @@ export class FederationSender {
       if (pdu) pdus.push(pdu);
     }
     const edus = [...rows.filter((row) => row.kind === 'edu').map((row) => JSON.parse(row.payload) as unknown), ...ephemeral];
-    const txnId = `${this.clock.now()}-${this.txnPrefix}${++this.txnCounter}`;
+    if (txnId === undefined) {
+      txnId = `${this.clock.now()}-${this.txnPrefix}${++this.txnCounter}`;
+      if (rows.length > 0) await this.storage.federation.assignTxn(rows.map((row) => row.id), txnId);
+    }
     await this.client.request(destination, {
       method: 'PUT',
       path: `/_matrix/federation/v1/send/${encodeURIComponent(txnId)}`,

@@ -70,13 +70,25 @@ export class FederationStore {
     }
   }
 
-  /** The oldest queued items of a destination: at most `pdus` PDUs and `edus` EDUs. */
+  /**
+   * What goes to a destination next: a transaction that was sent without an answer (its rows, to
+   * go again under the same id), or else the oldest queued items, at most `pdus` PDUs and `edus` EDUs.
+   */
   async nextBatch(destination: string, pdus: number, edus: number): Promise<OutboxRow[]> {
+    const unanswered = await this.db.selectFrom('federation_outbox').select('txn_id').where('destination', '=', destination).where('txn_id', 'is not', null).orderBy('id').limit(1).executeTakeFirst();
+    if (unanswered?.txn_id) {
+      return this.db.selectFrom('federation_outbox').selectAll().where('destination', '=', destination).where('txn_id', '=', unanswered.txn_id).orderBy('id').execute();
+    }
     const [pduRows, eduRows] = await Promise.all([
       this.db.selectFrom('federation_outbox').selectAll().where('destination', '=', destination).where('kind', '=', 'pdu').orderBy('id').limit(pdus).execute(),
       this.db.selectFrom('federation_outbox').selectAll().where('destination', '=', destination).where('kind', '=', 'edu').orderBy('id').limit(edus).execute(),
     ]);
     return [...pduRows, ...eduRows];
+  }
+
+  /** Records the transaction the rows are about to be sent in (null: it was answered, refused). */
+  async assignTxn(ids: readonly number[], txnId: string | null): Promise<void> {
+    for (let i = 0; i < ids.length; i += 500) await this.db.updateTable('federation_outbox').set({ txn_id: txnId }).where('id', 'in', ids.slice(i, i + 500)).execute();
   }
 
   async dequeue(ids: readonly number[]): Promise<void> {

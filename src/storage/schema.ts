@@ -1,5 +1,5 @@
 /** Row types of every table, as Kysely sees them. Keep in step with `migrations/`. */
-import type { Generated } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 
 export interface UsersTable {
   user_id: string;
@@ -258,6 +258,8 @@ export interface FederationOutboxTable {
   kind: string;
   payload: string;
   created_ts: number;
+  /** The transaction it was last sent in, until the destination answers (migration 0024). */
+  txn_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface FederationDestinationsTable {

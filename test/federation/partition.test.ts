@@ -48,9 +48,17 @@ describe('a partition', () => {
       await expect.poll(async () => (await sender.status(to)).failures, { timeout: 10_000 }).toBeGreaterThan(0);
       expect((await sender.status(to)).queued).toBeGreaterThanOrEqual(2);
     }
+    // A's transaction goes without an answer: its rows keep its id, and it goes again under that id
+    // (were it received after all, B would take it once).
+    const a = federation.servers.get('a.test')!.services.storage;
+    const unansweredTxn = async () => (await a.db.selectFrom('federation_outbox').select('txn_id').where('destination', '=', 'b.test').where('txn_id', 'is not', null).executeTakeFirst())?.txn_id ?? undefined;
+    await expect.poll(unansweredTxn, { timeout: 10_000 }).toEqual(expect.any(String));
+    const unanswered = (await unansweredTxn())!;
     federation.heal();
 
     await aliceB.waitForEvent(roomId, (event) => event.content?.body === 'A while apart', 20_000);
+    const b = federation.servers.get('b.test')!.services.storage;
+    expect(await b.federation.inboundTxn('a.test', unanswered)).toBeDefined();
     await botA.waitForEvent(roomId, (event) => event.content?.body === 'B while apart', 20_000);
     await expect.poll(async () => JSON.stringify(await stateOf(botA, roomId)) === JSON.stringify(await stateOf(aliceB, roomId)), { timeout: 10_000 }).toBe(true);
     const state = await stateOf(botA, roomId);
