@@ -258,7 +258,7 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
       lookAtOutboxes();
       return;
     }
-    const wake = new Set(commit.wake);
+    const wake = new Set<string>();
     // A room not held here: the parked syncs of its members are woken, found by their room lists
     // (or, lists not held either, woken to look; loading the room would cost more).
     const wakeParkedIn = (roomId: string): void => {
@@ -285,15 +285,16 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
       roomCache.forgetRoom(roomId);
       if (room) for (const userId of room.interestedUsers()) wake.add(userId);
       else wakeParkedIn(roomId);
-      for (const userId of commit.users) unread.receiptMoved(roomId, userId);
     }
     for (const userId of commit.users) {
       roomCache.forgetUser(userId);
       accountData.forget(userId);
       pushRules.forget(userId);
-      keys.forget(userId);
+      keys.forgetRemoteKeys(userId);
       wake.add(userId);
     }
+    if (commit.inboxes.length > 0) toDevice.forgetEmptyInboxes();
+    for (const userId of commit.inboxes) wake.add(userId);
     for (const [roomId, userId] of commit.receipts) {
       // As the receipt service marks a snapshot for a receipt it writes: its state is unchanged.
       const room = roomCache.peek(roomId);
@@ -307,8 +308,10 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
       roomCache.roomChanged(roomId);
       unread.receiptMoved(roomId, userId);
     }
-    if (commit.users.length > 0) toDevice.forgetEmptyInboxes();
-    if (commit.roommatesOf.length > 0) presence.forgetLatest();
+    if (commit.roommatesOf.length > 0) {
+      presence.forgetLatest();
+      keys.deviceListsChangedElsewhere();
+    }
     for (const userId of commit.roommatesOf) presence.forgetSetBy(userId);
     setImmediate(() => {
       notifier.notify(wake);
@@ -334,11 +337,9 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
         if (SHARED_LIMITERS.includes(message.limiter)) limiters[message.limiter].applyShared(message);
         break;
       case 'users':
-        if (message.users.length === 0) keys.forgetAll();
-        for (const userId of message.users) {
-          keys.forget(userId);
-          limiters.forgetOverride(userId);
-        }
+        keys.forgetCounts();
+        if (message.users.length === 0) limiters.forgetOverrides();
+        for (const userId of message.users) limiters.forgetOverride(userId);
         break;
     }
   });

@@ -39,7 +39,7 @@ export interface RemoteCommit {
   rooms: readonly string[];
   movedRooms: ReadonlyArray<{ roomId: string; head: RoomHead; latest: number }>;
   users: readonly string[];
-  wake: readonly string[];
+  inboxes: readonly string[];
   roommatesOf: readonly string[];
   receipts: ReadonlyArray<readonly [string, string]>;
   redacted: readonly string[];
@@ -184,7 +184,7 @@ export class Cluster implements SharedStream {
       r: [...effects.rooms],
       mr: [...effects.movedRooms].map(([roomId, moved]) => [roomId, moved.head, moved.latest]),
       u: [...effects.users],
-      w: [...effects.wake],
+      ib: [...effects.inboxes],
       rm: [...effects.roommatesOf],
       rc: effects.receipts,
       rd: [...effects.redacted],
@@ -239,7 +239,7 @@ export class Cluster implements SharedStream {
     if (typeof message.p === 'number') {
       const list = (value: unknown): string[] => (Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : []);
       const receipts = Array.isArray(message.rc) ? message.rc.filter((pair): pair is [string, string] => Array.isArray(pair) && typeof pair[0] === 'string' && typeof pair[1] === 'string') : [];
-      this.applyCommit({ position: message.p, rooms: list(message.r), movedRooms: movedRoomsOf(message.mr), users: list(message.u), wake: list(message.w), roommatesOf: list(message.rm), receipts, redacted: list(message.rd), everything: message.all === true });
+      this.applyCommit({ position: message.p, rooms: list(message.r), movedRooms: movedRoomsOf(message.mr), users: list(message.u), inboxes: list(message.ib), roommatesOf: list(message.rm), receipts, redacted: list(message.rd), everything: message.all === true });
       return;
     }
     if (typeof message.m === 'object' && message.m !== null) {
@@ -251,7 +251,7 @@ export class Cluster implements SharedStream {
 
   /** Whatever other processes did up to `position` is not known in detail: every cache goes. */
   private dropEverything(position: number): void {
-    this.applyCommit({ position, rooms: [], movedRooms: [], users: [], wake: [], roommatesOf: [], receipts: [], redacted: [], everything: true });
+    this.applyCommit({ position, rooms: [], movedRooms: [], users: [], inboxes: [], roommatesOf: [], receipts: [], redacted: [], everything: true });
   }
 
   private applyCommit(commit: RemoteCommit): void {

@@ -412,19 +412,25 @@ export class KeysService {
   /** Told when a device's one-time key counts change (other processes drop what they cached). */
   onCountsChanged: ((userId: string) => void) | undefined;
 
-  /**
-   * Another process changed the user's keys or device list: what is cached of them is read again
-   * (the counts of every device, which are not kept per user, all go).
-   */
+  /** Another process's changes were not all heard of: everything cached is read again. */
   forgetAll(): void {
     this.remoteCache.invalidate();
-    this.counts.invalidate();
-    this.latestChange = undefined;
+    this.forgetCounts();
+    this.deviceListsChangedElsewhere();
   }
 
-  forget(userId: string): void {
+  /** Another process heard that a remote user's devices changed: their keys are asked for again. */
+  forgetRemoteKeys(userId: string): void {
     this.remoteCache.delete(userId);
+  }
+
+  /** Another process uploaded or claimed keys: the counts, not kept per user, are all read again. */
+  forgetCounts(): void {
     this.counts.invalidate();
+  }
+
+  /** Another process recorded a device-list change: the newest position is read again when needed. */
+  deviceListsChangedElsewhere(): void {
     this.latestChange = undefined;
   }
 

@@ -96,9 +96,12 @@ export class HeadMoved extends Error {
 
 /**
  * Positions below zero, for events that are stored but not part of any timeline. Processes sharing
- * a database read the lowest one taken again (`refresh`, under the stream's lock) before taking more.
+ * a database read the lowest one taken again (`refresh`, under the stream's lock) before taking
+ * more, when another process has committed since the last read.
  */
 export class OutlierPositions {
+  private readAtForeignCommits = 0;
+
   constructor(
     private last: number,
     private readonly lowestOnDisk?: () => Promise<number>,
@@ -108,8 +111,10 @@ export class OutlierPositions {
     return --this.last;
   }
 
-  async refresh(): Promise<void> {
-    if (this.lowestOnDisk) this.last = Math.min(this.last, await this.lowestOnDisk());
+  async refresh(foreignCommits: number): Promise<void> {
+    if (!this.lowestOnDisk || foreignCommits === this.readAtForeignCommits) return;
+    this.readAtForeignCommits = foreignCommits;
+    this.last = Math.min(this.last, await this.lowestOnDisk());
   }
 }
 
@@ -363,7 +368,7 @@ export class EventWriter {
       return undefined;
     }
     if (request.remote) {
-      await this.outlierPositions.refresh();
+      await this.outlierPositions.refresh(this.stream.shared?.foreignCommits ?? 0);
       return this.prepareRemote(pending, room, request.remote, touchedRooms);
     }
     let drafts: EventDraft[];

@@ -14,8 +14,9 @@ import type { Storage, Stores } from '../storage/index.js';
 
 /**
  * What a position-taking transaction changed, for the other processes on the same database: the
- * rooms whose snapshots they must drop, the users whose cached data (room lists, account data,
- * inboxes, push rules, keys) they must drop, and whom they must wake besides. Filled by the work.
+ * rooms whose snapshots they must drop or move, the users whose cached data (room lists, account
+ * data, push rules, remote keys) they must drop, and whose inboxes and receipts moved. Filled by
+ * the work; the other processes wake whom it concerns.
  */
 export class StreamEffects {
   /** Rooms whose state (or what is kept of their events) changed: their snapshots are dropped. */
@@ -23,7 +24,8 @@ export class StreamEffects {
   /** Rooms that only got events changing no state (messages): their new head and newest position. */
   readonly movedRooms = new Map<string, { head: RoomHead; latest: number }>();
   readonly users = new Set<string>();
-  readonly wake = new Set<string>();
+  /** Users whose device inboxes got messages. */
+  readonly inboxes = new Set<string>();
   /** Users whose presence or devices changed: their roommates are woken. */
   readonly roommatesOf = new Set<string>();
   /** Events redacted: what is kept of them in memory (to serve other servers) goes. */

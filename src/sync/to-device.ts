@@ -80,7 +80,7 @@ export class ToDeviceService {
         held.set(key, count + 1);
         accepted.push(message);
       }
-      for (const message of accepted) effects.users.add(message.user_id);
+      for (const message of accepted) effects.inboxes.add(message.user_id);
       await stores.deviceInbox.insert(accepted, position, now);
     });
     if (!fresh) return;
@@ -110,7 +110,7 @@ export class ToDeviceService {
     await writeAtNextPosition(this.storage, this.stream, async (stores, position, effects) => {
       const accepted: NewToDeviceMessage[] = [];
       for (const message of local) if ((await stores.deviceInbox.countFor(message.user_id, message.device_id)) < MAX_INBOX_PER_DEVICE) accepted.push(message);
-      for (const message of accepted) effects.users.add(message.user_id);
+      for (const message of accepted) effects.inboxes.add(message.user_id);
       await stores.deviceInbox.insert(accepted, position, now);
     });
     this.forgetEmpty(local);
