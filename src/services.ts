@@ -317,7 +317,8 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
       notifier.notify(wake);
       for (const userId of commit.roommatesOf) void roomCache.roommates(userId).then((roommates) => notifier.notify(roommates), () => undefined);
     });
-    if (commit.rooms.length > 0) lookAtOutboxes();
+    // Events (messages too) may have queued outbox rows for the senders, if they run here.
+    if (commit.rooms.length > 0 || commit.movedRooms.length > 0) lookAtOutboxes();
   });
   cluster.onMessage((message) => {
     switch (message.kind) {

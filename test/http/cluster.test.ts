@@ -127,6 +127,25 @@ describe('two processes on one database', () => {
     expect((delivered.to_device?.events as Json[]).map((event) => event.content)).toEqual([{ n: 1 }]);
   });
 
+  it('has the process that sends look at its outboxes after a message written through the other', async () => {
+    const [ruthOne] = await onBoth('ruth');
+    const roomId = await ruthOne.createRoom({});
+    const [sender, writer] = one.services.federationSender.running ? [one, two] : [two, one];
+    expect(writer.services.federationSender.running).toBe(false);
+    let looks = 0;
+    const lookAgain = sender.services.federationSender.lookAgain.bind(sender.services.federationSender);
+    sender.services.federationSender.lookAgain = async () => {
+      looks++;
+      await lookAgain();
+    };
+    try {
+      await client(writer, ruthOne.user).send(roomId, { msgtype: 'm.text', body: 'for the other servers, if any' });
+      await expect.poll(() => looks, { timeout: 5_000 }).toBeGreaterThan(0);
+    } finally {
+      sender.services.federationSender.lookAgain = lookAgain;
+    }
+  });
+
   it('ends a session everywhere when it is logged out through one process', async () => {
     const [graceOne, graceTwo] = await onBoth('grace');
     await graceTwo.ok('GET', '/account/whoami');
