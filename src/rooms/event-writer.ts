@@ -22,6 +22,7 @@ import type { RoomCache } from './room-cache.js';
 import { RoomSnapshot, type RoomHead } from './room-snapshot.js';
 import type { RoomVersion } from './room-versions.js';
 import { MAX_STATE_GROUP_DELTAS, type StateGroupIds } from './state-groups.js';
+import { txnKeyText } from './txn-lookups.js';
 
 export interface EventDraft {
   type: string;
@@ -263,7 +264,7 @@ export class EventWriter {
         // In submission order: each request is checked against every earlier one.
         for (const pending of batch) {
           const txn = pending.request.txn;
-          const already = txn && written?.get(txnKey(txn));
+          const already = txn && written?.get(txnKeyText(txn));
           if (already) {
             pending.resolve([already]);
             continue;
@@ -271,8 +272,12 @@ export class EventWriter {
           const result = await this.prepareOne(pending, touchedRooms);
           if (result) prepared.push(result);
         }
-        // Every event of the batch in one statement (on PostgreSQL a statement is a round trip).
-        await stores.rooms.insertEvents(prepared.flatMap((item) => item.events.map(rowFromEvent)));
+        // Every event of the batch, and the heads of the rooms that were there before it, in one
+        // statement (on PostgreSQL a statement is a round trip).
+        const heads = headsOf(prepared);
+        const newRooms = new Set(prepared.filter((item) => item.pending.request.newRoom).map((item) => item.room.roomId));
+        const existingHeads = new Map([...heads].filter(([roomId]) => !newRooms.has(roomId)));
+        await stores.rooms.insertEvents(prepared.flatMap((item) => item.events.map(rowFromEvent)), existingHeads);
         for (const item of prepared) {
           for (const event of item.events) maxStream = Math.max(maxStream, event.stream);
           if (item.stateReset !== undefined) maxStream = Math.max(maxStream, item.stateReset);
@@ -280,7 +285,11 @@ export class EventWriter {
           const fanOut = item.pending.request.fanOut ?? item.pending.request.remote === undefined;
           for (const hook of this.writeHooks) await hook(stores, item.events, item.room, { fanOut });
         }
-        await this.writeHeads(stores, prepared);
+        // A new room's head goes once its row is there.
+        for (const roomId of newRooms) {
+          const head = heads.get(roomId);
+          if (head) await stores.rooms.setRoomHead(roomId, head);
+        }
         describeEffects(prepared, effects);
       });
     } catch (err) {
@@ -351,7 +360,7 @@ export class EventWriter {
     const txns = batch.flatMap((pending) => (pending.request.txn && pending.request.txn.checkpoint < foreignCommits ? [pending.request.txn] : []));
     const found = new Map<string, StoredEvent>();
     for (const row of await stores.rooms.findEventsByTxns(txns)) {
-      found.set(txnKey({ sender: row.sender, deviceId: row.txn_device_id ?? '', scope: row.txn_scope ?? '', txnId: row.txn_id ?? '' }), eventFromRow(row));
+      found.set(txnKeyText({ sender: row.sender, deviceId: row.txn_device_id ?? '', scope: row.txn_scope ?? '', txnId: row.txn_id ?? '' }), eventFromRow(row));
     }
     return found;
   }
@@ -603,19 +612,15 @@ export class EventWriter {
       });
     }
   }
-
-  /** Writes the head of every room the batch moved, once per room, after all its events. */
-  private async writeHeads(stores: Stores, prepared: Prepared[]): Promise<void> {
-    const heads = new Map<string, RoomHead>();
-    for (const item of prepared) if (item.events.length > 0) heads.set(item.room.roomId, item.room.head);
-    for (const [roomId, head] of heads) await stores.rooms.setRoomHead(roomId, head);
-  }
 }
 
-
-function txnKey(txn: { sender: string; deviceId: string; scope: string; txnId: string }): string {
-  return `${txn.sender}\u0000${txn.deviceId}\u0000${txn.scope}\u0000${txn.txnId}`;
+/** The head of every room the batch moved, as it is after all the batch's events. */
+function headsOf(prepared: readonly Prepared[]): Map<string, RoomHead> {
+  const heads = new Map<string, RoomHead>();
+  for (const item of prepared) if (item.events.length > 0) heads.set(item.room.roomId, item.room.head);
+  return heads;
 }
+
 
 /**
  * What the batch changed, for the other processes: rooms whose state changed (they drop them),

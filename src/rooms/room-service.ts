@@ -21,6 +21,7 @@ import { DEFAULT_ROOM_VERSION, knownRoomVersion, roomVersion, SUPPORTED_ROOM_VER
 import type { RoomCache } from './room-cache.js';
 import { notInRoom, type RoomReader } from './room-reader.js';
 import type { RoomSnapshot } from './room-snapshot.js';
+import { TxnLookups, txnKeyText } from './txn-lookups.js';
 import type { PublicRoomsQuery, RemoteRooms } from './remote-rooms.js';
 import { allowedRoomIds, chooseAuthoriser, needsAuthoriser } from './restricted-joins.js';
 
@@ -66,6 +67,8 @@ export class RoomService {
   private readonly creating = new Set<string>();
   /** The tail of each room's queue of alias changes (see withAliasLock). */
   private readonly aliasLocks = new Map<string, Promise<void>>();
+  /** Retries are looked up with the concurrent sends' lookups, in one query. */
+  private readonly txnLookups: TxnLookups;
 
   constructor(
     private readonly storage: Storage,
@@ -79,7 +82,9 @@ export class RoomService {
     private readonly remote?: RemoteRooms | undefined,
     /** Application services' alias namespaces (see appservices/). */
     private readonly aliasNamespaces?: AliasNamespaces | undefined,
-  ) {}
+  ) {
+    this.txnLookups = new TxnLookups(storage);
+  }
 
   // ---- creation ----
 
@@ -429,13 +434,14 @@ export class RoomService {
    * target) of one device, as in the spec.
    */
   private async once(requester: Requester, scope: string, txnId: string, work: (checkpoint: number) => Promise<string>): Promise<string> {
-    const key = `${requester.userId}\u0000${requester.deviceId}\u0000${scope}\u0000${txnId}`;
+    const txn = { sender: requester.userId, deviceId: requester.deviceId, scope, txnId };
+    const key = txnKeyText(txn);
     const inflight = this.inflightTxns.get(key);
     if (inflight) return inflight;
     const attempt = (async () => {
       // Before the lookup: the writer looks again only if another process committed since.
       const checkpoint = this.writer.retryCheckpoint();
-      const previous = await this.storage.rooms.findEventByTxn(requester.userId, requester.deviceId, scope, txnId);
+      const previous = await this.txnLookups.find(txn);
       return previous ? previous.event_id : work(checkpoint);
     })();
     this.inflightTxns.set(key, attempt);

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import type pg from 'pg';
 import type { Database } from './schema.js';
-import { dedicatedConnection } from './postgres.js';
+import { dedicatedConnection, sqlLiteral, WITH_COMMIT } from './postgres.js';
 
 /** The channel a server's processes notify on: one per schema, as the token trigger names it (migration 0024). */
 export function notificationChannel(schema: string): string {
@@ -33,9 +33,15 @@ export class ClusterStore {
     return Number(rows[0]?.position ?? 0);
   }
 
-  /** In the same transaction, last: the head moves to `position`, and `payload` reaches every process when it commits. */
+  /**
+   * In the same transaction, last: the head moves to `position`, and `payload` reaches every
+   * process when it commits. Sent with the commit, in one round trip (`WITH_COMMIT`), so its
+   * values are written into the statement.
+   */
   async moveStreamHead(position: number, channel: string, payload: string): Promise<void> {
-    await sql`WITH moved AS (UPDATE stream_head SET position = ${position} WHERE id = 1 RETURNING 1) SELECT pg_notify(${channel}, ${payload}) FROM moved`.execute(this.db);
+    if (!Number.isSafeInteger(position)) throw new Error(`a stream position must be an integer, not ${position}`);
+    const statement = `WITH moved AS (UPDATE stream_head SET position = ${position} WHERE id = 1 RETURNING 1) SELECT pg_notify(${sqlLiteral(channel)}, ${sqlLiteral(payload)}) FROM moved`;
+    await sql.raw(WITH_COMMIT + statement).execute(this.db);
   }
 
   /** Tells every process, at once (or at the commit, inside a transaction). */

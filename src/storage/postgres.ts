@@ -109,11 +109,11 @@ function refusingNul(pool: pg.Pool): PostgresPool {
       const client = await pool.connect();
       if (!wrapped.has(client)) {
         const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
-        const begins = deferringBegin(query);
+        const coalesced = coalescingTransaction(query);
         Object.assign(client, {
           query: (...args: unknown[]) => {
             check(args[1]);
-            return begins(args);
+            return coalesced(args);
           },
         });
         wrapped.add(client);
@@ -125,29 +125,76 @@ function refusingNul(pool: pg.Pool): PostgresPool {
 }
 
 /**
- * A transaction's `begin` is held back and sent with its first statement when that statement has
- * no parameters (one round trip instead of two): the stream lock that opens every position-taking
- * transaction is such a statement, and on PostgreSQL a round trip is what a write costs. Any other
- * first statement gets its `begin` sent just before it; a transaction with no statement at all
- * sends nothing.
+ * A transaction's first and last round trips are shared with its neighbours, since on PostgreSQL
+ * a round trip is what a write costs:
+ *
+ * - `begin` is held back and sent with the first statement when that statement has no
+ *   parameters (the stream lock that opens every position-taking transaction is such a statement).
+ *   Any other first statement gets its `begin` sent just before it; a transaction with no
+ *   statement at all sends nothing.
+ * - A statement marked `WITH_COMMIT` (parameterless, its result unread: the stream head's move and
+ *   its notification) is held back and sent with the `commit`. Should another statement come
+ *   first, it goes just before that one; a `rollback` drops it.
+ *
+ * Two statements in one simple query stop at the first failure, inside the transaction: a failed
+ * `…; commit` leaves it open and aborted, and the caller's `rollback` (Kysely sends one when
+ * the commit fails) ends it.
  */
-function deferringBegin(query: (...args: unknown[]) => Promise<unknown>): (args: unknown[]) => Promise<unknown> {
-  let pending = false;
+function coalescingTransaction(query: (...args: unknown[]) => Promise<unknown>): (args: unknown[]) => Promise<unknown> {
+  let beginHeld = false;
+  let inTransaction = false;
+  let heldForCommit: string | undefined;
   const done = (command: string) => Promise.resolve({ command, rowCount: null, rows: [], fields: [] });
+  // Two statements in one simple query: pg answers with both results; the caller wants the last.
+  const both = (first: string, second: string) =>
+    query(`${first}; ${second}`).then((results) => (Array.isArray(results) ? results[results.length - 1] : results));
   return (args) => {
     const [text, values] = args;
     if (text === 'begin') {
-      pending = true;
+      beginHeld = true;
+      inTransaction = true;
+      heldForCommit = undefined;
       return done('BEGIN');
     }
-    if (!pending) return query(...args);
-    pending = false;
-    if (text === 'commit' || text === 'rollback') return done(text.toUpperCase());
-    const parameterless = typeof text === 'string' && !text.includes(';') && (!Array.isArray(values) || values.length === 0);
-    if (!parameterless) return query('begin').then(() => query(...args));
-    // Two statements in one simple query: pg answers with both results; the caller wants its own.
-    return query(`BEGIN; ${text}`).then((results) => (Array.isArray(results) ? results[results.length - 1] : results));
+    if (text === 'commit' || text === 'rollback') inTransaction = false;
+    if (typeof text === 'string' && text.startsWith(WITH_COMMIT) && inTransaction && !beginHeld) {
+      // Two held at once cannot be: the earlier one goes now.
+      const earlier = heldForCommit;
+      heldForCommit = text;
+      return earlier === undefined ? done('SELECT') : query(earlier);
+    }
+    if (text === 'rollback') {
+      heldForCommit = undefined;
+      if (beginHeld) {
+        beginHeld = false;
+        return done('ROLLBACK');
+      }
+      return query(...args);
+    }
+    if (beginHeld) {
+      beginHeld = false;
+      if (text === 'commit') return done('COMMIT');
+      const parameterless = typeof text === 'string' && !text.includes(';') && (!Array.isArray(values) || values.length === 0);
+      if (!parameterless) return query('begin').then(() => query(...args));
+      return both('BEGIN', text);
+    }
+    const held = heldForCommit;
+    if (held === undefined) return query(...args);
+    heldForCommit = undefined;
+    if (text === 'commit') return both(held, 'COMMIT');
+    return query(held).then(() => query(...args));
   };
+}
+
+/**
+ * Marks a parameterless statement to be sent with the transaction's commit (see
+ * `coalescingTransaction`): its values must be written into it, with `sqlLiteral`.
+ */
+export const WITH_COMMIT = '/* with commit */ ';
+
+/** A string as a PostgreSQL literal, for the statements that cannot take parameters. */
+export function sqlLiteral(value: string): string {
+  return pg.escapeLiteral(value);
 }
 
 /** The schema a PostgreSQL database's tables live in, made if missing (before the first migration). */

@@ -10,6 +10,21 @@ export type RoomRow = Selectable<RoomsTable>;
 export type NewRoomRow = Insertable<RoomsTable>;
 export type MembershipRow = Selectable<MembershipsTable>;
 
+/** Where a room's DAG ends: its forward extremities, their depth, its current state group. */
+export interface RoomHeadRow {
+  extremities: readonly string[];
+  depth: number;
+  stateGroup: number | undefined;
+}
+
+/** PostgreSQL: the heads of several rooms in one UPDATE (typed: parameters in VALUES come as text). */
+function headsUpdate(heads: ReadonlyMap<string, RoomHeadRow>): RawBuilder<unknown> {
+  const values = sql.join([...heads].map(([roomId, head]) =>
+    sql`(${roomId}::text, ${JSON.stringify(head.extremities)}::text, ${head.depth}::bigint, ${head.stateGroup ?? null}::bigint)`));
+  return sql`UPDATE rooms SET extremities = v.extremities, depth = v.depth, state_group = v.state_group
+    FROM (VALUES ${values}) AS v (room_id, extremities, depth, state_group) WHERE rooms.room_id = v.room_id`;
+}
+
 /** A place in a room's topological order: depth, then stream position. */
 export interface TopologicalPosition {
   depth: number;
@@ -104,12 +119,13 @@ export class RoomStore {
     await this.db.insertInto('rooms').values(room).execute();
   }
 
-  /** Where the room's DAG ends now: its forward extremities, their depth, its current state group. */
+  /** Where the room's state last changed other than by a new state event: a sync from before it gets the whole state. */
   async setStateReset(roomId: string, position: number): Promise<void> {
     await this.db.updateTable('rooms').set({ state_reset_stream: position }).where('room_id', '=', roomId).execute();
   }
 
-  async setRoomHead(roomId: string, head: { extremities: readonly string[]; depth: number; stateGroup: number | undefined }): Promise<void> {
+  /** Where the room's DAG ends now. */
+  async setRoomHead(roomId: string, head: RoomHeadRow): Promise<void> {
     await setRoomHeadQuery.all(this.db, JSON.stringify(head.extremities), head.depth, head.stateGroup ?? null, roomId);
   }
 
@@ -158,12 +174,13 @@ export class RoomStore {
 
 
   /**
-   * Stores events with their search and relation index rows. On PostgreSQL each kind of row goes
-   * in one statement for all the events (a round trip per statement is what a write costs there);
-   * SQLite runs its cached one-row statements, which cost no round trip.
+   * Stores events with their search and relation index rows, and the new heads of the rooms they
+   * went to (rooms that exist already). On PostgreSQL, a batch of messages is one statement: the
+   * events, their search rows and the heads (a round trip per statement is what a write costs
+   * there); SQLite runs its cached one-row statements, which cost no round trip.
    */
-  async insertEvents(events: readonly EventRow[]): Promise<void> {
-    if (events.length === 0) return;
+  async insertEvents(events: readonly EventRow[], heads: ReadonlyMap<string, RoomHeadRow> = new Map()): Promise<void> {
+    if (events.length === 0 && heads.size === 0) return;
     const searchRows: Array<{ key: number; value: string; event_id: string; room_id: string; type: string }> = [];
     const relationRows: Array<{ event_id: string; relates_to_id: string; rel_type: string; room_id: string; stream_ordering: number }> = [];
     for (const event of events) {
@@ -178,16 +195,21 @@ export class RoomStore {
     }
     if (!this.postgres) {
       for (const event of events) await insertEventQuery.all(this.db, ...EVENT_COLUMNS.map((column) => event[column]));
-    } else if (events.length <= ROWS_PER_STATEMENT && searchRows.length > 0) {
-      // The common case, a batch of messages: events and their search rows in one statement.
-      const insertEvents = this.db.insertInto('events').values(events.map((event) => pickColumns(event)));
-      const values = sql.join(searchRows.map((row) => sql`(${row.key}, ${row.value}, ${row.event_id}, ${row.room_id}, ${row.type})`));
-      await sql`WITH stored AS (${insertEvents}) INSERT INTO event_search (${this.searchKey}, value, event_id, room_id, type) VALUES ${values}`.execute(this.db);
+      for (const [roomId, head] of heads) await this.setRoomHead(roomId, head);
+    } else if (events.length > 0 && events.length <= ROWS_PER_STATEMENT && searchRows.length <= ROWS_PER_STATEMENT && heads.size <= ROWS_PER_STATEMENT) {
+      // The common case, a batch of messages: one statement.
+      const parts = [sql`stored AS (${this.db.insertInto('events').values(events.map((event) => pickColumns(event)))})`];
+      if (heads.size > 0) parts.push(sql`heads AS (${headsUpdate(heads)})`);
+      const last = searchRows.length > 0
+        ? sql`INSERT INTO event_search (${this.searchKey}, value, event_id, room_id, type) VALUES ${sql.join(searchRows.map((row) => sql`(${row.key}, ${row.value}, ${row.event_id}, ${row.room_id}, ${row.type})`))}`
+        : sql`SELECT 1`;
+      await sql`WITH ${sql.join(parts)} ${last}`.execute(this.db);
       searchRows.length = 0;
     } else {
       for (let start = 0; start < events.length; start += ROWS_PER_STATEMENT) {
         await this.db.insertInto('events').values(events.slice(start, start + ROWS_PER_STATEMENT).map((event) => pickColumns(event))).execute();
       }
+      for (const [roomId, head] of heads) await this.setRoomHead(roomId, head);
     }
     for (let start = 0; start < searchRows.length; start += ROWS_PER_STATEMENT) {
       const rows = searchRows.slice(start, start + ROWS_PER_STATEMENT);

@@ -1,9 +1,12 @@
 /**
  * What is PostgreSQL's own, whichever engine the rest of the run uses: text it cannot hold gets a
- * Matrix error (and the server carries on), search and user search as docs/scaling.md says, and
- * a small pool whose connections are handed out again and again.
+ * Matrix error (and the server carries on), search and user search as docs/scaling.md says, a
+ * small pool whose connections are handed out again and again, and the statements a transaction
+ * sends with its commit.
  */
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WITH_COMMIT } from '../../src/storage/postgres.js';
 import { client, type TestClient } from '../support/client.js';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { expectMatrixError } from '../support/spec-validator.js';
@@ -62,5 +65,40 @@ describe('on PostgreSQL', () => {
     for (let i = 0; i < 200; i++) await alice.send(roomId, { msgtype: 'm.text', body: `message ${i}` });
     const messages = await alice.ok('GET', `/rooms/${encodeURIComponent(roomId)}/messages`, undefined, { dir: 'b', limit: 5 });
     expect(messages.chunk[0].content.body).toBe('message 199');
+  });
+
+  it('sends a statement held for the commit with it, drops it on rollback, and recovers when it fails', async () => {
+    const db = hs.services.storage.db;
+    await sql`CREATE TABLE held_for_commit (n bigint)`.execute(db);
+    const rows = async () => (await sql<{ n: number }>`SELECT n FROM held_for_commit ORDER BY n`.execute(db)).rows.map((row) => Number(row.n));
+    // Held, then sent with the commit: written.
+    await db.transaction().execute(async (trx) => {
+      await sql`SELECT 1`.execute(trx);
+      await sql.raw(`${WITH_COMMIT}INSERT INTO held_for_commit VALUES (1)`).execute(trx);
+    });
+    // Held, then another statement: it goes first, and is seen by that statement.
+    const seen = await db.transaction().execute(async (trx) => {
+      await sql`SELECT 1`.execute(trx);
+      await sql.raw(`${WITH_COMMIT}INSERT INTO held_for_commit VALUES (2)`).execute(trx);
+      return (await sql<{ count: number }>`SELECT count(*) AS count FROM held_for_commit WHERE n = ${2}`.execute(trx)).rows[0]!.count;
+    });
+    expect(Number(seen)).toBe(1);
+    // Held, then the work fails: dropped with the rollback.
+    const failed = db.transaction().execute(async (trx) => {
+      await sql`SELECT 1`.execute(trx);
+      await sql.raw(`${WITH_COMMIT}INSERT INTO held_for_commit VALUES (3)`).execute(trx);
+      throw new Error('the work failed');
+    });
+    await expect(failed).rejects.toThrow('the work failed');
+    // Held and failing at the commit: the commit fails, and the connection is usable again.
+    for (let i = 0; i < 3; i++) {
+      const failing = db.transaction().execute(async (trx) => {
+        await sql`INSERT INTO held_for_commit VALUES (${10 + i})`.execute(trx);
+        await sql.raw(`${WITH_COMMIT}INSERT INTO no_such_table VALUES (1)`).execute(trx);
+      });
+      await expect(failing).rejects.toThrow(/no_such_table/);
+    }
+    expect(await rows()).toEqual([1, 2]);
+    await sql`DROP TABLE held_for_commit`.execute(db);
   });
 });
