@@ -177,10 +177,12 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
       for (const edu of edus) void federationSender.queueEdu(servers, { ...edu }).catch(() => undefined);
     },
   });
+  // Several processes on one PostgreSQL database share the stream, caches and jobs through it.
+  const cluster = schema === undefined ? undefined : new Cluster(storage, schema, stream);
   const roomFederation = new RoomFederation({
     signer, storage, cache: roomCache, graph, remote: remoteEvents, keyRing: federation.keyRing, client: federation.client, sender: federationSender,
     typing, receipts, clock, toDevice, presence, keys,
-    membership,
+    membership, claims: cluster,
     userExists: async (userId) => {
       const user = await storage.users.get(userId);
       return user !== undefined && user.deactivated !== 1;
@@ -192,7 +194,6 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   accounts.devicesRemoved = (userId) => keys.devicesRemoved(userId);
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence, async (userId) => (await pushRules.ruleset(userId)) as unknown as JsonObject, keys);
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
-  const cluster = schema === undefined ? undefined : new Cluster(storage, schema, stream);
   if (cluster) shareAcrossProcesses(cluster, { graph, roomCache, notifier, typing, accountData, pushRules, toDevice, unread, keys, presence, limiters, federationSender, appserviceSender });
   return {
     cluster,

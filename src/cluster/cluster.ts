@@ -156,6 +156,28 @@ export class Cluster implements SharedStream {
     this.storage.cluster.notify(this.channel, payload).catch((err: unknown) => this.log?.warn({ err }, 'telling the other processes failed'));
   }
 
+  // ---- claims ----
+
+  /**
+   * Claims a piece of work that must not run in two processes at once (an inbound federation
+   * transaction retried to another process while the first still works on it). Returns its
+   * release, or undefined when another process holds it. Without the connection to the others
+   * (lost, being made again) nothing can be claimed: the work goes ahead here.
+   */
+  async claim(name: string): Promise<(() => Promise<void>) | undefined> {
+    const connection = this.connection;
+    const goAhead = async () => undefined;
+    if (!connection) return goAhead;
+    try {
+      if (!(await connection.tryClaim(name))) return undefined;
+    } catch (err) {
+      this.log?.warn({ err }, 'claiming work among the processes failed: it goes ahead here');
+      return goAhead;
+    }
+    // Released on the connection that took it; if that one is gone, so is the claim.
+    return () => connection.releaseClaim(name).catch(() => undefined);
+  }
+
   // ---- the shared stream ----
 
   async enter(stores: Stores): Promise<number> {

@@ -38,6 +38,8 @@ const MAX_MISSING_EVENTS = 20;
 export const MAX_PENDING_REMOTE_INVITES = 1000;
 /** Transactions are remembered this long, for answering retries. */
 const INBOUND_TXN_RETENTION_MS = 86_400_000;
+/** How long a process waits for another to answer a transaction both were sent (a sender waits a minute). */
+const CLAIMED_TXN_WAIT_MS = 30_000;
 /** Remote typing notices last this long unless renewed (Synapse's federation timeout). */
 const REMOTE_TYPING_TIMEOUT_MS = 30_000;
 
@@ -63,6 +65,8 @@ export interface RoomFederationDeps {
   userExists: (userId: string) => Promise<boolean>;
   /** Where memberships in rooms this server is not in are kept. */
   membership: FederatedMembership;
+  /** Work claimed among several processes on one database (`cluster/`); absent for one process. */
+  claims?: { claim(name: string): Promise<(() => Promise<void>) | undefined> } | undefined;
   log?: FastifyBaseLogger | undefined;
 }
 
@@ -323,26 +327,60 @@ export class RoomFederation {
     const key = `${origin}\u0000${txnId}`;
     const inflight = this.inflightTxns.get(key);
     if (inflight) return inflight;
-    const work = (async () => {
-      const seen = await this.deps.storage.federation.inboundTxn(origin, txnId);
-      if (seen !== undefined) return JSON.parse(seen) as JsonObject;
-      const pdus = body.pdus ?? [];
-      const edus = body.edus ?? [];
-      if (pdus.length > MAX_TXN_PDUS || edus.length > MAX_TXN_EDUS) {
-        throw new MatrixError('M_BAD_JSON', `A transaction holds at most ${MAX_TXN_PDUS} PDUs and ${MAX_TXN_EDUS} EDUs`);
-      }
+    const pdus = body.pdus ?? [];
+    const edus = body.edus ?? [];
+    if (pdus.length > MAX_TXN_PDUS || edus.length > MAX_TXN_EDUS) {
+      throw new MatrixError('M_BAD_JSON', `A transaction holds at most ${MAX_TXN_PDUS} PDUs and ${MAX_TXN_EDUS} EDUs`);
+    }
+    const apply = async (): Promise<JsonObject> => {
       this.deps.sender.destinationIsUp(origin);
       const results = await this.applyPdus(origin, pdus);
       await this.applyEdus(origin, edus);
       const response = { pdus: results };
       await this.deps.storage.federation.recordInboundTxn(origin, txnId, JSON.stringify(response), this.deps.clock.now());
       return response;
-    })();
+    };
+    const work = this.onceAcrossProcesses(origin, txnId, apply);
     this.inflightTxns.set(key, work);
     try {
       return await work;
     } finally {
       this.inflightTxns.delete(key);
+    }
+  }
+
+  /**
+   * Applies a transaction unless it was answered already. With several processes on one database
+   * a retry can reach another process while the first still applies it (to-device messages in it
+   * would be delivered twice): the transaction is claimed first, and a process that finds it
+   * claimed waits for the answer the other records, or claims it once the other let go.
+   */
+  private async onceAcrossProcesses(origin: string, txnId: string, apply: () => Promise<JsonObject>): Promise<JsonObject> {
+    const { storage, claims } = this.deps;
+    const answered = async () => {
+      const seen = await storage.federation.inboundTxn(origin, txnId);
+      return seen === undefined ? undefined : (JSON.parse(seen) as JsonObject);
+    };
+    const giveUpAt = performance.now() + CLAIMED_TXN_WAIT_MS;
+    let pause = 25;
+    for (;;) {
+      const before = await answered();
+      if (before) return before;
+      if (!claims) return apply();
+      const release = await claims.claim(`inbound-txn:${origin}:${txnId}`);
+      if (release) {
+        try {
+          // The other process may have answered and let go between the look and the claim.
+          return (await answered()) ?? (await apply());
+        } finally {
+          await release();
+        }
+      }
+      if (performance.now() > giveUpAt) {
+        throw new MatrixError('M_UNKNOWN', 'Another process of this server is still applying this transaction: send it again later', { status: 503 });
+      }
+      await new Promise((resolve) => setTimeout(resolve, pause));
+      pause = Math.min(pause * 2, 500);
     }
   }
 

@@ -121,6 +121,23 @@ export class CoordinatorConnection {
     return rows.filter((row) => row.held).map((row) => row.name);
   }
 
+  /**
+   * A claim on one piece of work (an inbound federation transaction) among the processes: true
+   * when this connection holds it now, false when another does. Released by `releaseClaim`, or
+   * with the connection.
+   */
+  async tryClaim(name: string): Promise<boolean> {
+    const { rows } = await this.client.query<{ held: boolean }>(
+      `SELECT pg_try_advisory_lock($1, hashtext(current_schema() || ':' || $2)) AS held`,
+      [ADVISORY_LOCK_CLASS + 2, name],
+    );
+    return rows[0]?.held === true;
+  }
+
+  async releaseClaim(name: string): Promise<void> {
+    await this.client.query(`SELECT pg_advisory_unlock($1, hashtext(current_schema() || ':' || $2))`, [ADVISORY_LOCK_CLASS + 2, name]);
+  }
+
   async unlock(name: string): Promise<void> {
     await this.client.query(`SELECT pg_advisory_unlock($1, hashtext(current_schema() || ':' || $2))`, [ADVISORY_LOCK_CLASS + 1, name]);
   }

@@ -259,3 +259,60 @@ describe('the bridge across processes', () => {
     }
   });
 });
+
+describe('federation transactions across processes', () => {
+  /** The transaction a.test sends when its first attempt timed out and the retry reached the other process. */
+  const transactionTo = (user: { userId: string; deviceId: string }, body: string) => ({
+    origin: 'a.test',
+    pdus: [],
+    edus: [{ edu_type: 'm.direct_to_device', content: { sender: '@bot:a.test', type: 'm.room_key_request', message_id: body, messages: { [user.userId]: { [user.deviceId]: { body } } } } }],
+  });
+
+  /**
+   * Makes one process slow to apply transactions (and, with `fail`, fail before it applied
+   * anything), as a busy process, or one going down, would be.
+   */
+  function slowTransactions(hs: TestHomeserver, fail = false): () => void {
+    const federation = hs.services.roomFederation as unknown as { applyPdus(origin: string, pdus: unknown[]): Promise<unknown> };
+    const original = federation.applyPdus;
+    federation.applyPdus = async (origin, pdus) => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      if (fail) throw new Error('the process went down mid-transaction');
+      return original.call(federation, origin, pdus);
+    };
+    return () => {
+      federation.applyPdus = original;
+    };
+  }
+
+  it('applies a transaction sent to both processes at once in one of them, and answers both', async () => {
+    const user = await createUser(one, 'judy');
+    const restore = slowTransactions(one);
+    try {
+      const body = transactionTo(user, 'once');
+      const first = one.services.roomFederation.transaction('a.test', 'retried-1', body);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const second = await two.services.roomFederation.transaction('a.test', 'retried-1', body);
+      expect(second).toEqual(await first);
+    } finally {
+      restore();
+    }
+    expect(await one.services.storage.deviceInbox.countFor(user.userId, user.deviceId)).toBe(1);
+  });
+
+  it('applies it in the other process when the first let it go unanswered', async () => {
+    const user = await createUser(one, 'kim');
+    const restore = slowTransactions(one, true);
+    try {
+      const body = transactionTo(user, 'after a failure');
+      const first = one.services.roomFederation.transaction('a.test', 'retried-2', body).catch((err: Error) => err);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const second = await two.services.roomFederation.transaction('a.test', 'retried-2', body);
+      expect(await first).toBeInstanceOf(Error);
+      expect(second).toEqual({ pdus: {} });
+    } finally {
+      restore();
+    }
+    expect(await one.services.storage.deviceInbox.countFor(user.userId, user.deviceId)).toBe(1);
+  });
+});
