@@ -30,6 +30,8 @@ import type { SharedStream, StreamCounter, StreamEffects } from '../sync/stream.
 export const LEASE_RETRY_MS = 1_000;
 /** How long a writer waits for the notifications of commits before its own before dropping every cache. */
 const CATCH_UP_TIMEOUT_MS = 2_000;
+/** How long a claim may take on the coordinator connection before the work goes ahead unclaimed. */
+const CLAIM_TIMEOUT_MS = 5_000;
 /** PostgreSQL refuses notification payloads of 8000 bytes or more. */
 const MAX_PAYLOAD_BYTES = 7_900;
 
@@ -160,22 +162,35 @@ export class Cluster implements SharedStream {
 
   /**
    * Claims a piece of work that must not run in two processes at once (an inbound federation
-   * transaction retried to another process while the first still works on it). Returns its
-   * release, or undefined when another process holds it. Without the connection to the others
-   * (lost, being made again) nothing can be claimed: the work goes ahead here.
+   * transaction retried to another process while the first still works on it), named by its
+   * parts. Returns its release, or undefined when another process holds it. Without a working
+   * connection to the others (lost, being made again, or not answering within CLAIM_TIMEOUT_MS)
+   * nothing can be claimed: the work goes ahead here, and so it may in another process too.
    */
-  async claim(name: string): Promise<(() => Promise<void>) | undefined> {
+  async claim(parts: readonly string[]): Promise<(() => void) | undefined> {
     const connection = this.connection;
-    const goAhead = async () => undefined;
+    const goAhead = () => undefined;
     if (!connection) return goAhead;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), CLAIM_TIMEOUT_MS);
+    });
     try {
-      if (!(await connection.tryClaim(name))) return undefined;
+      const held = await Promise.race([connection.tryClaim(this.schema, parts), timedOut]);
+      if (held === 'timeout') {
+        this.log?.warn('claiming work among the processes took too long: it goes ahead here');
+        return goAhead;
+      }
+      if (!held) return undefined;
     } catch (err) {
       this.log?.warn({ err }, 'claiming work among the processes failed: it goes ahead here');
       return goAhead;
+    } finally {
+      clearTimeout(timer);
     }
-    // Released on the connection that took it; if that one is gone, so is the claim.
-    return () => connection.releaseClaim(name).catch(() => undefined);
+    // Released on the connection that took it (if that one is gone, so is the claim), without
+    // holding up the answer.
+    return () => void connection.releaseClaim(this.schema, parts).catch(() => undefined);
   }
 
   // ---- the shared stream ----

@@ -66,7 +66,7 @@ export interface RoomFederationDeps {
   /** Where memberships in rooms this server is not in are kept. */
   membership: FederatedMembership;
   /** Work claimed among several processes on one database (`cluster/`); absent for one process. */
-  claims?: { claim(name: string): Promise<(() => Promise<void>) | undefined> } | undefined;
+  claims?: { claim(parts: readonly string[]): Promise<(() => void) | undefined> } | undefined;
   log?: FastifyBaseLogger | undefined;
 }
 
@@ -353,7 +353,9 @@ export class RoomFederation {
    * Applies a transaction unless it was answered already. With several processes on one database
    * a retry can reach another process while the first still applies it (to-device messages in it
    * would be delivered twice): the transaction is claimed first, and a process that finds it
-   * claimed waits for the answer the other records, or claims it once the other let go.
+   * claimed waits for the answer the other records, or claims it once the other let go. (While a
+   * process has no connection to the others it cannot claim, and applies unclaimed: see
+   * `Cluster.claim`.)
    */
   private async onceAcrossProcesses(origin: string, txnId: string, apply: () => Promise<JsonObject>): Promise<JsonObject> {
     const { storage, claims } = this.deps;
@@ -367,13 +369,13 @@ export class RoomFederation {
       const before = await answered();
       if (before) return before;
       if (!claims) return apply();
-      const release = await claims.claim(`inbound-txn:${origin}:${txnId}`);
+      const release = await claims.claim(['inbound-txn', origin, txnId]);
       if (release) {
         try {
           // The other process may have answered and let go between the look and the claim.
           return (await answered()) ?? (await apply());
         } finally {
-          await release();
+          release();
         }
       }
       if (performance.now() > giveUpAt) {

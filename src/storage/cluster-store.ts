@@ -73,6 +73,11 @@ export class ClusterStore {
   }
 }
 
+/** A claim's advisory lock key: a signed 64-bit integer, as text (beyond a JavaScript number's precision). */
+function claimKey(schema: string, parts: readonly string[]): string {
+  return createHash('sha256').update([schema, ...parts].join('\u0000')).digest().readBigInt64BE(0).toString();
+}
+
 /**
  * One process's own connection: it listens on the channel and holds the process's advisory locks,
  * which PostgreSQL releases when the connection ends, however the process ends (kill -9 too).
@@ -124,18 +129,17 @@ export class CoordinatorConnection {
   /**
    * A claim on one piece of work (an inbound federation transaction) among the processes: true
    * when this connection holds it now, false when another does. Released by `releaseClaim`, or
-   * with the connection.
+   * with the connection. The key is 64 bits of a SHA-256 of the schema and the work's parts (the
+   * single-key lock space, apart from the leases' two-key one): what another server names its
+   * transactions cannot be made to collide with another's claim.
    */
-  async tryClaim(name: string): Promise<boolean> {
-    const { rows } = await this.client.query<{ held: boolean }>(
-      `SELECT pg_try_advisory_lock($1, hashtext(current_schema() || ':' || $2)) AS held`,
-      [ADVISORY_LOCK_CLASS + 2, name],
-    );
+  async tryClaim(schema: string, parts: readonly string[]): Promise<boolean> {
+    const { rows } = await this.client.query<{ held: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS held', [claimKey(schema, parts)]);
     return rows[0]?.held === true;
   }
 
-  async releaseClaim(name: string): Promise<void> {
-    await this.client.query(`SELECT pg_advisory_unlock($1, hashtext(current_schema() || ':' || $2))`, [ADVISORY_LOCK_CLASS + 2, name]);
+  async releaseClaim(schema: string, parts: readonly string[]): Promise<void> {
+    await this.client.query('SELECT pg_advisory_unlock($1::bigint)', [claimKey(schema, parts)]);
   }
 
   async unlock(name: string): Promise<void> {

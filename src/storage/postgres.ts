@@ -133,12 +133,13 @@ function refusingNul(pool: pg.Pool): PostgresPool {
  *   Any other first statement gets its `begin` sent just before it; a transaction with no
  *   statement at all sends nothing.
  * - A statement marked `WITH_COMMIT` (parameterless, its result unread: the stream head's move and
- *   its notification) is held back and sent with the `commit`. Should another statement come
+ *   its notification; one with values goes at once) is held back and sent with the `commit`. Should another statement come
  *   first, it goes just before that one; a `rollback` drops it.
  *
- * Two statements in one simple query stop at the first failure, inside the transaction: a failed
- * `…; commit` leaves it open and aborted, and the caller's `rollback` (Kysely sends one when
- * the commit fails) ends it.
+ * Two statements in one simple query stop at the first failure: a held statement that fails
+ * leaves the transaction open and aborted (its `commit` never ran), and the caller's `rollback`
+ * (Kysely sends one when the commit fails) ends it. A held statement's error is reported by
+ * whichever statement it went with: the commit, or the statement that came first.
  */
 function coalescingTransaction(query: (...args: unknown[]) => Promise<unknown>): (args: unknown[]) => Promise<unknown> {
   let beginHeld = false;
@@ -157,7 +158,8 @@ function coalescingTransaction(query: (...args: unknown[]) => Promise<unknown>):
       return done('BEGIN');
     }
     if (text === 'commit' || text === 'rollback') inTransaction = false;
-    if (typeof text === 'string' && text.startsWith(WITH_COMMIT) && inTransaction && !beginHeld) {
+    const noValues = !Array.isArray(values) || values.length === 0;
+    if (typeof text === 'string' && text.startsWith(WITH_COMMIT) && noValues && inTransaction && !beginHeld) {
       // Two held at once cannot be: the earlier one goes now.
       const earlier = heldForCommit;
       heldForCommit = text;
@@ -174,7 +176,7 @@ function coalescingTransaction(query: (...args: unknown[]) => Promise<unknown>):
     if (beginHeld) {
       beginHeld = false;
       if (text === 'commit') return done('COMMIT');
-      const parameterless = typeof text === 'string' && !text.includes(';') && (!Array.isArray(values) || values.length === 0);
+      const parameterless = typeof text === 'string' && !text.includes(';') && noValues;
       if (!parameterless) return query('begin').then(() => query(...args));
       return both('BEGIN', text);
     }

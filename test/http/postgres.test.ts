@@ -90,6 +90,11 @@ describe('on PostgreSQL', () => {
       throw new Error('the work failed');
     });
     await expect(failed).rejects.toThrow('the work failed');
+    // Marked but with values (which a held statement would lose): it goes at once.
+    await db.transaction().execute(async (trx) => {
+      await sql`SELECT 1`.execute(trx);
+      await sql`${sql.raw(WITH_COMMIT)}INSERT INTO held_for_commit VALUES (${4})`.execute(trx);
+    });
     // Held and failing at the commit: the commit fails, and the connection is usable again.
     for (let i = 0; i < 3; i++) {
       const failing = db.transaction().execute(async (trx) => {
@@ -98,7 +103,7 @@ describe('on PostgreSQL', () => {
       });
       await expect(failing).rejects.toThrow(/no_such_table/);
     }
-    expect(await rows()).toEqual([1, 2]);
+    expect(await rows()).toEqual([1, 2, 4]);
     await sql`DROP TABLE held_for_commit`.execute(db);
   });
 });
