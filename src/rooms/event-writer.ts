@@ -22,7 +22,7 @@ import type { RoomCache } from './room-cache.js';
 import { RoomSnapshot, type RoomHead } from './room-snapshot.js';
 import type { RoomVersion } from './room-versions.js';
 import { MAX_STATE_GROUP_DELTAS, type StateGroupIds } from './state-groups.js';
-import { txnKeyText } from './txn-lookups.js';
+import { txnKeyOfRow, txnKeyText } from './txn-lookups.js';
 
 export interface EventDraft {
   type: string;
@@ -272,23 +272,16 @@ export class EventWriter {
           const result = await this.prepareOne(pending, touchedRooms);
           if (result) prepared.push(result);
         }
-        // Every event of the batch, and the heads of the rooms that were there before it, in one
+        // New rooms' rows first; then every event of the batch and the rooms' heads in one
         // statement (on PostgreSQL a statement is a round trip).
-        const heads = headsOf(prepared);
-        const newRooms = new Set(prepared.filter((item) => item.pending.request.newRoom).map((item) => item.room.roomId));
-        const existingHeads = new Map([...heads].filter(([roomId]) => !newRooms.has(roomId)));
-        await stores.rooms.insertEvents(prepared.flatMap((item) => item.events.map(rowFromEvent)), existingHeads);
+        for (const item of prepared) if (item.pending.request.newRoom) await stores.rooms.insertRoom(item.pending.request.newRoom);
+        await stores.rooms.insertEvents(prepared.flatMap((item) => item.events.map(rowFromEvent)), headsOf(prepared));
         for (const item of prepared) {
           for (const event of item.events) maxStream = Math.max(maxStream, event.stream);
           if (item.stateReset !== undefined) maxStream = Math.max(maxStream, item.stateReset);
           await this.write(stores, item);
           const fanOut = item.pending.request.fanOut ?? item.pending.request.remote === undefined;
           for (const hook of this.writeHooks) await hook(stores, item.events, item.room, { fanOut });
-        }
-        // A new room's head goes once its row is there.
-        for (const roomId of newRooms) {
-          const head = heads.get(roomId);
-          if (head) await stores.rooms.setRoomHead(roomId, head);
         }
         describeEffects(prepared, effects);
       });
@@ -360,7 +353,7 @@ export class EventWriter {
     const txns = batch.flatMap((pending) => (pending.request.txn && pending.request.txn.checkpoint < foreignCommits ? [pending.request.txn] : []));
     const found = new Map<string, StoredEvent>();
     for (const row of await stores.rooms.findEventsByTxns(txns)) {
-      found.set(txnKeyText({ sender: row.sender, deviceId: row.txn_device_id ?? '', scope: row.txn_scope ?? '', txnId: row.txn_id ?? '' }), eventFromRow(row));
+      found.set(txnKeyOfRow(row), eventFromRow(row));
     }
     return found;
   }
@@ -580,9 +573,8 @@ export class EventWriter {
 
   private async write(stores: Stores, item: Prepared): Promise<void> {
     const { request } = item.pending;
-    if (request.newRoom) await stores.rooms.insertRoom(request.newRoom);
     for (const group of item.stateGroups) await stores.rooms.insertStateGroup(group);
-    // The events themselves are stored already, the batch's all at once (flush).
+    // The room's row and the events themselves are stored already, the batch's all at once (flush).
     if (item.currentState) {
       for (const event of item.currentState) await this.writeCurrent(stores, event);
       for (const [type, stateKey] of item.removedState ?? []) await stores.rooms.deleteCurrentState(item.room.roomId, type, stateKey);
@@ -620,7 +612,6 @@ function headsOf(prepared: readonly Prepared[]): Map<string, RoomHead> {
   for (const item of prepared) if (item.events.length > 0) heads.set(item.room.roomId, item.room.head);
   return heads;
 }
-
 
 /**
  * What the batch changed, for the other processes: rooms whose state changed (they drop them),

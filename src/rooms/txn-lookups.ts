@@ -49,7 +49,7 @@ export class TxnLookups {
         }
         const found = new Map<string, EventRow>();
         for (const row of await this.storage.rooms.findEventsByTxns(lookups.map((lookup) => lookup.key))) {
-          found.set(txnKeyText({ sender: row.sender, deviceId: row.txn_device_id ?? '', scope: row.txn_scope ?? '', txnId: row.txn_id ?? '' }), row);
+          found.set(txnKeyOfRow(row), row);
         }
         for (const lookup of lookups) lookup.resolve(found.get(txnKeyText(lookup.key)));
       } catch (err) {
@@ -63,4 +63,9 @@ export class TxnLookups {
 /** A transaction id's key as one string (NUL cannot be in any of its parts on PostgreSQL, nor in user ids). */
 export function txnKeyText(txn: TxnKey): string {
   return `${txn.sender}\u0000${txn.deviceId}\u0000${txn.scope}\u0000${txn.txnId}`;
+}
+
+/** The key of the transaction id an event row was written with. */
+export function txnKeyOfRow(row: EventRow): string {
+  return txnKeyText({ sender: row.sender, deviceId: row.txn_device_id ?? '', scope: row.txn_scope ?? '', txnId: row.txn_id ?? '' });
 }

@@ -173,9 +173,15 @@ export class RoomStore {
 
 
 
+  /** Search index rows in one INSERT. */
+  private searchInsert(rows: ReadonlyArray<{ key: number; value: string; event_id: string; room_id: string; type: string }>): RawBuilder<unknown> {
+    const values = sql.join(rows.map((row) => sql`(${row.key}, ${row.value}, ${row.event_id}, ${row.room_id}, ${row.type})`));
+    return sql`INSERT INTO event_search (${this.searchKey}, value, event_id, room_id, type) VALUES ${values}`;
+  }
+
   /**
    * Stores events with their search and relation index rows, and the new heads of the rooms they
-   * went to (rooms that exist already). On PostgreSQL, a batch of messages is one statement: the
+   * went to (whose rows must exist). On PostgreSQL, a batch of messages is one statement: the
    * events, their search rows and the heads (a round trip per statement is what a write costs
    * there); SQLite runs its cached one-row statements, which cost no round trip.
    */
@@ -200,9 +206,7 @@ export class RoomStore {
       // The common case, a batch of messages: one statement.
       const parts = [sql`stored AS (${this.db.insertInto('events').values(events.map((event) => pickColumns(event)))})`];
       if (heads.size > 0) parts.push(sql`heads AS (${headsUpdate(heads)})`);
-      const last = searchRows.length > 0
-        ? sql`INSERT INTO event_search (${this.searchKey}, value, event_id, room_id, type) VALUES ${sql.join(searchRows.map((row) => sql`(${row.key}, ${row.value}, ${row.event_id}, ${row.room_id}, ${row.type})`))}`
-        : sql`SELECT 1`;
+      const last = searchRows.length > 0 ? this.searchInsert(searchRows) : sql`SELECT 1`;
       await sql`WITH ${sql.join(parts)} ${last}`.execute(this.db);
       searchRows.length = 0;
     } else {
@@ -212,9 +216,7 @@ export class RoomStore {
       for (const [roomId, head] of heads) await this.setRoomHead(roomId, head);
     }
     for (let start = 0; start < searchRows.length; start += ROWS_PER_STATEMENT) {
-      const rows = searchRows.slice(start, start + ROWS_PER_STATEMENT);
-      const values = sql.join(rows.map((row) => sql`(${row.key}, ${row.value}, ${row.event_id}, ${row.room_id}, ${row.type})`));
-      await sql`INSERT INTO event_search (${this.searchKey}, value, event_id, room_id, type) VALUES ${values}`.execute(this.db);
+      await this.searchInsert(searchRows.slice(start, start + ROWS_PER_STATEMENT)).execute(this.db);
     }
     if (relationRows.length > 0) await this.db.insertInto('event_relations').values(relationRows).onConflict((c) => c.doNothing()).execute();
   }
