@@ -11,7 +11,7 @@ import { ERRCODE_STATUS, MatrixError, type Errcode } from '../core/errors.js';
 import type { Signer } from '../core/signed-json.js';
 import { domainOf } from '../rooms/auth-rules.js';
 import type { JsonObject } from '../rooms/events.js';
-import { eventIdOf, finishPdu, signedForm, type Pdu, type UnsignedPdu } from '../rooms/pdu.js';
+import { eventIdOf, finishPdu, nextDepth, signedForm, type Pdu, type UnsignedPdu } from '../rooms/pdu.js';
 import { JoinRefused, type RemoteEvents, type VerifiedPdu } from '../rooms/remote-events.js';
 import type { PublicRoomsQuery, RemoteRooms } from '../rooms/remote-rooms.js';
 import type { RoomCache } from '../rooms/room-cache.js';
@@ -163,7 +163,7 @@ export class FederatedMembership implements RemoteRooms {
         state_key: userId,
         content,
         origin_server_ts: this.deps.clock.now(),
-        depth: (invite?.depth ?? 0) + 1,
+        depth: nextDepth(invite?.depth ?? 0),
         prev_events: kept ? [kept.event_id] : [],
         auth_events: kept ? [kept.event_id] : [],
       };

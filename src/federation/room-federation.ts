@@ -14,7 +14,7 @@ import { authEventKeys, checkEventAuth, domainOf, type ProposedEvent } from '../
 import { allowedRoomIds, chooseAuthoriser, needsAuthoriser } from '../rooms/restricted-joins.js';
 import type { EventGraph } from '../rooms/event-graph.js';
 import type { JsonObject, StoredEvent } from '../rooms/events.js';
-import { cosignPdu, eventIdOf, pduOf, type Pdu } from '../rooms/pdu.js';
+import { cosignPdu, eventIdOf, nextDepth, pduOf, type Pdu } from '../rooms/pdu.js';
 import type { RemoteEvents, VerifiedPdu } from '../rooms/remote-events.js';
 import type { RoomCache } from '../rooms/room-cache.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
@@ -113,7 +113,7 @@ export class RoomFederation {
       state_key: userId,
       content,
       origin_server_ts: this.deps.clock.now(),
-      depth: room.head.depth + 1,
+      depth: nextDepth(room.head.depth),
       prev_events: room.head.extremities.slice(0, 10),
       auth_events: authEvents,
     };
@@ -126,11 +126,15 @@ export class RoomFederation {
    */
   private async authorisingUser(room: RoomSnapshot, userId: string): Promise<string | undefined> {
     if (!needsAuthoriser(room, userId)) return undefined;
-    let inAllowedRoom = false;
+    return chooseAuthoriser(room, this.serverName, await this.inAllowedRoom(room, userId));
+  }
+
+  /** Whether the user is joined to one of the rooms a restricted join rule allows (rooms we know). */
+  private async inAllowedRoom(room: RoomSnapshot, userId: string): Promise<boolean> {
     for (const allowedId of allowedRoomIds(room)) {
-      if ((await this.deps.cache.room(allowedId))?.isJoined(userId)) inAllowedRoom = true;
+      if ((await this.deps.cache.room(allowedId))?.isJoined(userId)) return true;
     }
-    return chooseAuthoriser(room, this.serverName, inAllowedRoom);
+    return false;
   }
 
   /**
@@ -153,6 +157,11 @@ export class RoomFederation {
     let signedByUs: Pdu | undefined;
     const via = pdu.content.join_authorised_via_users_server;
     if (membership === 'join' && typeof via === 'string' && domainOf(via) === this.serverName && version.restrictedJoins) {
+      // Vouching is ours to give: checked again here, as make_join did (a server can sign any join
+      // it likes and skip make_join), before our signature goes on it.
+      if (needsAuthoriser(room, pdu.sender) && !(await this.inAllowedRoom(room, pdu.sender))) {
+        throw new MatrixError('M_FORBIDDEN', 'You do not belong to any of the required rooms/spaces to join this room.');
+      }
       signedByUs = cosignPdu(pdu, version, this.deps.signer);
       verified = { eventId, pdu: signedByUs, signers: new Set([...(verified.signers ?? []), this.serverName]) };
     }
@@ -249,7 +258,7 @@ export class RoomFederation {
 
   /** /state and /state_ids: the room's state before an event, and its auth chain. */
   async stateAt(origin: string, roomId: string, eventId: string, idsOnly: boolean): Promise<JsonObject> {
-    const room = await this.residentRoom(origin, roomId);
+    const room = await this.roomWithMemberOf(origin, roomId);
     const event = await this.deps.graph.event(eventId);
     if (!event || event.roomId !== roomId || event.outlier) throw new MatrixError('M_NOT_FOUND', 'Event not found in this room');
     const before = await this.deps.graph.stateBefore(event);
@@ -263,7 +272,7 @@ export class RoomFederation {
 
   /** GET /event_auth/{roomId}/{eventId}: the event's auth chain. */
   async eventAuth(origin: string, roomId: string, eventId: string): Promise<JsonObject> {
-    const room = await this.residentRoom(origin, roomId);
+    const room = await this.roomWithMemberOf(origin, roomId);
     const event = await this.deps.graph.event(eventId);
     if (!event || event.roomId !== roomId) throw new MatrixError('M_NOT_FOUND', 'Event not found in this room');
     const { events } = await this.deps.graph.authChain([eventId]);
@@ -272,7 +281,7 @@ export class RoomFederation {
 
   /** GET /backfill/{roomId}: events before `from`, newest first, by walking prev_events. */
   async backfill(origin: string, roomId: string, from: readonly string[], limit: number): Promise<JsonObject> {
-    const room = await this.residentRoom(origin, roomId);
+    const room = await this.roomWithMemberOf(origin, roomId);
     const events = await this.walkBack(roomId, from, new Set(), Math.min(Math.max(limit, 0), MAX_BACKFILL), true);
     const visible = [];
     for (const event of events) if (await this.maySee(origin, room, event)) visible.push(event);
@@ -281,7 +290,7 @@ export class RoomFederation {
 
   /** POST /get_missing_events/{roomId}: what lies between `earliest` and `latest`, oldest first. */
   async missingEvents(origin: string, roomId: string, body: { earliest_events: string[]; latest_events: string[]; limit?: number | undefined; min_depth?: number | undefined }): Promise<JsonObject> {
-    const room = await this.residentRoom(origin, roomId);
+    const room = await this.roomWithMemberOf(origin, roomId);
     const limit = Math.min(Math.max(body.limit ?? 10, 0), MAX_MISSING_EVENTS);
     const latest = await this.deps.graph.events(body.latest_events);
     const starts = [...new Set([...latest.values()].flatMap((event) => event.prevEvents ?? []))];
@@ -495,9 +504,19 @@ export class RoomFederation {
     return room;
   }
 
+  /**
+   * A room we are in that `origin` is in too (a member of its joined now): what the room-scoped
+   * reads (/state, /state_ids, /event_auth, /backfill, /get_missing_events) require, as Synapse's
+   * `assert_host_in_room`. A server that was never let in learns nothing of the room here.
+   */
+  private async roomWithMemberOf(origin: string, roomId: string): Promise<RoomSnapshot> {
+    const room = await this.residentRoom(origin, roomId);
+    if (!room.hasJoinedMember(origin)) throw new MatrixError('M_FORBIDDEN', 'Host not in room.');
+    return room;
+  }
+
   private isResident(room: RoomSnapshot): boolean {
-    for (const server of room.joinedServers()) if (server === this.serverName) return true;
-    return false;
+    return room.hasJoinedMember(this.serverName);
   }
 
   /**
@@ -508,9 +527,9 @@ export class RoomFederation {
   private async maySee(origin: string, room: RoomSnapshot, event: StoredEvent): Promise<boolean> {
     const visibility = event.historyVisibility;
     if (visibility === 'world_readable') return true;
-    if (visibility === 'shared' && [...room.joinedServers()].includes(origin)) return true;
+    if (visibility === 'shared' && room.hasJoinedMember(origin)) return true;
     const state = event.outlier ? undefined : await this.deps.graph.stateAfter(event);
-    if (!state) return [...room.joinedServers()].includes(origin);
+    if (!state) return room.hasJoinedMember(origin);
     const members: string[] = [];
     for (const [key, id] of state) if (key.startsWith('m.room.member\u0000') && domainOf(key.slice('m.room.member\u0000'.length)) === origin) members.push(id);
     if (members.length === 0) return false;

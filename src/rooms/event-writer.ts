@@ -17,7 +17,7 @@ import type { Notifier } from '../sync/notifier.js';
 import type { StreamCounter, StreamEffects } from '../sync/stream.js';
 import { authEventKeys, checkEventAuth, type ProposedEvent } from './auth-rules.js';
 import { assertEventSize, eventFromRow, MAX_EVENT_BYTES, rowFromEvent, type JsonObject, type StoredEvent } from './events.js';
-import { finishPdu, type Pdu, type UnsignedPdu } from './pdu.js';
+import { finishPdu, nextDepth, type Pdu, type UnsignedPdu } from './pdu.js';
 import type { RoomCache } from './room-cache.js';
 import { RoomSnapshot, type RoomHead } from './room-snapshot.js';
 import type { RoomVersion } from './room-versions.js';
@@ -495,7 +495,7 @@ export class EventWriter {
       type: draft.type,
       content,
       origin_server_ts: now,
-      depth: isCreate ? 1 : room.head.depth + 1,
+      depth: isCreate ? 1 : nextDepth(room.head.depth),
       prev_events: prevEvents,
       auth_events: authEvents,
     };

@@ -33,6 +33,18 @@ export interface Pdu {
   [key: string]: unknown;
 }
 
+/**
+ * The largest depth an event may have: canonical JSON's integer limit (2^53 - 1). "If the room's
+ * depth is already at the limit, the depth must be set to the limit" (the PDU's `depth`): a
+ * remote event at the limit must not leave the room unable to take another event.
+ */
+export const MAX_DEPTH = Number.MAX_SAFE_INTEGER;
+
+/** The depth of an event built on a room whose deepest forward extremity is at `headDepth`. */
+export function nextDepth(headDepth: number): number {
+  return Math.min(headDepth + 1, MAX_DEPTH);
+}
+
 /** A PDU before it is hashed and signed. */
 export type UnsignedPdu = Omit<Pdu, 'hashes' | 'signatures'>;
 

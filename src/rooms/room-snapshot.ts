@@ -185,7 +185,6 @@ export class RoomSnapshot {
     }
   }
 
-  /** Servers with joined members (ours included when we are in the room). */
   /**
    * The state an invited (or knocking) user sees of the room before joining: the spec's
    * recommended set, stripped to type, state_key, sender and content.
@@ -197,8 +196,14 @@ export class RoomSnapshot {
     });
   }
 
+  /** Servers with joined members (ours included when we are in the room). */
   joinedServers(): IterableIterator<string> {
     return this.joinedPerServer.keys();
+  }
+
+  /** Whether a user of `server` is joined now. */
+  hasJoinedMember(server: string): boolean {
+    return this.joinedPerServer.has(server);
   }
 
   private setMembership(userId: string, membership: string): void {

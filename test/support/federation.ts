@@ -28,6 +28,10 @@ export interface Federation {
   /** Cuts the network between two servers (both ways) until `heal`. */
   partition(a: string, b: string): void;
   heal(): void;
+  /** Makes a server listening elsewhere (a fake one) findable by name, at `port` on 127.0.0.1. */
+  addPeer(name: string, port: number): void;
+  /** The name resolution a server of this federation uses (what `addPeer` feeds). */
+  hooksFor(self: string): { resolveHost: (hostname: string) => Promise<LookupAddress[]>; resolveSrv: (name: string) => Promise<Array<{ name: string; port: number; priority: number; weight: number }>> };
   /** Starts (or starts again, on the same database) a server of the federation. */
   start(name: string, overrides?: Record<string, unknown>): Promise<FederatedServer>;
   close(): Promise<void>;
@@ -50,6 +54,10 @@ export async function startFederation(names: string[], overrides: (name: string)
   });
   const federation: Federation = {
     servers,
+    addPeer(name, port) {
+      ports.set(name, port);
+    },
+    hooksFor,
     partition(a, b) {
       cut.add(`${a} ${b}`);
       cut.add(`${b} ${a}`);

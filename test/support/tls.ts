@@ -18,7 +18,7 @@ export interface TestCertificates {
 let made: TestCertificates | undefined;
 
 /** A CA, and one certificate for every name given (and 127.0.0.1), signed by it. */
-export function testCertificates(names: readonly string[] = ['a.test', 'b.test', 'c.test']): TestCertificates {
+export function testCertificates(names: readonly string[] = ['a.test', 'b.test', 'c.test', 'evil.test']): TestCertificates {
   if (made) return made;
   const dir = mkdtempSync(join(tmpdir(), 'bhs-tls-'));
   const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
