@@ -198,6 +198,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     await services.media.start();
     services.federationSender.log = app.log;
     services.roomFederation.useLogger(app.log);
+    services.backfiller.useLogger(app.log);
     await runOnce('federation-sender', { start: () => services.federationSender.start(), stop: () => services.federationSender.stop() });
     services.appservices.sender.log = app.log;
     await runOnce('appservice-sender', {
@@ -225,7 +226,10 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     clearInterval(presenceSweep);
     services.federationSender.stop();
     services.appservices.sender.stop();
+    services.backfiller.close();
     services.federation.close();
+    // Its requests fail once the client is closed: what it was writing is done before storage goes.
+    await services.backfiller.idle();
     services.typing.clear();
     await bridge?.close();
     await services.cluster?.close();

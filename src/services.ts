@@ -19,6 +19,8 @@ import { FederationSender } from './federation/sender.js';
 import { FederatedMembership } from './federation/membership.js';
 import { FederatedMediaSource } from './federation/media.js';
 import { RoomFederation } from './federation/room-federation.js';
+import { Backfiller } from './federation/backfill.js';
+import { RateLimiter } from './ratelimit/rate-limiter.js';
 import { ProfileService } from './rooms/profile-service.js';
 import { ReceiptService } from './rooms/receipts-service.js';
 import { RoomCache } from './rooms/room-cache.js';
@@ -85,6 +87,7 @@ export interface Services {
   media: MediaService;
   /** The room side of federation as served to other servers. */
   roomFederation: RoomFederation;
+  backfiller: Backfiller;
   /** Outbound federation: a queue per destination. */
   federationSender: FederationSender;
   /** Application services registered by `app_service_config_files`. */
@@ -177,12 +180,32 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
       for (const edu of edus) void federationSender.queueEdu(servers, { ...edu }).catch(() => undefined);
     },
   });
+  const fetchLimits = {
+    maxRequests: config.federation.inbound_fetch.max_requests,
+    maxEvents: config.federation.inbound_fetch.max_events,
+    maxBytes: config.federation.inbound_fetch.max_bytes,
+    deadlineMs: config.federation.inbound_fetch.deadline,
+  };
+  // Gaps in rooms' timelines (events from a long silence) are filled from the rooms' servers.
+  const backfiller = new Backfiller({
+    storage, cache: roomCache, remote: remoteEvents, client: federation.client, keyRing: federation.keyRing, clock, serverName: config.server_name,
+    backgroundEvents: config.federation.backfill.background_events, fetchLimits,
+    requestTimeoutMs: config.federation.request_timeout, maxResponseBytes: config.federation.max_response_bytes,
+  });
+  remoteEvents.onGap((roomId) => backfiller.fillInBackground(roomId));
+  history.useGapFiller(backfiller, config.federation.backfill.messages_wait);
   // Several processes on one PostgreSQL database share the stream, caches and jobs through it.
   const cluster = schema === undefined ? undefined : new Cluster(storage, schema, stream);
   const roomFederation = new RoomFederation({
     signer, storage, cache: roomCache, graph, remote: remoteEvents, keyRing: federation.keyRing, client: federation.client, sender: federationSender,
     typing, receipts, clock, toDevice, presence, keys,
     membership, claims: cluster,
+    fetching: {
+      limits: fetchLimits,
+      perOrigin: new RateLimiter(config.federation.inbound_fetch.per_origin, clock),
+      requestTimeoutMs: config.federation.request_timeout,
+      maxResponseBytes: config.federation.max_response_bytes,
+    },
     userExists: async (userId) => {
       const user = await storage.users.get(userId);
       return user !== undefined && user.deactivated !== 1;
@@ -203,7 +226,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, toDevice, presence, media,
     userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000)),
     pushRules,
-    roomFederation, federationSender, appservices,
+    roomFederation, federationSender, appservices, backfiller,
   };
 }
 

@@ -102,6 +102,8 @@ export function finishConfig(raw: Record<string, unknown>, envSources: ReadonlyM
       request_timeout: durationOrNull('federation.request_timeout', config.federation.request_timeout) ?? 0,
       min_retry_interval: durationOrNull('federation.min_retry_interval', config.federation.min_retry_interval) ?? 0,
       max_retry_interval: durationOrNull('federation.max_retry_interval', config.federation.max_retry_interval) ?? 0,
+      inbound_fetch: { ...config.federation.inbound_fetch, deadline: durationOrNull('federation.inbound_fetch.deadline', config.federation.inbound_fetch.deadline) ?? 0 },
+      backfill: { ...config.federation.backfill, messages_wait: durationOrNull('federation.backfill.messages_wait', config.federation.backfill.messages_wait) ?? 0 },
     },
     ip_range_blacklist: checkedRanges('ip_range_blacklist', config.ip_range_blacklist ?? [...DEFAULT_IP_RANGE_BLACKLIST]),
     app_services: appServicesOf(config.app_service_config_files),

@@ -178,6 +178,30 @@ export const ConfigSchema = Type.Object(
         // to max_retry_interval. Any request from the destination ends the wait at once.
         min_retry_interval: duration('10s'),
         max_retry_interval: duration('1h'),
+        // What one inbound request (a transaction, a send_join) may make us fetch from its sender:
+        // events it names that we lack, and the state at them. Past these, what still needs
+        // fetching is refused (docs/federation.md, "Facing the open federation").
+        inbound_fetch: Type.Object(
+          {
+            max_requests: Type.Integer({ minimum: 0, maximum: 10_000, default: 60 }),
+            max_events: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 1000 }),
+            max_bytes: Type.Integer({ minimum: 0, default: 8_388_608 }),
+            deadline: duration('30s'),
+            // Fetch requests per origin over time (a leaky bucket, as the rc_* limits).
+            per_origin: rateLimit(1, 500),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+        // Filling gaps in rooms' timelines from other servers (/backfill): how many events a
+        // room's gaps are filled with in the background after they open (the rest as clients
+        // page back with /messages), and how long a page of /messages waits for a fill.
+        backfill: Type.Object(
+          {
+            background_events: Type.Integer({ minimum: 0, maximum: 100_000, default: 1000 }),
+            messages_wait: duration('10s'),
+          },
+          { additionalProperties: false, default: {} },
+        ),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -285,7 +309,14 @@ export interface Config extends Omit<
     statement_timeout: number;
   };
   key_refresh_interval: number;
-  federation: { request_timeout: number; max_response_bytes: number; min_retry_interval: number; max_retry_interval: number };
+  federation: {
+    request_timeout: number;
+    max_response_bytes: number;
+    min_retry_interval: number;
+    max_retry_interval: number;
+    inbound_fetch: Omit<RawConfig['federation']['inbound_fetch'], 'deadline'> & { deadline: number };
+    backfill: Omit<RawConfig['federation']['backfill'], 'messages_wait'> & { messages_wait: number };
+  };
   ip_range_blacklist: string[];
   listen: Omit<RawConfig['listen'], 'request_timeout'> & {
     /** Milliseconds. */

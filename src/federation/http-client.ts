@@ -61,6 +61,8 @@ export interface FederationRequest {
   body?: unknown;
   timeoutMs?: number;
   maxResponseBytes?: number;
+  /** Told the size of the answer's body (what a fetch budget counts). */
+  onAnswerBytes?: (bytes: number) => void;
 }
 
 /** JSON nests a few levels deeper in federation answers (transactions, state) than in events. */
@@ -143,7 +145,10 @@ export class FederationClient {
       headers['Content-Length'] = String(payload.length);
     }
     return this.exchange(address, request.method, request.path, headers, payload, request.timeoutMs ?? this.options.timeoutMs, request.maxResponseBytes ?? this.options.maxResponseBytes).then(
-      ({ status, bytes }) => ({ status, body: parseAnswer(bytes.toString('utf8')) }),
+      ({ status, bytes }) => {
+        request.onAnswerBytes?.(bytes.length);
+        return { status, body: parseAnswer(bytes.toString('utf8')) };
+      },
     );
   }
 

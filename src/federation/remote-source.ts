@@ -3,9 +3,11 @@
  * events by id, the events in a gap, the state at an event. Everything that comes back is checked
  * (format, signatures, hashes) before the room side sees it; what fails is left out.
  */
+import { FetchRefused } from '../rooms/event-source.js';
 import type { RemoteEventSource, VerifiedPdu } from '../rooms/remote-events.js';
 import type { RoomVersion } from '../rooms/room-versions.js';
-import type { FederationClient } from './http-client.js';
+import type { FetchBudget } from './fetch-budget.js';
+import type { FederationClient, FederationRequest } from './http-client.js';
 import type { KeyRing } from './key-ring.js';
 import { checkPdu } from './pdu-checks.js';
 
@@ -31,17 +33,46 @@ export class FederatedEventSource implements RemoteEventSource {
     private readonly version: RoomVersion,
     /** Servers to ask, best first (the one that sent the events). */
     private readonly servers: readonly string[],
+    /** What the inbound request that needs these events may spend (none: unbounded, for our own joins' servers). */
+    private readonly budget?: FetchBudget | undefined,
   ) {}
+
+  exhausted(): boolean {
+    return this.budget?.exhausted() ?? false;
+  }
+
+  /** A request within the budget: its deadline and size cap, and its cost counted. */
+  private request<T>(server: string, request: FederationRequest, countEvents: (answer: T) => number): Promise<T> {
+    if (!this.budget) return this.client.request<T>(server, request);
+    const budget = this.budget;
+    const slot = budget.take();
+    let bytes = 0;
+    return this.client.request<T>(server, { ...request, ...slot, onAnswerBytes: (size) => (bytes = size) }).then(
+      (answer) => {
+        budget.spent(bytes, countEvents(answer));
+        return answer;
+      },
+      (err: unknown) => {
+        budget.spent(bytes, 0);
+        throw err;
+      },
+    );
+  }
 
   async events(roomId: string, eventIds: readonly string[]): Promise<VerifiedPdu[]> {
     const found: VerifiedPdu[] = [];
+    // Past the budget the rest are not asked for; what was found is kept.
     await eachLimited(eventIds, FETCH_CONCURRENCY, async (eventId) => {
+      if (this.budget?.exhausted()) return;
       const event = await this.firstAnswer(async (server) => {
-        const answer = await this.client.request<{ pdus?: unknown }>(server, { method: 'GET', path: `/_matrix/federation/v1/event/${encodeURIComponent(eventId)}` });
+        const answer = await this.request<{ pdus?: unknown }>(server, { method: 'GET', path: `/_matrix/federation/v1/event/${encodeURIComponent(eventId)}` }, () => 1);
         const raw = Array.isArray(answer.pdus) ? answer.pdus[0] : undefined;
         const result = await checkPdu(raw, this.version, roomId, this.keyRing);
         // A server answering with another event than the one asked for is not believed.
         return 'verified' in result && result.verified.eventId === eventId ? result.verified : undefined;
+      }).catch((err: unknown) => {
+        if (err instanceof FetchRefused) return undefined;
+        throw err;
       });
       if (event) found.push(event);
     });
@@ -50,11 +81,15 @@ export class FederatedEventSource implements RemoteEventSource {
 
   async missingEvents(roomId: string, earliest: readonly string[], latest: readonly string[], limit: number): Promise<VerifiedPdu[]> {
     const events = await this.firstAnswer(async (server) => {
-      const answer = await this.client.request<{ events?: unknown }>(server, {
-        method: 'POST',
-        path: `/_matrix/federation/v1/get_missing_events/${encodeURIComponent(roomId)}`,
-        body: { earliest_events: earliest, latest_events: latest, limit, min_depth: 0 },
-      });
+      const answer = await this.request<{ events?: unknown }>(
+        server,
+        {
+          method: 'POST',
+          path: `/_matrix/federation/v1/get_missing_events/${encodeURIComponent(roomId)}`,
+          body: { earliest_events: earliest, latest_events: latest, limit, min_depth: 0 },
+        },
+        (body) => (Array.isArray(body.events) ? body.events.length : 0),
+      );
       return Array.isArray(answer.events) ? answer.events.slice(0, limit) : undefined;
     });
     return events ? verifyPdus(events, this.version, roomId, this.keyRing) : [];
@@ -62,10 +97,11 @@ export class FederatedEventSource implements RemoteEventSource {
 
   async stateIdsBefore(roomId: string, eventId: string): Promise<{ stateIds: string[]; authChainIds: string[] }> {
     const answer = await this.firstAnswer(async (server) => {
-      const body = await this.client.request<{ pdu_ids?: unknown; auth_chain_ids?: unknown }>(server, {
-        method: 'GET',
-        path: `/_matrix/federation/v1/state_ids/${encodeURIComponent(roomId)}?event_id=${encodeURIComponent(eventId)}`,
-      });
+      const body = await this.request<{ pdu_ids?: unknown; auth_chain_ids?: unknown }>(
+        server,
+        { method: 'GET', path: `/_matrix/federation/v1/state_ids/${encodeURIComponent(roomId)}?event_id=${encodeURIComponent(eventId)}` },
+        () => 0,
+      );
       const stateIds = idList(body.pdu_ids);
       const authChainIds = idList(body.auth_chain_ids);
       return stateIds && authChainIds ? { stateIds, authChainIds } : undefined;
@@ -75,23 +111,25 @@ export class FederatedEventSource implements RemoteEventSource {
 
   async stateBefore(roomId: string, eventId: string): Promise<VerifiedPdu[]> {
     const raws = await this.firstAnswer(async (server) => {
-      const body = await this.client.request<{ pdus?: unknown; auth_chain?: unknown }>(server, {
-        method: 'GET',
-        path: `/_matrix/federation/v1/state/${encodeURIComponent(roomId)}?event_id=${encodeURIComponent(eventId)}`,
-      });
+      const body = await this.request<{ pdus?: unknown; auth_chain?: unknown }>(
+        server,
+        { method: 'GET', path: `/_matrix/federation/v1/state/${encodeURIComponent(roomId)}?event_id=${encodeURIComponent(eventId)}` },
+        (answer) => (Array.isArray(answer.pdus) ? answer.pdus.length : 0) + (Array.isArray(answer.auth_chain) ? answer.auth_chain.length : 0),
+      );
       if (!Array.isArray(body.pdus) || !Array.isArray(body.auth_chain) || body.pdus.length + body.auth_chain.length > MAX_STATE_IDS) return undefined;
       return [...body.pdus, ...body.auth_chain];
     });
     return raws ? verifyPdus(raws, this.version, roomId, this.keyRing) : [];
   }
 
-  /** Asks each server in turn until one answers usefully. */
+  /** Asks each server in turn until one answers usefully; a spent budget asks no more. */
   private async firstAnswer<T>(ask: (server: string) => Promise<T | undefined>): Promise<T | undefined> {
     for (const server of this.servers) {
       try {
         const answer = await ask(server);
         if (answer !== undefined) return answer;
-      } catch {
+      } catch (err) {
+        if (err instanceof FetchRefused) throw err;
         // Unreachable or refusing: the next server may know.
       }
     }

@@ -26,7 +26,9 @@ import type { FederationClient } from './http-client.js';
 import type { KeyRing } from './key-ring.js';
 import { checkPdu } from './pdu-checks.js';
 import { strippedList, type FederatedMembership } from './membership.js';
+import { FetchBudget, type FetchLimits } from './fetch-budget.js';
 import { FederatedEventSource } from './remote-source.js';
+import type { RateLimiter } from '../ratelimit/rate-limiter.js';
 import type { FederationSender } from './sender.js';
 
 export const MAX_TXN_PDUS = 50;
@@ -65,6 +67,8 @@ export interface RoomFederationDeps {
   userExists: (userId: string) => Promise<boolean>;
   /** Where memberships in rooms this server is not in are kept. */
   membership: FederatedMembership;
+  /** What one inbound request may make us fetch from its sender (federation.inbound_fetch). */
+  fetching: { limits: FetchLimits; perOrigin: RateLimiter; requestTimeoutMs: number; maxResponseBytes: number };
   /** Work claimed among several processes on one database (`cluster/`); absent for one process. */
   claims?: { claim(parts: readonly string[]): Promise<(() => void) | undefined> } | undefined;
   log?: FastifyBaseLogger | undefined;
@@ -165,8 +169,7 @@ export class RoomFederation {
       signedByUs = cosignPdu(pdu, version, this.deps.signer);
       verified = { eventId, pdu: signedByUs, signers: new Set([...(verified.signers ?? []), this.serverName]) };
     }
-    const source = new FederatedEventSource(this.deps.client, this.deps.keyRing, version, [origin]);
-    const { outcomes } = await this.deps.remote.ingest(roomId, [verified], source, { fanOut: true });
+    const { outcomes } = await this.deps.remote.ingest(roomId, [verified], this.sourceFor(origin, room, this.budgetFor(origin)), { fanOut: true });
     const outcome = outcomes.get(eventId);
     if (outcome !== undefined) throw new MatrixError('M_FORBIDDEN', `The ${membership} is not allowed: ${outcome}`);
     if (membership === 'leave') return {};
@@ -343,7 +346,9 @@ export class RoomFederation {
     }
     const apply = async (): Promise<JsonObject> => {
       this.deps.sender.destinationIsUp(origin);
-      const results = await this.applyPdus(origin, pdus);
+      const budget = this.budgetFor(origin);
+      const results = await this.applyPdus(origin, pdus, budget);
+      if (budget.exhausted()) this.deps.log?.info({ origin, txnId, fetched: budget.usage }, 'federation: a transaction used up what it may make us fetch');
       await this.applyEdus(origin, edus);
       const response = { pdus: results };
       await this.deps.storage.federation.recordInboundTxn(origin, txnId, JSON.stringify(response), this.deps.clock.now());
@@ -395,7 +400,7 @@ export class RoomFederation {
     }
   }
 
-  private async applyPdus(origin: string, pdus: readonly unknown[]): Promise<Record<string, JsonObject>> {
+  private async applyPdus(origin: string, pdus: readonly unknown[], budget: FetchBudget): Promise<Record<string, JsonObject>> {
     const results: Record<string, JsonObject> = {};
     const byRoom = new Map<string, unknown[]>();
     for (const raw of pdus) {
@@ -430,8 +435,7 @@ export class RoomFederation {
         }
         if (verified.length === 0) return;
         try {
-          const source = new FederatedEventSource(this.deps.client, this.deps.keyRing, room.version, [origin]);
-          const { outcomes } = await this.deps.remote.ingest(roomId, verified, source);
+          const { outcomes } = await this.deps.remote.ingest(roomId, verified, this.sourceFor(origin, room, budget));
           for (const event of verified) {
             const outcome = outcomes.get(event.eventId);
             results[event.eventId] = outcome === undefined || outcome.startsWith('soft failed') ? {} : { error: outcome };
@@ -495,6 +499,22 @@ export class RoomFederation {
   }
 
   // ---- helpers ----
+
+  /** The budget of one inbound request from `origin` (see fetch-budget.ts). */
+  private budgetFor(origin: string): FetchBudget {
+    const { limits, perOrigin, requestTimeoutMs, maxResponseBytes } = this.deps.fetching;
+    return new FetchBudget(limits, this.deps.clock, origin, perOrigin, requestTimeoutMs, maxResponseBytes);
+  }
+
+  /**
+   * Whom to ask for what `origin`'s events need: `origin` itself, if it has a member in the room.
+   * A server with nobody in the room is asked nothing (what it sends must stand on what we have),
+   * so it cannot make us fetch, store or wait, nor learn the room's extremities from our questions.
+   */
+  private sourceFor(origin: string, room: RoomSnapshot, budget: FetchBudget): FederatedEventSource | undefined {
+    if (!room.hasJoinedMember(origin)) return undefined;
+    return new FederatedEventSource(this.deps.client, this.deps.keyRing, room.version, [origin], budget);
+  }
 
   /** A room this server is in (with at least one joined member), that lets `origin` in. */
   private async residentRoom(origin: string, roomId: string): Promise<RoomSnapshot> {

@@ -21,7 +21,7 @@ import { finishPdu, nextDepth, type Pdu, type UnsignedPdu } from './pdu.js';
 import type { RoomCache } from './room-cache.js';
 import { RoomSnapshot, type RoomHead } from './room-snapshot.js';
 import type { RoomVersion } from './room-versions.js';
-import { MAX_STATE_GROUP_DELTAS, type StateGroupIds } from './state-groups.js';
+import { MAX_STATE_GROUP_DELTAS, type NewStateGroup, type StateGroupIds } from './state-groups.js';
 import { txnKeyOfRow, txnKeyText } from './txn-lookups.js';
 
 export interface EventDraft {
@@ -85,6 +85,15 @@ export interface RemoteBatch {
    * before this batch must get the room's whole state again.
    */
   stateReset?: boolean | undefined;
+  /** State groups the batch's events use, written before them. */
+  stateGroups?: NewStateGroup[] | undefined;
+  /**
+   * Events missing below gaps the batch opens (see migration 0025), with the event of the batch
+   * that names each; the batch's events close theirs.
+   */
+  backwardExtremities?: Array<{ eventId: string; childId: string; childDepth: number }> | undefined;
+  /** Events held as outliers that become backfilled history. */
+  backfilledOutliers?: Array<{ eventId: string; historyVisibility: string; visibleAt: number }> | undefined;
 }
 
 /** What a write hook learns of each request: its events, the room after them, whose they are to send. */
@@ -138,15 +147,10 @@ interface Prepared {
   redactions?: RemoteBatch['redactions'];
   /** The position of a state reset the batch makes. */
   stateReset?: number | undefined;
+  backwardExtremities?: RemoteBatch['backwardExtremities'];
+  backfilledOutliers?: RemoteBatch['backfilledOutliers'];
 }
 
-interface NewStateGroup {
-  id: number;
-  roomId: string;
-  prevGroup: number | undefined;
-  deltaDepth: number;
-  entries: Array<[string, string, string | null]>;
-}
 
 
 export class EventWriter {
@@ -423,7 +427,8 @@ export class EventWriter {
     }
     let newest = 0;
     for (const event of batch.events) {
-      const shown = !event.outlier && event.rejected === undefined && !event.softFailed;
+      // Backfilled history comes after syncs have moved past its place: below zero, like Synapse's.
+      const shown = !event.outlier && event.rejected === undefined && !event.softFailed && event.backfilledAt === undefined;
       event.stream = shown ? this.stream.next() : this.outlierPositions.next();
       if (shown) newest = event.stream;
     }
@@ -448,11 +453,13 @@ export class EventWriter {
       room,
       events: batch.events,
       drafts: [],
-      stateGroups: [],
+      stateGroups: batch.stateGroups ?? [],
       currentState: batch.currentState,
       removedState: batch.removedState,
       redactions: batch.redactions,
       stateReset: batch.stateReset ? room.stateResetStream : undefined,
+      backwardExtremities: batch.backwardExtremities,
+      backfilledOutliers: batch.backfilledOutliers,
     };
   }
 
@@ -580,6 +587,7 @@ export class EventWriter {
       for (const [type, stateKey] of item.removedState ?? []) await stores.rooms.deleteCurrentState(item.room.roomId, type, stateKey);
       for (const redaction of item.redactions ?? []) await stores.rooms.markRedacted(redaction.eventId, JSON.stringify(redaction.redactedContent), redaction.redactedBy);
       if (item.stateReset !== undefined) await stores.rooms.setStateReset(item.room.roomId, item.stateReset);
+      await this.writeGaps(stores, item);
       return;
     }
     for (const [index, event] of item.events.entries()) {
@@ -587,6 +595,25 @@ export class EventWriter {
       const redaction = item.drafts[index]?.redaction;
       if (redaction) await stores.rooms.markRedacted(redaction.eventId, JSON.stringify(redaction.redactedContent), event.eventId);
     }
+  }
+
+  /** The gaps a remote batch opens and closes (see migration 0025). */
+  private async writeGaps(stores: Stores, item: Prepared): Promise<void> {
+    const roomId = item.room.roomId;
+    for (const outlier of item.backfilledOutliers ?? []) await stores.rooms.markBackfilled(outlier.eventId, outlier.historyVisibility, outlier.visibleAt);
+    // Rejected events close their gaps too: nothing before them is needed through them.
+    const filled = item.events.filter((event) => !event.outlier).map((event) => event.eventId);
+    filled.push(...(item.backfilledOutliers ?? []).map((outlier) => outlier.eventId));
+    if (item.backwardExtremities?.length) {
+      // Where the gap's readers stand: the position of the event it lies under (positions are known only now).
+      const streams = new Map(item.events.map((event) => [event.eventId, event.backfilledAt ?? event.stream]));
+      const extremities = item.backwardExtremities.flatMap((gap) => {
+        const childStream = streams.get(gap.childId);
+        return childStream === undefined ? [] : [{ eventId: gap.eventId, childDepth: gap.childDepth, childStream }];
+      });
+      await stores.rooms.addBackwardExtremities(roomId, extremities);
+    }
+    if (filled.length > 0) await stores.rooms.removeBackwardExtremities(roomId, filled);
   }
 
   /** Makes an event the room's current state for its key (and the membership, for a member event). */

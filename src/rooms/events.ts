@@ -45,6 +45,13 @@ export interface StoredEvent {
   rejected: string | undefined;
   /** Allowed by its own state but not by the room's current state: kept from clients. */
   softFailed: boolean;
+  /** Placed on prev_events this server did not have: a gap lies before it (sync stops there). */
+  gapBefore?: boolean | undefined;
+  /**
+   * History that came late, through /backfill (a position below zero, shown in history only): the
+   * position at which history visibility judges it, that of the event its gap lay under.
+   */
+  backfilledAt?: number | undefined;
 }
 
 export interface ClientEvent {
@@ -96,6 +103,8 @@ export function eventFromRow(row: EventRow): StoredEvent {
     outlier: row.outlier === 1,
     rejected: row.rejected ?? undefined,
     softFailed: row.soft_failed === 1,
+    gapBefore: row.gap_before === 1,
+    backfilledAt: row.backfilled_at === null ? undefined : Number(row.backfilled_at),
   };
 }
 
@@ -126,6 +135,8 @@ export function rowFromEvent(event: StoredEvent): EventRow {
     outlier: event.outlier ? 1 : 0,
     rejected: event.rejected ?? null,
     soft_failed: event.softFailed ? 1 : 0,
+    gap_before: event.gapBefore ? 1 : 0,
+    backfilled_at: event.backfilledAt ?? null,
   };
 }
 

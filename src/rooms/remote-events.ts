@@ -2,13 +2,24 @@
  * Events from other servers into a room we are in: steps 4 to 6 of "Checks performed on receipt
  * of a PDU" (the federation layer did 1 to 3: format, signatures, hashes). For each event, in
  * order: its auth events (fetched when missing) must allow it; the state before it (the state
- * after its prev_events, resolved when they fork; fetched from the sender when we lack them) must
- * allow it, or it is rejected; the room's current state must allow it, or it is soft failed. Then
- * the whole batch is written at once: the events, their state groups, the room's new forward
- * extremities and its new current state (the resolution of the extremities' states).
+ * after its prev_events, resolved when they fork) must allow it, or it is rejected; the room's
+ * current state must allow it, or it is soft failed. Then the whole batch is written at once: the
+ * events, their state groups, the room's new forward extremities and its new current state (the
+ * resolution of the extremities' states).
  *
- * One batch per room at a time. Local sends may move the room's head meanwhile; the writer then
- * says so (HeadMoved) and only the last step, the new head and current state, is done again.
+ * The stages, in order: a pushed event's missing prev_events are asked of its sender
+ * (get_missing_events) and those "pulled" events are admitted first; a pulled event whose own
+ * prevs are still missing sits on a gap: its state is the sender's state at the missing prevs
+ * (state_ids), the missing prevs are remembered as backward extremities (filled later by
+ * /backfill), and the event is marked `gapBefore`, so a sync stops there. A pushed event whose prevs
+ * are still missing after that is refused, as Synapse does: a server that pushes an event must be
+ * able to say what it was built on.
+ *
+ * Checking never waits on the network under the room's lock: what the sender must be asked is
+ * gathered between checks (gathered-answers.ts), within the budget the caller's source keeps, and
+ * the batch is checked again with the answers. One batch per room at a time. Local sends may move
+ * the room's head meanwhile; the writer then says so (HeadMoved) and only the last step, the new
+ * head and current state, is done again.
  */
 import { checkAuthEventsSelection, checkEventAuth, effectivePowerLevels, redactionApplies, type StateLookup } from './auth-rules.js';
 import { redactedContent } from './redaction.js';
@@ -19,28 +30,14 @@ import type { Pdu } from './pdu.js';
 import type { RoomCache } from './room-cache.js';
 import { RoomSnapshot, type RoomHead } from './room-snapshot.js';
 import type { RoomVersion } from './room-versions.js';
-import { splitStateKey, type StateGroups, type StateMap } from './state-groups.js';
+import type { RemoteEventSource, VerifiedPdu } from './event-source.js';
+import { GatheredAnswers } from './gathered-answers.js';
+import { splitStateKey, type NewStateGroup, type StateGroups, type StateMap } from './state-groups.js';
 
-/** A PDU whose format, signatures and hashes the federation layer has checked. */
-export interface VerifiedPdu {
-  eventId: string;
-  /** The PDU as it will be stored (its redacted form when its content hash failed). */
-  pdu: Pdu;
-  /** Servers whose signatures on it are valid (for join_authorised_via_users_server). */
-  signers?: ReadonlySet<string> | undefined;
-}
+export type { RemoteEventSource, VerifiedPdu } from './event-source.js';
 
-/** What the room side may ask the sending server (implemented by the federation layer). */
-export interface RemoteEventSource {
-  /** Events by id, checked (format, signatures, hashes); missing ones are left out. */
-  events(roomId: string, eventIds: readonly string[]): Promise<VerifiedPdu[]>;
-  /** Events between what we have (`earliest`) and `latest`, checked: the gap before an event. */
-  missingEvents(roomId: string, earliest: readonly string[], latest: readonly string[], limit: number): Promise<VerifiedPdu[]>;
-  /** The state before an event, as ids (with its auth chain), for a gap we cannot fill. */
-  stateIdsBefore(roomId: string, eventId: string): Promise<{ stateIds: string[]; authChainIds: string[] }>;
-  /** The same as whole events, checked: one request instead of one per event we lack. */
-  stateBefore(roomId: string, eventId: string): Promise<VerifiedPdu[]>;
-}
+/** Rounds of asking the sender between checks of one batch, at most (each asks what the last check lacked). */
+const MAX_GATHER_ROUNDS = 8;
 
 /** Past this many events missing at a gap, they are fetched in one /state answer, not one by one. */
 const FETCH_ONE_BY_ONE_LIMIT = 50;
@@ -78,6 +75,10 @@ interface AdmitOptions {
   outlier: boolean;
   /** History from before a join: checked against its auth events, shown in the timeline. */
   history?: boolean | undefined;
+  /** History from /backfill: as `history`, but below zero (in /messages, never in sync), judged for visibility at this position. */
+  backfilledAt?: number | undefined;
+  /** Pulled from the sender (get_missing_events): prevs it lacks are a gap, placed on the sender's state there. */
+  pulled?: boolean | undefined;
   /** The state before it, as the sender gave it (a gap we could not fill, a join). */
   knownStateBefore?: readonly string[] | undefined;
   /** A join's own event: the room's current state here is not the room's yet. */
@@ -99,10 +100,20 @@ export interface JoinedRoom {
 interface Batch {
   pending: Map<string, Pending>;
   order: StoredEvent[];
+  /** State groups the batch's events use, written with them. */
+  groups: NewStateGroup[];
+  /** Events missing below the gaps the batch opens, and the events that name them. */
+  gaps: Array<{ eventId: string; childId: string; childDepth: number }>;
+}
+
+function newBatch(): Batch {
+  return { pending: new Map(), order: [], groups: [], gaps: [] };
 }
 
 export class RemoteEvents {
   private readonly locks = new Map<string, Promise<unknown>>();
+
+  private readonly gapListeners: Array<(roomId: string) => void> = [];
 
   constructor(
     private readonly graph: EventGraph,
@@ -111,12 +122,21 @@ export class RemoteEvents {
     private readonly writer: EventWriter,
   ) {}
 
+  /** Called after a batch that opened a gap in a room's timeline is written. */
+  onGap(listener: (roomId: string) => void): void {
+    this.gapListeners.push(listener);
+  }
+
   /**
-   * Checks and stores events of a room (one batch at a time per room). `fanOut`: the events came
-   * to this server to be passed on (send_join, send_leave), so the sender sends them on.
+   * Checks and stores events of a room (one batch at a time per room). `source`: whom to ask for
+   * what the events need (undefined: nobody; events that need anything are refused). `fanOut`:
+   * the events came to this server to be passed on (send_join, send_leave), so the sender sends
+   * them on.
    */
-  ingest(roomId: string, pdus: readonly VerifiedPdu[], source: RemoteEventSource, options: { fanOut?: boolean } = {}): Promise<IngestResult> {
-    return this.locked(roomId, () => this.ingestNow(roomId, pdus, source, options.fanOut ?? false));
+  async ingest(roomId: string, pdus: readonly VerifiedPdu[], source: RemoteEventSource | undefined, options: { fanOut?: boolean } = {}): Promise<IngestResult> {
+    const result = await this.gathering(roomId, source, (answers) => this.ingestNow(roomId, pdus, answers, options.fanOut ?? false));
+    if (result.gaps) for (const listener of this.gapListeners) listener(roomId);
+    return result;
   }
 
   /**
@@ -126,17 +146,42 @@ export class RemoteEvents {
    * itself does not pass. A room we knew before (and left) has its state replaced.
    */
   joinRoom(joined: JoinedRoom, source: RemoteEventSource): Promise<StoredEvent> {
-    return this.locked(joined.roomId, () => this.joinRoomNow(joined, source));
+    return this.gathering(joined.roomId, source, (answers) => this.joinRoomNow(joined, answers));
   }
 
-  private async joinRoomNow(joined: JoinedRoom, source: RemoteEventSource): Promise<StoredEvent> {
+  /**
+   * Stores history another server gave from /backfill (events older than a gap): each checked
+   * against its auth events, shown by /messages (never by sync, which has moved on), under the
+   * history visibility `visibility`. The gaps they close are forgotten, the prevs they lack are
+   * the new gaps. Returns how many events were new here.
+   */
+  async backfill(roomId: string, pdus: readonly VerifiedPdu[], source: RemoteEventSource | undefined, visibility: { historyVisibility: string; at: number }): Promise<number> {
+    return this.gathering(roomId, source, (answers) => this.backfillNow(roomId, pdus, answers, visibility));
+  }
+
+  /**
+   * Runs `check` under the room's lock with the answers gathered so far; while it lacked answers
+   * it may still get, they are asked for with the lock let go, and it runs again. `check`
+   * returns undefined when it wrote nothing because it lacked answers.
+   */
+  private async gathering<T>(roomId: string, source: RemoteEventSource | undefined, check: (answers: GatheredAnswers) => Promise<T | undefined>): Promise<T> {
+    const answers = new GatheredAnswers(roomId, source);
+    for (;;) {
+      if (answers.rounds >= MAX_GATHER_ROUNDS) answers.close();
+      const result = await this.locked(roomId, () => check(answers));
+      if (result !== undefined) return result;
+      await answers.gather();
+    }
+  }
+
+  private async joinRoomNow(joined: JoinedRoom, source: GatheredAnswers): Promise<StoredEvent | undefined> {
     const { roomId, version } = joined;
     const known = await this.cache.room(roomId);
     const create = [...joined.state, ...joined.authChain].find((event) => event.pdu.type === 'm.room.create' && event.pdu.state_key === '');
     if (!create) throw new JoinRefused('the room state has no m.room.create event');
     if (known && known.version.id !== version.id) throw new JoinRefused(`the room is version ${known.version.id} here, ${version.id} there`);
     const room = known ?? new RoomSnapshot(roomId, version.id, create.pdu.sender);
-    const batch: Batch = { pending: new Map(), order: [] };
+    const batch = newBatch();
     const byDepth = (a: VerifiedPdu, b: VerifiedPdu) => a.pdu.depth - b.pdu.depth || (a.eventId < b.eventId ? -1 : 1);
     const outliers = new Map<string, VerifiedPdu>();
     for (const event of [...joined.authChain, ...joined.state]) outliers.set(event.eventId, event);
@@ -154,6 +199,7 @@ export class RemoteEvents {
       await this.admit(room, version, event, batch, source, { outlier: false, history: true });
     }
     const outcome = await this.admit(room, version, joined.join, batch, source, { outlier: false, knownStateBefore: stateIds, skipCurrentState: true });
+    if (source.needsMore) return undefined;
     if (outcome !== undefined) throw new JoinRefused(`the join event does not pass: ${outcome}`);
     const join = batch.pending.get(joined.join.eventId)!;
     // History is shown under the visibility the room has now (its own state is not known here).
@@ -166,7 +212,7 @@ export class RemoteEvents {
       roomId,
       newRoom: known ? undefined : { room_id: roomId, room_version: version.id, creator: create.pdu.sender, is_public: 0, created_ts: create.pdu.origin_server_ts },
       prepare: () => [],
-      remote: () => ({ events: batch.order, currentState: current, removedState: removed, head }),
+      remote: () => ({ events: batch.order, currentState: current, removedState: removed, head, stateGroups: batch.groups }),
     });
     for (const event of batch.order) this.graph.forget(event.eventId);
     return join.event;
@@ -187,26 +233,68 @@ export class RemoteEvents {
     }
   }
 
-  private async ingestNow(roomId: string, pdus: readonly VerifiedPdu[], source: RemoteEventSource, fanOut: boolean): Promise<IngestResult> {
+  private async ingestNow(roomId: string, pdus: readonly VerifiedPdu[], source: GatheredAnswers, fanOut: boolean): Promise<(IngestResult & { gaps: boolean }) | undefined> {
     const room = await this.cache.room(roomId);
     if (!room) throw new Error(`unknown room ${roomId}`);
     const version = room.version;
-    const batch: Batch = { pending: new Map(), order: [] };
+    const batch = newBatch();
     const { pending, order } = batch;
     const outcomes = new Map<string, string | undefined>();
     // Deepest last, so parents come before children (a gap may still sit between them).
     const sorted = [...pdus].sort((a, b) => a.pdu.depth - b.pdu.depth || (a.eventId < b.eventId ? -1 : 1));
     for (const incoming of sorted) {
       if (pending.has(incoming.eventId) || (await this.isStored(incoming.eventId))) {
-        outcomes.set(incoming.eventId, undefined);
+        outcomes.set(incoming.eventId, pending.get(incoming.eventId)?.event.rejected);
         continue;
       }
-      await this.fillGap(roomId, version, incoming, batch, source);
-      const outcome = await this.admit(room, version, incoming, batch, source, { outlier: false });
-      outcomes.set(incoming.eventId, outcome);
+      await this.pullMissing(room, version, incoming, batch, source);
+      const missing = await this.unknown(incoming.pdu.prev_events, pending);
+      if (missing.length > 0) {
+        outcomes.set(incoming.eventId, `its prev_events could not be fetched from the sender: ${missing.slice(0, 3).join(', ')}`);
+        continue;
+      }
+      outcomes.set(incoming.eventId, await this.admit(room, version, incoming, batch, source, { outlier: false }));
     }
-    if (order.length > 0) await this.write(room, order, pending, fanOut);
-    return { outcomes };
+    if (source.needsMore) return undefined;
+    if (order.length > 0) await this.write(room, batch, fanOut);
+    return { outcomes, gaps: batch.gaps.length > 0 };
+  }
+
+  private async backfillNow(roomId: string, pdus: readonly VerifiedPdu[], source: GatheredAnswers, visibility: { historyVisibility: string; at: number }): Promise<number | undefined> {
+    const room = await this.cache.room(roomId);
+    if (!room) throw new Error(`unknown room ${roomId}`);
+    const batch = newBatch();
+    const upgraded: Array<{ eventId: string; historyVisibility: string; visibleAt: number }> = [];
+    // Oldest first: parents before children, so what one gap brings can close the next.
+    const sorted = [...pdus].sort((a, b) => a.pdu.depth - b.pdu.depth || (a.eventId < b.eventId ? -1 : 1));
+    for (const incoming of sorted) {
+      if (batch.pending.has(incoming.eventId)) continue;
+      const stored = await this.graph.event(incoming.eventId);
+      if (stored) {
+        // Held for state only (the missing prev of a gap, when it was a state event): now shown.
+        if (stored.outlier && stored.rejected === undefined && stored.roomId === roomId) upgraded.push({ eventId: stored.eventId, historyVisibility: visibility.historyVisibility, visibleAt: visibility.at });
+        continue;
+      }
+      await this.admit(room, room.version, incoming, batch, source, { outlier: false, history: true, backfilledAt: visibility.at });
+    }
+    if (source.needsMore) return undefined;
+    const added = batch.order.filter((event) => !event.outlier);
+    for (const event of added) event.historyVisibility = visibility.historyVisibility;
+    // What the new history was built on and we still lack: the gaps further back.
+    const known = new Set([...batch.pending.keys(), ...upgraded.map((event) => event.eventId)]);
+    for (const event of added) {
+      if (event.rejected !== undefined) continue;
+      for (const prev of await this.unknown((event.prevEvents ?? []).filter((id) => !known.has(id)), batch.pending)) batch.gaps.push({ eventId: prev, childId: event.eventId, childDepth: event.depth });
+    }
+    if (batch.order.length === 0 && upgraded.length === 0) return 0;
+    await this.writer.submit({
+      roomId,
+      prepare: () => [],
+      remote: () => ({ events: batch.order, currentState: [], removedState: [], stateGroups: batch.groups, backwardExtremities: batch.gaps, backfilledOutliers: upgraded }),
+    });
+    for (const event of batch.order) this.graph.forget(event.eventId);
+    for (const event of upgraded) this.graph.forget(event.eventId);
+    return added.filter((event) => event.rejected === undefined).length + upgraded.length;
   }
 
   private async isStored(eventId: string): Promise<boolean> {
@@ -214,30 +302,17 @@ export class RemoteEvents {
   }
 
   /**
-   * Brings in prev_events we lack: first what the sender says lies between (get_missing_events),
-   * admitted like any event; if a gap remains, the state before each missing prev (state_ids),
-   * whose events are stored as outliers, so the event's own state can be computed.
+   * A pushed event's prev_events we lack: what the sender says lies between them and what we have
+   * (get_missing_events), admitted oldest first as pulled events (one whose own prevs are still
+   * missing sits on a gap; see `stateBefore`).
    */
-  private async fillGap(roomId: string, version: RoomVersion, incoming: VerifiedPdu, batch: Batch, source: RemoteEventSource): Promise<void> {
+  private async pullMissing(room: RoomSnapshot, version: RoomVersion, incoming: VerifiedPdu, batch: Batch, source: RemoteEventSource): Promise<void> {
     const { pending } = batch;
-    const missing = await this.unknown(incoming.pdu.prev_events, pending);
-    if (missing.length === 0) return;
-    const room = this.cache.peek(roomId);
-    const earliest = room?.head.extremities ?? [];
-    const fetched = await source.missingEvents(roomId, earliest, [incoming.eventId], MISSING_EVENTS_LIMIT).catch(() => []);
-    for (const event of fetched.sort((a, b) => a.pdu.depth - b.pdu.depth)) {
-      if (pending.has(event.eventId) || (await this.isStored(event.eventId))) continue;
-      // Only events whose own prevs are known can be placed; the rest is left to state_ids below.
-      if ((await this.unknown(event.pdu.prev_events, pending)).length > 0) continue;
-      if (room) await this.admit(room, version, event, batch, source, { outlier: false });
-    }
-    for (const prevId of await this.unknown(incoming.pdu.prev_events, pending)) {
-      const { stateIds, authChainIds } = await source.stateIdsBefore(roomId, prevId);
-      const events = await this.fetchEvents(roomId, [...new Set([...authChainIds, ...stateIds, prevId])], prevId, batch, source);
-      // Outliers: their auth is checked against their own auth events only.
-      for (const event of events.sort((a, b) => a.pdu.depth - b.pdu.depth)) {
-        if (!pending.has(event.eventId) && room) await this.admit(room, version, event, batch, source, { outlier: event.eventId !== prevId, knownStateBefore: event.eventId === prevId ? stateIds : undefined });
-      }
+    if ((await this.unknown(incoming.pdu.prev_events, pending)).length === 0) return;
+    const fetched = await source.missingEvents(room.roomId, room.head.extremities, [incoming.eventId], MISSING_EVENTS_LIMIT);
+    for (const event of [...fetched].sort((a, b) => a.pdu.depth - b.pdu.depth || (a.eventId < b.eventId ? -1 : 1))) {
+      if (event.eventId === incoming.eventId || pending.has(event.eventId) || (await this.isStored(event.eventId))) continue;
+      await this.admit(room, version, event, batch, source, { outlier: false, pulled: true });
     }
   }
 
@@ -259,7 +334,7 @@ export class RemoteEvents {
    * a join): the state before it as its sender says, fetched and stored as outliers, plus itself.
    */
   private async stateAfterStateless(room: RoomSnapshot, version: RoomVersion, prev: StoredEvent, batch: Batch, source: RemoteEventSource): Promise<StateMap | undefined> {
-    const { stateIds, authChainIds } = await source.stateIdsBefore(room.roomId, prev.eventId).catch(() => ({ stateIds: [], authChainIds: [] }));
+    const { stateIds, authChainIds } = await source.stateIdsBefore(room.roomId, prev.eventId);
     if (stateIds.length === 0) return undefined;
     const events = await this.fetchEvents(room.roomId, [...new Set([...authChainIds, ...stateIds])], prev.eventId, batch, source);
     for (const event of events.sort((a, b) => a.pdu.depth - b.pdu.depth)) {
@@ -268,6 +343,29 @@ export class RemoteEvents {
     const state = new Map<string, string>();
     for (const event of await this.eventsOfIds(stateIds, batch.pending)) if (event.stateKey !== undefined && event.rejected === undefined) state.set(stateKeyOf(event.type, event.stateKey), event.eventId);
     if (prev.stateKey !== undefined && prev.rejected === undefined) state.set(stateKeyOf(prev.type, prev.stateKey), prev.eventId);
+    return state;
+  }
+
+  /**
+   * The state after a prev we lack (a gap below a pulled event), as its sender says: the state
+   * before it (state_ids, its events fetched and stored as outliers), plus itself when it is a
+   * state event (then stored as an outlier too, for the state to name; a message is left for
+   * /backfill). Undefined when the sender cannot say.
+   */
+  private async stateAfterMissing(room: RoomSnapshot, version: RoomVersion, prevId: string, batch: Batch, source: RemoteEventSource): Promise<StateMap | undefined> {
+    const { stateIds, authChainIds } = await source.stateIdsBefore(room.roomId, prevId);
+    if (stateIds.length === 0) return undefined;
+    const events = await this.fetchEvents(room.roomId, [...new Set([...authChainIds, ...stateIds, prevId])], prevId, batch, source);
+    const prev = events.find((event) => event.eventId === prevId);
+    if (!prev) return undefined;
+    for (const event of events.sort((a, b) => a.pdu.depth - b.pdu.depth)) {
+      if (event.eventId === prevId && event.pdu.state_key === undefined) continue;
+      if (!batch.pending.has(event.eventId) && !(await this.isStored(event.eventId))) await this.admit(room, version, event, batch, source, { outlier: true });
+    }
+    const state = new Map<string, string>();
+    for (const event of await this.eventsOfIds(stateIds, batch.pending)) if (event.stateKey !== undefined && event.rejected === undefined) state.set(stateKeyOf(event.type, event.stateKey), event.eventId);
+    const stored = batch.pending.get(prevId)?.event;
+    if (stored && stored.stateKey !== undefined && stored.rejected === undefined) state.set(stateKeyOf(stored.type, stored.stateKey), stored.eventId);
     return state;
   }
 
@@ -292,8 +390,10 @@ export class RemoteEvents {
     const { pdu, eventId } = incoming;
     const stateless = options.outlier || options.history === true;
     const signed = { isSignedBy: (server: string) => incoming.signers === undefined || incoming.signers.has(server) };
-    // Step 4: its auth events, fetched when we lack them, must allow it.
+    // Step 4: its auth events, fetched when we lack them, must allow it. One that cannot be had
+    // leaves the event unjudged: it is not stored (nor counted against anyone's disk).
     const authEvents = await this.authEventsOf(room.roomId, version, pdu, batch, source, room);
+    if (authEvents.length < new Set(pdu.auth_events).size) return 'its auth events could not be fetched from the sender';
     let rejected: string | undefined;
     const selection = checkAuthEventsSelection(
       proposedOf(pdu),
@@ -308,7 +408,8 @@ export class RemoteEvents {
     }
 
     // Step 5: the state before it (outliers and history have none here: their auth events stand in).
-    const before = stateless ? { state: new Map<string, string>(), group: undefined } : await this.stateBefore(room, version, pdu, batch, source, options.knownStateBefore);
+    const before = stateless ? { state: new Map<string, string>(), group: undefined, gapPrevs: [] } : await this.stateBefore(room, version, pdu, batch, source, options);
+    if (!before) return 'the state before it could not be fetched from the sender';
     const beforeEvents = stateless ? new Map(authEvents.map((event) => [event.eventId, event])) : await this.eventsOfState(before.state, pending);
     if (rejected === undefined && !stateless) {
       const byState = checkEventAuth(proposedOf(pdu), lookupFromState(beforeEvents, version, room.roomId, await this.createEvent(room, pending)), version, signed);
@@ -351,7 +452,10 @@ export class RemoteEvents {
       outlier: options.outlier,
       rejected,
       softFailed,
+      gapBefore: before.gapPrevs.length > 0,
+      backfilledAt: rejected === undefined ? options.backfilledAt : undefined,
     };
+    if (event.gapBefore && rejected === undefined) for (const prev of before.gapPrevs) batch.gaps.push({ eventId: prev, childId: eventId, childDepth: pdu.depth });
     if (stateless) {
       // What a replaced state event was is unknown without the state before it.
       event.replacesState = undefined;
@@ -372,7 +476,9 @@ export class RemoteEvents {
     }
     if (!group) {
       const base = before.group ? { groupId: before.group.groupId, state: before.state, deltaDepth: before.group.deltaDepth } : undefined;
-      group = await this.stateGroups.store(room.roomId, stateAfter, base);
+      const made = await this.stateGroups.prepare(room.roomId, stateAfter, base);
+      batch.groups.push(made.row);
+      group = made;
     }
     event.stateGroup = group.groupId;
     pending.set(eventId, { event, stateAfter, group, stateless: false });
@@ -413,21 +519,26 @@ export class RemoteEvents {
     return [...collected.values()].sort((a, b) => a.pdu.depth - b.pdu.depth);
   }
 
-  /** The state before an event: from the sender (a gap), one prev's state, or the resolution of several. */
+  /**
+   * The state before an event: as given (a join), one prev's state, or the resolution of several.
+   * A prev we lack sits on a gap: for a pulled event its state is asked of the sender and the prev
+   * is named in `gapPrevs`; otherwise it is passed over. Undefined when a gap's state cannot be had.
+   */
   private async stateBefore(
     room: RoomSnapshot,
     version: RoomVersion,
     pdu: Pdu,
     batch: Batch,
     source: RemoteEventSource,
-    known: readonly string[] | undefined,
-  ): Promise<{ state: StateMap; group: { groupId: number; deltaDepth: number } | undefined }> {
+    options: AdmitOptions,
+  ): Promise<{ state: StateMap; group: { groupId: number; deltaDepth: number } | undefined; gapPrevs: string[] } | undefined> {
     const { pending } = batch;
-    if (known) {
-      const events = await this.eventsOfIds(known, pending);
+    const gapPrevs: string[] = [];
+    if (options.knownStateBefore) {
+      const events = await this.eventsOfIds(options.knownStateBefore, pending);
       const state = new Map<string, string>();
       for (const event of events) if (event.stateKey !== undefined) state.set(stateKeyOf(event.type, event.stateKey), event.eventId);
-      return { state, group: undefined };
+      return { state, group: undefined, gapPrevs };
     }
     const afters: Array<{ state: StateMap; group: { groupId: number; deltaDepth: number } | undefined }> = [];
     for (const prevId of pdu.prev_events) {
@@ -442,13 +553,18 @@ export class RemoteEvents {
       } else if (prev) {
         const state = await this.stateAfterStateless(room, version, prev, batch, source);
         if (state) afters.push({ state, group: undefined });
+      } else if (options.pulled) {
+        const state = await this.stateAfterMissing(room, version, prevId, batch, source);
+        if (!state) return undefined;
+        afters.push({ state, group: undefined });
+        gapPrevs.push(prevId);
       }
     }
     // A create event, or an event whose prevs we could not get: nothing (it fails auth if it needs state).
-    if (afters.length === 0) return { state: new Map(), group: undefined };
-    if (afters.length === 1) return afters[0]!;
+    if (afters.length === 0) return { state: new Map(), group: undefined, gapPrevs };
+    if (afters.length === 1) return { ...afters[0]!, gapPrevs };
     const resolved = await this.graph.resolve(version, room.roomId, afters.map((after) => after.state), this.lookupPending(pending));
-    return { state: resolved, group: undefined };
+    return { state: resolved, group: undefined, gapPrevs };
   }
 
   private lookupPending(pending: Map<string, Pending>): (id: string) => StoredEvent | undefined {
@@ -480,10 +596,12 @@ export class RemoteEvents {
    * prevs and gain the events; the current state is the state after the single extremity, or the
    * resolution of the extremities' states. Computed again when a local send moved the head.
    */
-  private async write(room: RoomSnapshot, order: StoredEvent[], pending: Map<string, Pending>, fanOut: boolean): Promise<void> {
+  private async write(room: RoomSnapshot, batch: Batch, fanOut: boolean): Promise<void> {
+    const { order, pending } = batch;
     for (let attempt = 0; ; attempt++) {
       const expected = [...room.head.extremities];
-      const { head, current } = await this.nextHead(room, order, pending);
+      const { head, current, group } = await this.nextHead(room, order, pending);
+      const stateGroups = group ? [...batch.groups, group] : batch.groups;
       const changes = await this.stateChanges(room, current, pending);
       const redactions = await this.redactionsOf(room, order, pending);
       try {
@@ -493,7 +611,16 @@ export class RemoteEvents {
           prepare: () => [],
           remote: (latest): RemoteBatch => {
             if (!sameList(latest.head.extremities, expected)) throw new HeadMoved('the room moved on while the batch was checked');
-            return { events: order, currentState: changes.current, removedState: changes.removed, head, redactions, stateReset: isStateReset(order, changes, pending) };
+            return {
+              events: order,
+              currentState: changes.current,
+              removedState: changes.removed,
+              head,
+              redactions,
+              stateReset: isStateReset(order, changes, pending),
+              stateGroups,
+              backwardExtremities: batch.gaps,
+            };
           },
         });
         for (const event of order) this.graph.forget(event.eventId);
@@ -505,7 +632,7 @@ export class RemoteEvents {
     }
   }
 
-  private async nextHead(room: RoomSnapshot, order: StoredEvent[], pending: Map<string, Pending>): Promise<{ head: RoomHead; current: StateMap | undefined }> {
+  private async nextHead(room: RoomSnapshot, order: StoredEvent[], pending: Map<string, Pending>): Promise<{ head: RoomHead; current: StateMap | undefined; group?: NewStateGroup }> {
     const extremities = new Set(room.head.extremities);
     let depth = room.head.depth;
     let moved = false;
@@ -534,13 +661,16 @@ export class RemoteEvents {
       }
     }
     let current: StateMap;
+    let made: NewStateGroup | undefined;
     if (states.length === 1) {
       current = states[0]!;
     } else {
       current = await this.graph.resolve(room.version, room.roomId, states, this.lookupPending(pending));
-      group = await this.stateGroups.store(room.roomId, current, group ? { ...group, state: states[states.length - 1]! } : undefined);
+      const prepared = await this.stateGroups.prepare(room.roomId, current, group ? { ...group, state: states[states.length - 1]! } : undefined);
+      group = prepared;
+      made = prepared.row;
     }
-    return { head: { extremities: ids, depth, stateGroup: group?.groupId, stateGroupDepth: group?.deltaDepth ?? 0 }, current };
+    return { head: { extremities: ids, depth, stateGroup: group?.groupId, stateGroupDepth: group?.deltaDepth ?? 0 }, current, ...(made ? { group: made } : {}) };
   }
 
   /**

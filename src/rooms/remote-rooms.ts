@@ -30,3 +30,17 @@ export interface PublicRoomsQuery {
   since?: string | undefined;
   searchTerm?: string | undefined;
 }
+
+/**
+ * Gaps in a room's timeline filled from other servers (/backfill; implemented in
+ * federation/backfill.ts). A gap opens when events arrive built on events this server never got
+ * (after a long silence); /messages pages back over it and asks for it to be filled.
+ */
+export interface GapFiller {
+  /**
+   * Fills the room's gaps that lie below `belowDepth`, nearest first; resolves true when events
+   * were added, false when nothing could be (no server answered) or `waitMs` passed first (the
+   * fill goes on).
+   */
+  fill(roomId: string, belowDepth: number, waitMs: number): Promise<boolean>;
+}

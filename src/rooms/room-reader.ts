@@ -8,6 +8,7 @@ import type { Storage, TopologicalPosition } from '../storage/index.js';
 import { formatSyncToken, parseSyncToken, type StreamCounter } from '../sync/stream.js';
 import { eventFromRow, stateKeyOf, toClientEvent, type ClientEvent, type JsonObject, type StoredEvent, type Viewer } from './events.js';
 import type { RoomCache } from './room-cache.js';
+import type { GapFiller } from './remote-rooms.js';
 import type { RoomSnapshot } from './room-snapshot.js';
 import { canSeeEvent, type VisibilityContext } from './visibility.js';
 import { RelationBundles } from './aggregations.js';
@@ -131,11 +132,12 @@ export class RoomReader {
 
   /**
    * An event of a room's timeline. Events below position zero (outliers known only for auth and
-   * state, rejected and soft-failed events from other servers) are nobody's to see.
+   * state, rejected and soft-failed events from other servers) are nobody's to see, but for
+   * backfilled history, which is below zero only to stay out of sync.
    */
   async getEvent(eventId: string): Promise<StoredEvent | undefined> {
     const row = await this.storage.rooms.getEvent(eventId);
-    return row && Number(row.stream_ordering) > 0 ? eventFromRow(row) : undefined;
+    return row && (Number(row.stream_ordering) > 0 || row.backfilled_at !== null) ? eventFromRow(row) : undefined;
   }
 
   /** Events nearest to a timestamp (see RoomStore.eventsNearTime). */
@@ -171,24 +173,31 @@ export class RoomReader {
    */
   async pageBackwards(
     room: RoomSnapshot,
-    options: { before: number; stopAt: number; limit: number; visibility: VisibilityContext | undefined; matches?: EventPredicate | undefined },
-  ): Promise<{ events: StoredEvent[]; more: boolean; lastScanned: number }> {
+    options: { before: number; stopAt: number; limit: number; visibility: VisibilityContext | undefined; matches?: EventPredicate | undefined; stopAtGap?: boolean | undefined },
+  ): Promise<{ events: StoredEvent[]; more: boolean; lastScanned: number; gapBefore?: StoredEvent | undefined }> {
     const events: StoredEvent[] = [];
     const upper = Math.min(options.before, this.stream.current);
     let lastScanned = upper;
-    /** Takes one event; true when it is one more than the page holds (so older ones remain). */
-    const take = (event: StoredEvent): boolean => {
+    /**
+     * Takes one event; 'more' when it is one more than the page holds (so older ones remain),
+     * 'gap' when a gap lies just before it (`stopAtGap`: the page ends there, as if limited).
+     */
+    const take = (event: StoredEvent): 'more' | 'gap' | undefined => {
       const wanted = (!options.visibility || canSeeEvent(event, options.visibility)) && (!options.matches || options.matches(event));
-      if (wanted && events.length >= options.limit) return true;
+      if (wanted && events.length >= options.limit) return 'more';
       // Events passed over before the page is full need not be scanned again.
       if (events.length < options.limit) lastScanned = event.stream - 1;
       if (wanted) events.push(event);
-      return false;
+      return options.stopAtGap && event.gapBefore ? 'gap' : undefined;
     };
+    const stopped = (stop: 'more' | 'gap', event: StoredEvent) => ({ events, more: true, lastScanned, ...(stop === 'gap' ? { gapBefore: event } : {}) });
     const recent = room.recentEvents(options.stopAt, upper);
     if (recent) {
       // Everything in range is in memory (the common incremental sync): no query at all.
-      for (const event of recent) if (take(event)) return { events, more: true, lastScanned };
+      for (const event of recent) {
+        const stop = take(event);
+        if (stop) return stopped(stop, event);
+      }
       return { events, more: false, lastScanned };
     }
     let cursor = upper;
@@ -198,7 +207,8 @@ export class RoomReader {
       for (const row of rows) {
         const event = eventFromRow(row);
         cursor = event.stream - 1;
-        if (take(event)) return { events, more: true, lastScanned };
+        const stop = take(event);
+        if (stop) return stopped(stop, event);
       }
       if (rows.length < want) return { events, more: false, lastScanned };
     }
@@ -265,6 +275,11 @@ export class RoomReader {
    * order: after the deepest event at or before it. Going back from it yields everything up to
    * that position (and events of a lower depth that arrived later, as in Synapse).
    */
+  /** The room's gaps (its backward extremities), the nearest the present first, at most `limit`. */
+  async gapsOf(roomId: string, limit: number): Promise<Array<{ eventId: string; childDepth: number }>> {
+    return this.storage.rooms.backwardExtremities(roomId, limit);
+  }
+
   async topologicalAt(room: RoomSnapshot, position: number): Promise<TopologicalPosition> {
     return { depth: await this.storage.rooms.maxDepthAtPosition(room.roomId, position), stream: position };
   }
@@ -302,9 +317,18 @@ export class RoomHistory {
     return { room, visibility };
   }
 
+  private gapFiller: { filler: GapFiller; waitMs: number } | undefined;
+
+  /** Where gaps in rooms' timelines are filled from (federation), and how long a page waits for it. */
+  useGapFiller(filler: GapFiller, waitMs: number): void {
+    this.gapFiller = { filler, waitMs };
+  }
+
   /**
    * `/messages`: a page of the room in topological order (depth, then arrival), as Synapse pages
    * it; tokens are `t<depth>-<position>`, and a sync token (`s…`, a `prev_batch`) works as `from`.
+   * Going back over a gap (events other servers sent that never reached us), the gap is filled
+   * from them first, as Synapse backfills.
    */
   async messages(viewer: Viewer, roomId: string, query: MessagesQuery): Promise<JsonObject> {
     const { room, visibility } = await this.roomForHistory(roomId, viewer.userId);
@@ -314,15 +338,13 @@ export class RoomHistory {
     const backwards = query.dir === 'b';
     const from = (await this.boundOf(room, query.from, 'from')) ?? (backwards ? TOPMOST : BOTTOMMOST);
     const to = await this.boundOf(room, query.to, 'to');
-    const page = await this.reader.pageTopological(room, {
-      dir: query.dir,
-      from,
-      to,
-      maxStream: Math.min(last, this.stream.current),
-      limit: query.limit,
-      visibility,
-      matches: await this.withoutIgnored(viewer.userId, query.matches),
-    });
+    const matches = await this.withoutIgnored(viewer.userId, query.matches);
+    const read = () =>
+      this.reader.pageTopological(room, { dir: query.dir, from, to, maxStream: Math.min(last, this.stream.current), limit: query.limit, visibility, matches });
+    let page = await read();
+    if (backwards && this.gapFiller && (await this.crossesGap(room.roomId, from, page))) {
+      if (await this.gapFiller.filler.fill(room.roomId, from.depth, this.gapFiller.waitMs)) page = await read();
+    }
     const response: JsonObject = {
       chunk: await this.reader.render(page.events, viewer, { visibility }),
       start: query.from ?? (backwards ? positionToken(this.stream.current) : topologicalToken(BOTTOMMOST)),
@@ -465,10 +487,19 @@ export class RoomHistory {
     };
   }
 
+  /**
+   * Whether a page going back from `from` reaches past a gap: one that lies below `from` and
+   * above where the page ended (or anywhere below, when the page found nothing more).
+   */
+  private async crossesGap(roomId: string, from: TopologicalPosition, page: { more: boolean; last: TopologicalPosition }): Promise<boolean> {
+    const gaps = await this.reader.gapsOf(roomId, 100);
+    return gaps.some((gap) => gap.childDepth <= from.depth && (!page.more || page.last.depth < gap.childDepth));
+  }
+
   /** A pagination token as a place: `t<depth>-<position>` as it is; a sync token through topologicalAt. */
   private async boundOf(room: RoomSnapshot, token: string | undefined, name: string): Promise<TopologicalPosition | undefined> {
     if (token === undefined || token === '') return undefined;
-    const topological = /^t(\d{1,15})-(\d{1,15})$/.exec(token);
+    const topological = /^t(\d{1,16})-(-?\d{1,16})$/.exec(token);
     if (topological) return { depth: Number(topological[1]), stream: Number(topological[2]) };
     return this.reader.topologicalAt(room, parsePosition(token, name)!);
   }
@@ -611,7 +642,8 @@ const BOTTOMMOST: TopologicalPosition = { depth: 0, stream: 0 };
 
 /** A place in a room's topological order as a pagination token (Synapse's form). */
 export function topologicalToken(position: TopologicalPosition): string {
-  return `t${Math.max(0, position.depth)}-${Math.max(0, position.stream)}`;
+  // Backfilled history has positions below zero (Synapse's tokens carry them the same way: `t5--3`).
+  return `t${Math.max(0, position.depth)}-${position.stream}`;
 }
 
 /** Stream positions in the sync token's form (what sync's prev_batch is). */

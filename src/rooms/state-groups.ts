@@ -53,6 +53,15 @@ export class StateGroupIds {
 /** Entries held across cached maps before the least recently used maps go. */
 const MAX_CACHED_ENTRIES = 500_000;
 
+/** A state group's row, written with the batch of events that made it. */
+export interface NewStateGroup {
+  id: number;
+  roomId: string;
+  prevGroup: number | undefined;
+  deltaDepth: number;
+  entries: Array<[string, string, string | null]>;
+}
+
 export function splitStateKey(key: string): [string, string] {
   const at = key.indexOf('\u0000');
   return [key.slice(0, at), key.slice(at + 1)];
@@ -98,11 +107,12 @@ export class StateGroups {
   }
 
   /**
-   * Stores `state` as a new group of `roomId`: a delta of `base` when given (and its chain is not
-   * too long), else a snapshot. Groups are immutable, so one written for an event whose write then
-   * fails is harmless.
+   * Makes `state` a new group of `roomId`: a delta of `base` when given (and its chain is not too
+   * long), else a snapshot. The group is known here at once (its state is cached); its row is for
+   * the caller to write with the events that use it, so a batch that is checked and then dropped
+   * (or fails) leaves nothing behind. Ids are never reused.
    */
-  async store(roomId: string, state: StateMap, base?: { groupId: number; state: StateMap; deltaDepth: number }): Promise<{ groupId: number; deltaDepth: number }> {
+  async prepare(roomId: string, state: StateMap, base?: { groupId: number; state: StateMap; deltaDepth: number }): Promise<{ groupId: number; deltaDepth: number; row: NewStateGroup }> {
     await this.ids.ensure(1);
     const id = this.ids.next();
     let entries: Array<[string, string, string | null]>;
@@ -117,9 +127,8 @@ export class StateGroups {
     } else {
       entries = [...state].map(([key, eventId]) => [...splitStateKey(key), eventId]);
     }
-    await this.storage.rooms.insertStateGroup({ id, roomId, prevGroup, deltaDepth, entries });
     this.remember(id, state);
-    return { groupId: id, deltaDepth };
+    return { groupId: id, deltaDepth, row: { id, roomId, prevGroup, deltaDepth, entries } };
   }
 
   async deltaDepthOf(groupId: number): Promise<number> {

@@ -36,7 +36,8 @@ export function membershipAt(history: readonly MembershipChange[], stream: numbe
 export function canSeeEvent(event: StoredEvent, context: VisibilityContext): boolean {
   const visibility = event.historyVisibility;
   if (visibility === 'world_readable') return true;
-  let membership = membershipAt(context.history, event.stream);
+  // Backfilled history sits below zero; it is judged where the gap it filled lay.
+  let membership = membershipAt(context.history, event.backfilledAt ?? event.stream);
   if (event.type === 'm.room.member' && event.stateKey === context.userId) {
     // The user's own membership change: the one that ends a membership or an invite (a leave, a
     // kick, a rejected or withdrawn invite, a ban) is seen, as in Synapse, or clients never learn

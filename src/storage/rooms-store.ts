@@ -35,7 +35,7 @@ export interface TopologicalPosition {
 const EVENT_COLUMNS = [
   'stream_ordering', 'event_id', 'room_id', 'type', 'state_key', 'sender', 'origin_server_ts', 'content', 'replaces_state',
   'prev_content', 'prev_sender', 'redacts', 'redacted_by', 'history_visibility', 'txn_device_id', 'txn_scope', 'txn_id',
-  'depth', 'prev_events', 'auth_events', 'pdu_extra', 'state_group', 'outlier', 'rejected', 'soft_failed',
+  'depth', 'prev_events', 'auth_events', 'pdu_extra', 'state_group', 'outlier', 'rejected', 'soft_failed', 'gap_before', 'backfilled_at',
 ] as const satisfies ReadonlyArray<keyof EventRow>;
 
 /** Rows per multi-row INSERT: events have some 30 columns, and PostgreSQL takes 65,535 parameters. */
@@ -427,6 +427,45 @@ export class RoomStore {
     return eventByIdQuery.first(this.db, eventId);
   }
 
+  // ---- gaps in the timeline (see migration 0025) ----
+
+  /** Notes events missing below a gap (`childDepth`, `childStream`: of the deepest event we hold that names each). */
+  async addBackwardExtremities(roomId: string, extremities: ReadonlyArray<{ eventId: string; childDepth: number; childStream: number }>): Promise<void> {
+    if (extremities.length === 0) return;
+    for (let start = 0; start < extremities.length; start += ROWS_PER_STATEMENT) {
+      await this.db
+        .insertInto('backward_extremities')
+        .values(extremities.slice(start, start + ROWS_PER_STATEMENT).map((row) => ({ room_id: roomId, event_id: row.eventId, child_depth: row.childDepth, child_stream: row.childStream })))
+        .onConflict((c) => c.columns(['room_id', 'event_id']).doNothing())
+        .execute();
+    }
+  }
+
+  /** Forgets the gaps these events filled (they are stored now). */
+  async removeBackwardExtremities(roomId: string, eventIds: readonly string[]): Promise<void> {
+    for (let start = 0; start < eventIds.length; start += ROWS_PER_STATEMENT) {
+      await this.db.deleteFrom('backward_extremities').where('room_id', '=', roomId).where('event_id', 'in', eventIds.slice(start, start + ROWS_PER_STATEMENT)).execute();
+    }
+  }
+
+  /** A room's backward extremities, the gaps nearest the present first, at most `limit`. */
+  async backwardExtremities(roomId: string, limit: number): Promise<Array<{ eventId: string; childDepth: number; childStream: number }>> {
+    const rows = await this.db
+      .selectFrom('backward_extremities')
+      .select(['event_id', 'child_depth', 'child_stream'])
+      .where('room_id', '=', roomId)
+      .orderBy('child_depth', 'desc')
+      .orderBy('event_id')
+      .limit(limit)
+      .execute();
+    return rows.map((row) => ({ eventId: row.event_id, childDepth: Number(row.child_depth), childStream: Number(row.child_stream) }));
+  }
+
+  /** An event held as an outlier becomes backfilled history (it keeps its position below zero). */
+  async markBackfilled(eventId: string, historyVisibility: string, visibleAt: number): Promise<void> {
+    await this.db.updateTable('events').set({ outlier: 0, backfilled_at: visibleAt, history_visibility: historyVisibility }).where('event_id', '=', eventId).where('outlier', '=', 1).execute();
+  }
+
   async getEvents(eventIds: readonly string[]): Promise<EventRow[]> {
     const rows: EventRow[] = [];
     // In slices: SQLite caps the number of bound parameters in one statement.
@@ -477,12 +516,17 @@ export class RoomStore {
    * Events of a room in topological order (depth, then position), walking from `from` towards
    * `to`: going back (`b`, newest first) the events at or before `from` and after `to`; going
    * forward (`f`, oldest first) those after `from` and at or before `to` (a token is the point right
-   * after the event it names). Positions in (0, maxStream], at most `limit`. Outliers, rejected and
-   * soft-failed events (positions below zero) are never among them.
+   * after the event it names). Positions in (0, maxStream], and backfilled events (below zero), at
+   * most `limit`. Outliers, rejected and soft-failed events (positions below zero) are never among them.
    */
   async eventsTopological(roomId: string, dir: 'b' | 'f', from: TopologicalPosition, to: TopologicalPosition | undefined, maxStream: number, limit: number): Promise<EventRow[]> {
     const [below, above] = dir === 'b' ? [from, to] : [to, from];
-    let query = this.db.selectFrom('events').selectAll().where('room_id', '=', roomId).where('stream_ordering', '>', 0).where('stream_ordering', '<=', maxStream);
+    let query = this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('room_id', '=', roomId)
+      .where((eb) => eb.or([eb('stream_ordering', '>', 0), eb('backfilled_at', 'is not', null)]))
+      .where('stream_ordering', '<=', maxStream);
     if (below) query = query.where((eb) => eb.or([eb('depth', '<', below.depth), eb.and([eb('depth', '=', below.depth), eb('stream_ordering', '<=', below.stream)])]));
     if (above) query = query.where((eb) => eb.or([eb('depth', '>', above.depth), eb.and([eb('depth', '=', above.depth), eb('stream_ordering', '>', above.stream)])]));
     const order = dir === 'b' ? 'desc' : 'asc';

@@ -99,6 +99,17 @@ export interface EventsTable {
   /** Why the event was rejected, or null. */
   rejected: string | null;
   soft_failed: number;
+  /** 1: placed on prev_events we did not have (a gap lies before it in the timeline). */
+  gap_before: number;
+  /** History brought in by /backfill (a position below zero; shown in history, not in sync): the position its visibility is judged at. */
+  backfilled_at: number | null;
+}
+
+export interface BackwardExtremitiesTable {
+  room_id: string;
+  event_id: string;
+  child_depth: number;
+  child_stream: number;
 }
 
 export interface StateGroupsTable {
@@ -445,6 +456,7 @@ export interface Database {
   ratelimit_overrides: RatelimitOverridesTable;
   rooms: RoomsTable;
   events: EventsTable;
+  backward_extremities: BackwardExtremitiesTable;
   current_state: CurrentStateTable;
   memberships: MembershipsTable;
   room_aliases: RoomAliasesTable;

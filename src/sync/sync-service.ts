@@ -8,7 +8,7 @@
 import { MatrixError } from '../core/errors.js';
 import { toStrippedState, type ClientEvent, type JsonObject, type StoredEvent, type Viewer } from '../rooms/events.js';
 import type { RoomCache, UserRoom } from '../rooms/room-cache.js';
-import { isIgnored, type RoomReader } from '../rooms/room-reader.js';
+import { isIgnored, topologicalToken, type RoomReader } from '../rooms/room-reader.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
 import { membershipAt, type MembershipChange, type VisibilityContext } from '../rooms/visibility.js';
 import { BoundedCache } from '../core/bounded-cache.js';
@@ -337,6 +337,7 @@ export class SyncService {
       limit,
       visibility,
       matches: (e) => !isIgnored(context.ignored, e) && filter.timeline.matches(e),
+      stopAtGap: true,
     });
     let timelineEvents = page.events.reverse();
     const firstStream = timelineEvents[0]?.stream ?? upTo + 1;
@@ -401,7 +402,7 @@ export class SyncService {
         // Bundled aggregations where the spec asks for them: limited timelines.
         events: await this.renderFor(timelineEvents, viewer, filter, page.more ? { visibility } : undefined),
         limited: page.more,
-        prev_batch: formatSyncToken({ stream: firstStream - 1, typing: 0 }),
+        prev_batch: prevBatch(page.gapBefore, timelineEvents[0], firstStream),
       },
       state: { events: await this.renderFor(state, viewer, filter) },
       ephemeral: { events: ephemeral },
@@ -547,6 +548,7 @@ export class SyncService {
       limit,
       visibility,
       matches: (e) => !isIgnored(context.ignored, e) && filter.timeline.matches(e),
+      stopAtGap: true,
     });
     const timeline = page.events.reverse();
     // The state as of the leave: what changed since the token when the user was in the room then;
@@ -564,7 +566,7 @@ export class SyncService {
       timeline: {
         events: await this.renderFor(timeline, viewer, filter),
         limited: page.more,
-        prev_batch: formatSyncToken({ stream: (timeline[0]?.stream ?? entry.stream) - 1, typing: 0 }),
+        prev_batch: prevBatch(page.gapBefore, timeline[0], timeline[0]?.stream ?? entry.stream),
       },
       state: { events: await this.renderFor(state, viewer, filter) },
       account_data: {
@@ -602,6 +604,20 @@ function heroes(self: string, groups: Iterable<string>[]): string[] {
 }
 
 /** Whether the user's membership left `join` at any point after `position`. */
+/**
+ * Where a client pages back from the timeline's start: a stream token, as Synapse gives, unless
+ * the timeline stopped at a gap (events that came late from another server, see `gapBefore`):
+ * then the place right before its first event in the room's order, so that /messages pages back
+ * over the gap (the stream position there would skip the events the gap holds).
+ */
+function prevBatch(gapBefore: StoredEvent | undefined, first: StoredEvent | undefined, firstStream: number): string {
+  if (gapBefore) {
+    const start = first ?? gapBefore;
+    return topologicalToken({ depth: start.depth, stream: start.stream - 1 });
+  }
+  return formatSyncToken({ stream: firstStream - 1, typing: 0 });
+}
+
 function leftSince(history: readonly MembershipChange[], position: number): boolean {
   return history.some((change) => change.stream > position && change.membership !== 'join');
 }

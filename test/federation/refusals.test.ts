@@ -113,7 +113,9 @@ describe('PDUs that are refused', () => {
 
 describe('PDUs built on events held without state', () => {
   it('an event whose parent we hold only as an outlier is placed with the state its sender gives', async () => {
-    // (Unbanned above, the bot is out of the room: back in.)
+    // A room of its own: the one above has events B accepted from forged PDUs that A never had,
+    // and A, banned there, is refused what it lacks (Host not in room), as by Synapse.
+    const roomId = await aliceB.createRoom({ preset: 'public_chat' });
     await botA.ok('POST', `/join/${encodeURIComponent(roomId)}`, {}, { server_name: 'b.test' });
     const room = (await b.services.roomCache.room(roomId))!;
     // Known on A only as part of the state it was given when it joined: no state of its own there.
