@@ -26,6 +26,8 @@ export interface FetchLimits {
 export interface FetchSlot {
   timeoutMs: number;
   maxResponseBytes: number;
+  /** Events of the answer that may be used: the rest are dropped unread. */
+  maxEvents: number;
 }
 
 export class FetchBudget {
@@ -60,13 +62,17 @@ export class FetchBudget {
     }
     if (this.refused !== undefined) throw new FetchRefused(`no more fetches for this request: ${this.refused}`);
     this.requests++;
-    return { timeoutMs: Math.max(1, Math.min(this.requestTimeoutMs, left)), maxResponseBytes: Math.max(1, Math.min(this.maxResponseBytes, this.limits.maxBytes - this.bytes)) };
+    return {
+      timeoutMs: Math.max(1, Math.min(this.requestTimeoutMs, left)),
+      maxResponseBytes: Math.max(1, Math.min(this.maxResponseBytes, this.limits.maxBytes - this.bytes)),
+      maxEvents: Math.max(0, this.limits.maxEvents - this.events),
+    };
   }
 
-  /** What an answer cost. */
+  /** What an answer cost (its events as used: at most the slot's `maxEvents`). */
   spent(bytes: number, events: number): void {
     this.bytes += bytes;
-    this.events += events;
+    this.events += Math.min(events, Math.max(0, this.limits.maxEvents - this.events));
   }
 
   /** Whether nothing more will be fetched. */

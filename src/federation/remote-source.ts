@@ -41,15 +41,18 @@ export class FederatedEventSource implements RemoteEventSource {
     return this.budget?.exhausted() ?? false;
   }
 
-  /** A request within the budget: its deadline and size cap, and its cost counted. */
-  private request<T>(server: string, request: FederationRequest, countEvents: (answer: T) => number): Promise<T> {
+  /**
+   * A request within the budget: its deadline and size cap, and its cost counted. `take` keeps
+   * the events of the answer the budget allows (the rest are dropped unread) and counts them.
+   */
+  private request<T>(server: string, request: FederationRequest, take: (answer: T, maxEvents: number) => number): Promise<T> {
     if (!this.budget) return this.client.request<T>(server, request);
     const budget = this.budget;
     const slot = budget.take();
     let bytes = 0;
-    return this.client.request<T>(server, { ...request, ...slot, onAnswerBytes: (size) => (bytes = size) }).then(
+    return this.client.request<T>(server, { ...request, timeoutMs: slot.timeoutMs, maxResponseBytes: slot.maxResponseBytes, onAnswerBytes: (size) => (bytes = size) }).then(
       (answer) => {
-        budget.spent(bytes, countEvents(answer));
+        budget.spent(bytes, take(answer, slot.maxEvents));
         return answer;
       },
       (err: unknown) => {
@@ -88,7 +91,12 @@ export class FederatedEventSource implements RemoteEventSource {
           path: `/_matrix/federation/v1/get_missing_events/${encodeURIComponent(roomId)}`,
           body: { earliest_events: earliest, latest_events: latest, limit, min_depth: 0 },
         },
-        (body) => (Array.isArray(body.events) ? body.events.length : 0),
+        (body, maxEvents) => {
+          if (!Array.isArray(body.events)) return 0;
+          const kept = body.events.slice(0, maxEvents);
+          body.events = kept;
+          return kept.length;
+        },
       );
       return Array.isArray(answer.events) ? answer.events.slice(0, limit) : undefined;
     });
@@ -114,7 +122,14 @@ export class FederatedEventSource implements RemoteEventSource {
       const body = await this.request<{ pdus?: unknown; auth_chain?: unknown }>(
         server,
         { method: 'GET', path: `/_matrix/federation/v1/state/${encodeURIComponent(roomId)}?event_id=${encodeURIComponent(eventId)}` },
-        (answer) => (Array.isArray(answer.pdus) ? answer.pdus.length : 0) + (Array.isArray(answer.auth_chain) ? answer.auth_chain.length : 0),
+        (answer, maxEvents) => {
+          if (!Array.isArray(answer.pdus) || !Array.isArray(answer.auth_chain)) return 0;
+          const pdus = answer.pdus.slice(0, maxEvents);
+          const authChain = answer.auth_chain.slice(0, Math.max(0, maxEvents - pdus.length));
+          answer.pdus = pdus;
+          answer.auth_chain = authChain;
+          return pdus.length + authChain.length;
+        },
       );
       if (!Array.isArray(body.pdus) || !Array.isArray(body.auth_chain) || body.pdus.length + body.auth_chain.length > MAX_STATE_IDS) return undefined;
       return [...body.pdus, ...body.auth_chain];

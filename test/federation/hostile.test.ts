@@ -4,7 +4,8 @@
  * what it may join, and what one of its events may do to a room.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_DEPTH } from '../../src/rooms/pdu.js';
+import { randomBytes } from 'node:crypto';
+import { MAX_DEPTH, type Pdu } from '../../src/rooms/pdu.js';
 import { client, type Json, type TestClient } from '../support/client.js';
 import { createUser, startFederation, type Federation, type FederatedServer } from '../support/federation.js';
 import { startHostileServer, type HostileServer } from '../support/hostile-server.js';
@@ -17,7 +18,9 @@ let botA: TestClient;
 let aliceB: TestClient;
 
 beforeAll(async () => {
-  federation = await startFederation(['a.test', 'b.test']);
+  // A short deadline for what a transaction may make us fetch, so the test of a sender that never
+  // answers ends soon.
+  federation = await startFederation(['a.test', 'b.test'], () => ({ federation: { inbound_fetch: { deadline: '4s' } } }));
   a = federation.servers.get('a.test')!;
   b = federation.servers.get('b.test')!;
   evil = await startHostileServer(federation);
@@ -138,4 +141,126 @@ describe('an event at the depth limit', () => {
     const page = await botA.ok('GET', `/rooms/${enc(roomId)}/messages`, undefined, { dir: 'b', limit: 5 });
     expect((page.chunk as Json[]).map((event) => event.content?.body ?? event.content?.membership)).toEqual(['leave', 'join', 'ban', 'and again', 'still here']);
   });
+});
+
+/** An event id nobody has (a hash of nothing). */
+function fakeId(): string {
+  return `$${randomBytes(32).toString('base64url')}`;
+}
+
+/** Rows a.test holds of the room, all kinds (outliers, rejected and shown). */
+async function storedIn(roomId: string): Promise<number> {
+  const row = await a.services.storage.db.selectFrom('events').select((eb) => eb.fn.countAll<number>().as('n')).where('room_id', '=', roomId).executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/** What a.test asked of the hostile server (its key listing, and transactions a.test sends it, aside). */
+function asked(): typeof evil.requests {
+  return evil.requests.filter((request) => !request.path.startsWith('/_matrix/key/') && !request.path.startsWith('/_matrix/federation/v1/send/'));
+}
+
+describe('what one transaction may make us fetch', () => {
+  /** Messages of mallory in the room, each naming `prevs` events nobody has. */
+  function baitPdus(roomId: string, versionId: string, authEvents: string[], count: number, prevs: number, depth: number): Pdu[] {
+    return Array.from({ length: count }, (_, i) =>
+      evil.pdu(versionId, {
+        room_id: roomId,
+        sender: '@mallory:evil.test',
+        type: 'm.room.message',
+        content: { msgtype: 'm.text', body: `bait ${i}` },
+        origin_server_ts: Date.now(),
+        depth: depth + i,
+        prev_events: Array.from({ length: prevs }, fakeId),
+        auth_events: authEvents,
+      }).pdu,
+    );
+  }
+
+  it('a server with no member in the room is asked nothing; what it sends that needs asking is refused unstored', async () => {
+    const roomId = await botA.createRoom({ preset: 'public_chat' });
+    const room = await roomOnA(roomId);
+    const before = await storedIn(roomId);
+    evil.requests.length = 0;
+    const pdus = baitPdus(roomId, room.version.id, [room.get('m.room.create')!.eventId, room.get('m.room.power_levels')!.eventId], 50, 20, room.head.depth + 1);
+    const answer = await evil.send('a.test', pdus);
+    expect(Object.keys(answer.pdus)).toHaveLength(50);
+    for (const result of Object.values(answer.pdus)) expect(result.error).toBeDefined();
+    expect(asked()).toEqual([]);
+    expect(await storedIn(roomId)).toBe(before);
+  });
+
+  // 50 PDUs spend the events allowed on get_missing_events alone; 3 go on to state_ids, /state
+  // and /event until the requests allowed are spent.
+  it.each([50, 3])('a member server answering with ever more missing events costs at most the budget (%i PDUs)', async (count) => {
+    const roomId = await botA.createRoom({ preset: 'public_chat' });
+    const joined = await evil.join('a.test', roomId, '@mallory:evil.test');
+    const room = await roomOnA(roomId);
+    const authEvents = [room.get('m.room.create')!.eventId, room.get('m.room.power_levels')!.eventId, joined.eventId];
+    // What it answers: every gap names 20 more events nobody has, every state it gives has 2,000
+    // real events of its own (which cost us to check and store), all of them served.
+    const served = new Map<string, Pdu>();
+    const stateEvents = Array.from({ length: 2000 }, (_, i) =>
+      evil.pdu(joined.roomVersion, {
+        room_id: roomId,
+        sender: `@sock${i}:evil.test`,
+        type: 'm.room.member',
+        state_key: `@sock${i}:evil.test`,
+        content: { membership: 'join', displayname: 'x'.repeat(200) },
+        origin_server_ts: Date.now(),
+        depth: 5,
+        prev_events: [fakeId()],
+        auth_events: authEvents.slice(0, 2),
+      }),
+    );
+    for (const event of stateEvents) served.set(event.eventId, event.pdu);
+    let bytesServed = 0;
+    const json = (body: unknown) => {
+      bytesServed += Buffer.byteLength(JSON.stringify(body));
+      return { body };
+    };
+    evil.route('POST', '/_matrix/federation/v1/get_missing_events/', () =>
+      json({ events: baitPdus(roomId, joined.roomVersion, authEvents, 20, 20, room.head.depth + 1) }),
+    );
+    evil.route('GET', '/_matrix/federation/v1/state_ids/', () => json({ pdu_ids: stateEvents.map((event) => event.eventId), auth_chain_ids: [] }));
+    evil.route('GET', '/_matrix/federation/v1/state/', () => json({ pdus: stateEvents.map((event) => event.pdu), auth_chain: [] }));
+    evil.route('GET', '/_matrix/federation/v1/event/', (request) => {
+      const pdu = served.get(decodeURIComponent(request.path.split('/').pop()!.split('?')[0]!));
+      return pdu ? json({ origin: 'evil.test', origin_server_ts: Date.now(), pdus: [pdu] }) : undefined;
+    });
+    const before = await storedIn(roomId);
+    evil.requests.length = 0;
+    const started = Date.now();
+    const answer = await evil.send('a.test', baitPdus(roomId, joined.roomVersion, authEvents, count, 20, room.head.depth + 1));
+    const took = Date.now() - started;
+    for (const result of Object.values(answer.pdus)) expect(result.error).toBeDefined();
+    // The bounds (federation.inbound_fetch's defaults): 60 requests, 1,000 events, 8 MiB, 4 s here.
+    expect(asked().length).toBeLessThanOrEqual(60);
+    expect(await storedIn(roomId)).toBeLessThanOrEqual(before + 1000);
+    expect(bytesServed).toBeLessThan(2 * 8 * 1024 * 1024);
+    expect(took).toBeLessThan(60_000);
+    // The room goes on for its honest members.
+    await botA.send(roomId, { msgtype: 'm.text', body: 'still fine' });
+  }, 120_000);
+
+  it('a sender that never answers holds up only its own events, not another server\u2019s', async () => {
+    const roomId = await botA.createRoom({ preset: 'public_chat' });
+    await aliceB.join(roomId);
+    await botA.waitForEvent(roomId, (event) => event.type === 'm.room.member' && event.state_key === aliceB.userId);
+    const joined = await evil.join('a.test', roomId, '@mallory:evil.test');
+    const room = await roomOnA(roomId);
+    for (const path of ['/_matrix/federation/v1/get_missing_events/', '/_matrix/federation/v1/state_ids/', '/_matrix/federation/v1/state/', '/_matrix/federation/v1/event/']) {
+      evil.hang(path.includes('get_missing') ? 'POST' : 'GET', path);
+    }
+    const authEvents = [room.get('m.room.create')!.eventId, room.get('m.room.power_levels')!.eventId, joined.eventId];
+    let settled = false;
+    const pending = evil.send('a.test', baitPdus(roomId, joined.roomVersion, authEvents, 5, 3, room.head.depth + 1)).finally(() => (settled = true));
+    await expect.poll(() => asked().length).toBeGreaterThan(0);
+    // B's message arrives while the hostile transaction still waits on its questions.
+    await aliceB.send(roomId, { msgtype: 'm.text', body: 'honest' });
+    await botA.waitForEvent(roomId, (event) => event.content?.body === 'honest', 5000);
+    expect(settled).toBe(false);
+    // And the hostile transaction ends at its deadline, refused.
+    const answer = await pending;
+    for (const result of Object.values(answer.pdus)) expect(result.error).toBeDefined();
+  }, 60_000);
 });
