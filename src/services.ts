@@ -168,7 +168,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const profiles = new ProfileService(storage, rooms, limiters, config.server_name, membership, appservices);
   const toDevice = new ToDeviceService(storage, stream, notifier, clock, config.server_name, {
     send: (server, content) => federationSender.queueEdu([server], { edu_type: 'm.direct_to_device', content }),
-  });
+  }, { perSender: config.to_device.max_per_sender, perDevice: config.to_device.max_per_device });
   const presence = new PresenceService(storage, stream, notifier, roomCache, clock, config.server_name, config.presence.enabled, {
     send: (servers, edu) => federationSender.sendEphemeral(servers, edu),
   });

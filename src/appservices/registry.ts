@@ -3,6 +3,7 @@
  * namespaces (the spec's Application Service API, "Registration"). Pure over the registrations.
  */
 import type { AppServiceRegistration, Namespace } from '../config/index.js';
+import { MAX_MATCHED_LENGTH } from '../config/namespace-regex.js';
 import type { StoredEvent } from '../rooms/events.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
 import { userIdFor } from '../users/user-ids.js';
@@ -36,11 +37,11 @@ export class AppServiceRegistry {
 
   /** The appservice that holds `userId` in an exclusive namespace, if any. */
   exclusiveOwnerOfUser(userId: string): AppService | undefined {
-    return this.all.find((service) => service.namespaces.users.some((ns) => ns.exclusive && ns.pattern.test(userId)));
+    return this.all.find((service) => service.namespaces.users.some((ns) => ns.exclusive && matchesOne(ns, userId)));
   }
 
   exclusiveOwnerOfAlias(alias: string): AppService | undefined {
-    return this.all.find((service) => service.namespaces.aliases.some((ns) => ns.exclusive && ns.pattern.test(alias)));
+    return this.all.find((service) => service.namespaces.aliases.some((ns) => ns.exclusive && matchesOne(ns, alias)));
   }
 
   /** Users the appservice may act as: its sender and its user namespaces. */
@@ -88,5 +89,10 @@ export class AppServiceRegistry {
 }
 
 function matches(namespaces: readonly Namespace[], id: string): boolean {
-  return namespaces.some((ns) => ns.pattern.test(id));
+  return namespaces.some((ns) => matchesOne(ns, id));
+}
+
+/** Ids longer than the spec allows are never in a namespace: what a regex costs grows with the length. */
+function matchesOne(ns: Namespace, id: string): boolean {
+  return id.length <= MAX_MATCHED_LENGTH && ns.pattern.test(id);
 }

@@ -6,6 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
+import { compileNamespaceRegex } from './namespace-regex.js';
 
 export interface Namespace {
   exclusive: boolean;
@@ -110,9 +111,9 @@ export function parseAppServiceRegistration(text: string, file: string): AppServ
       if (typeof regex !== 'string' || regex.length === 0) fail(`${where}.regex`, 'must be a non-empty regular expression');
       let pattern: RegExp;
       try {
-        pattern = new RegExp(`^(?:${regex as string})`, 'u');
+        pattern = compileNamespaceRegex(regex as string);
       } catch (err) {
-        return fail(`${where}.regex`, `is not a regular expression this server can use: ${(err as Error).message}`);
+        return fail(`${where}.regex`, (err as Error).message);
       }
       namespaces[kind].push({ exclusive: exclusive as boolean, regex: regex as string, pattern });
     });

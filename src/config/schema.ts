@@ -274,6 +274,16 @@ export const ConfigSchema = Type.Object(
     // Application service registration files (Synapse's key): YAML, one per appservice; see
     // docs/appservices.md. Read and checked at start.
     app_service_config_files: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
+    // To-device messages (encryption keys travel as these) waiting for a device: at most
+    // max_per_sender from one sender (a local sender over it gets 429), max_per_device in all,
+    // shared fairly between senders (docs/configuration.md).
+    to_device: Type.Object(
+      {
+        max_per_sender: Type.Integer({ minimum: 1, default: 1_000 }),
+        max_per_device: Type.Integer({ minimum: 1, default: 10_000 }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     // Presence (Synapse's key): online while clients sync, m.presence in sync and over federation.
     presence: Type.Object({ enabled: Type.Boolean({ default: true }) }, { additionalProperties: false, default: {} }),
     // Prometheus metrics at `path`, for clients at `allowed_addresses` only (by the connection's own

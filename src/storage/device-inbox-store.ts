@@ -50,6 +50,24 @@ export class DeviceInboxStore {
     return Number(row?.n ?? 0);
   }
 
+  /** How many messages each sender has waiting for this device (delivered or not, until acknowledged). */
+  async countsBySender(userId: string, deviceId: string): Promise<Map<string, number>> {
+    const rows = await this.db
+      .selectFrom('device_inbox')
+      .select(['sender', (eb) => eb.fn.countAll<number>().as('n')])
+      .where('user_id', '=', userId)
+      .where('device_id', '=', deviceId)
+      .groupBy('sender')
+      .execute();
+    return new Map(rows.map((row) => [row.sender, Number(row.n)]));
+  }
+
+  /** Deletes the `count` oldest messages `sender` has waiting for this device. */
+  async dropOldest(userId: string, deviceId: string, sender: string, count: number): Promise<void> {
+    const oldest = this.db.selectFrom('device_inbox').select('id').where('user_id', '=', userId).where('device_id', '=', deviceId).where('sender', '=', sender).orderBy('id').limit(count);
+    await this.db.deleteFrom('device_inbox').where('id', 'in', oldest).execute();
+  }
+
   /** Deletes what a sync at `stream` or earlier delivered: the client has its answer. */
   async acknowledge(userId: string, deviceId: string, stream: number): Promise<void> {
     await this.db.deleteFrom('device_inbox').where('user_id', '=', userId).where('device_id', '=', deviceId).where('delivered_stream', '<=', stream).execute();

@@ -6,19 +6,23 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../core/clock.js';
-import { MatrixError } from '../core/errors.js';
+import { MatrixError, rateLimitedError } from '../core/errors.js';
 import type { JsonObject } from '../rooms/events.js';
 import { isUserId, serverOf } from '../rooms/ids.js';
-import type { NewToDeviceMessage, Storage } from '../storage/index.js';
+import type { NewToDeviceMessage, Storage, Stores } from '../storage/index.js';
 import { parseStoredJson } from '../core/json.js';
 import { BoundedCache } from '../core/bounded-cache.js';
+import { InboxAdmission, type InboxLimits } from './inbox-admission.js';
 import type { Notifier } from './notifier.js';
 import { writeAtNextPosition, type StreamCounter } from './stream.js';
 
 /** Messages one sync answer carries at most; the rest come in the next (which does not wait). */
 export const TO_DEVICE_PER_SYNC = 100;
-/** Undelivered messages a device may hold; more are dropped (a device nobody syncs must not fill the disk). */
-export const MAX_INBOX_PER_DEVICE = 10_000;
+/**
+ * The hint given with a send refused because the recipient's inbox is full: it empties only as
+ * that device syncs, which nothing here can predict; a minute keeps retries cheap.
+ */
+const INBOX_FULL_RETRY_MS = 60_000;
 /** Transaction ids are kept this long for retries. */
 const TXN_LIFETIME_MS = 24 * 3_600_000;
 
@@ -44,6 +48,8 @@ export class ToDeviceService {
     private readonly clock: Clock,
     private readonly serverName: string,
     private readonly remote: RemoteToDevice | undefined,
+    /** `to_device` in the config: a device nobody syncs must not fill the disk, nor one sender it for the others. */
+    private readonly limits: InboxLimits,
   ) {}
 
   /** `PUT /sendToDevice/{type}/{txnId}`: once per transaction id of the sending device. */
@@ -71,14 +77,15 @@ export class ToDeviceService {
     await writeAtNextPosition(this.storage, this.stream, async (stores, position, effects) => {
       fresh = await stores.deviceInbox.claimTxn(sender.userId, sender.deviceId, txnId, now);
       if (!fresh) return;
-      const accepted: NewToDeviceMessage[] = [];
-      const held = new Map<string, number>();
-      for (const message of local) {
-        const key = `${message.user_id}\u0000${message.device_id}`;
-        const count = held.get(key) ?? (await stores.deviceInbox.countFor(message.user_id, message.device_id));
-        if (count >= MAX_INBOX_PER_DEVICE) continue;
-        held.set(key, count + 1);
-        accepted.push(message);
+      // All or nothing: a message that cannot be stored fails the request (and its transaction
+      // id stays unclaimed, so the client's retry is a new attempt), never a 200 that drops it.
+      const { accepted, refused } = await this.admit(stores, sender.userId, local, true);
+      if (refused !== undefined) {
+        const error = rateLimitedError(INBOX_FULL_RETRY_MS);
+        throw new MatrixError('M_LIMIT_EXCEEDED', `The inbox of ${refused.user_id}'s device ${refused.device_id} is full for messages from you until that device syncs`, {
+          extra: error.extra,
+          headers: error.headers,
+        });
       }
       for (const message of accepted) effects.inboxes.add(message.user_id);
       await stores.deviceInbox.insert(accepted, position, now);
@@ -108,14 +115,52 @@ export class ToDeviceService {
     if (local.length === 0) return;
     const now = this.clock.now();
     await writeAtNextPosition(this.storage, this.stream, async (stores, position, effects) => {
-      const accepted: NewToDeviceMessage[] = [];
-      for (const message of local) if ((await stores.deviceInbox.countFor(message.user_id, message.device_id)) < MAX_INBOX_PER_DEVICE) accepted.push(message);
+      // An EDU cannot be refused message by message: what does not fit is dropped.
+      const { accepted } = await this.admit(stores, sender, local, false);
       for (const message of accepted) effects.inboxes.add(message.user_id);
       await stores.deviceInbox.insert(accepted, position, now);
     });
     this.forgetEmpty(local);
     this.notifier.notify(new Set(local.map((message) => message.user_id)));
   }
+
+  /**
+   * Decides which of one sender's messages fit their devices' inboxes, counting the whole batch
+   * (a device named twice, by "*" and by its id, counts twice), and drops what must make room.
+   * `allOrNothing`: if any message does not fit, none is stored (and nothing is dropped).
+   */
+  private async admit(
+    stores: Stores,
+    sender: string,
+    messages: readonly NewToDeviceMessage[],
+    allOrNothing: boolean,
+  ): Promise<{ accepted: NewToDeviceMessage[]; refused: NewToDeviceMessage | undefined }> {
+    const inboxes = new Map<string, { userId: string; deviceId: string; admission: InboxAdmission }>();
+    const accepted: NewToDeviceMessage[] = [];
+    let refused: NewToDeviceMessage | undefined;
+    for (const message of messages) {
+      const key = deviceKey(message.user_id, message.device_id);
+      let inbox = inboxes.get(key);
+      if (inbox === undefined) {
+        const held = await stores.deviceInbox.countsBySender(message.user_id, message.device_id);
+        inbox = { userId: message.user_id, deviceId: message.device_id, admission: new InboxAdmission(held, sender, this.holderOf, this.limits) };
+        inboxes.set(key, inbox);
+      }
+      if (inbox.admission.admit() === undefined) accepted.push(message);
+      else refused ??= message;
+    }
+    if (refused !== undefined && allOrNothing) return { accepted: [], refused };
+    for (const { userId, deviceId, admission } of inboxes.values()) {
+      for (const [victim, count] of admission.evictions) await stores.deviceInbox.dropOldest(userId, deviceId, victim, count);
+    }
+    return { accepted, refused };
+  }
+
+  /** Users of another server are one holder per device: that server can make up any number of them. */
+  private readonly holderOf = (sender: string): string => {
+    const server = serverOf(sender);
+    return server === this.serverName ? sender : server;
+  };
 
   /** Another process put messages in inboxes: no device is known to be empty any more. */
   forgetEmptyInboxes(): void {

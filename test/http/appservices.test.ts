@@ -297,4 +297,20 @@ describe('registration files', () => {
     await expect(startTestHomeserver({ app_service_config_files: [file, file] })).rejects.toThrow(/id is also used by/);
     await expect(startTestHomeserver({ app_service_config_files: [join(dir, 'missing.yaml')] })).rejects.toThrow(/cannot read .*missing\.yaml/);
   });
+
+  it('refuse a namespace that backtracks catastrophically, and /register/available stays a normal answer', async () => {
+    // With this namespace, /register/available?username=<32 a's> (no account needed) held the
+    // event loop for 12 s, tripling with every two more characters.
+    const slow = join(dir, 'slow.yaml');
+    writeFileSync(slow, `id: slow\nas_token: slow-as\nhs_token: slow-hs\nsender_localpart: slowbot\nnamespaces:\n  users:\n    - exclusive: true\n      regex: '@(a+)+b:hs\\.test'\n`);
+    await expect(startTestHomeserver({ app_service_config_files: [slow], enable_registration: true })).rejects.toThrow(
+      /slow\.yaml: namespaces\.users\[0\]\.regex "@\(a\+\)\+b:hs\\\\.test" could take exponential time/,
+    );
+    hs = await startTestHomeserver({ app_service_config_files: [registrationFile(null)], enable_registration: true });
+    const available = await hs.http.get('/_matrix/client/v3/register/available').query({ username: 'a'.repeat(32) });
+    expect(available.status).toBe(200);
+    expect(available.body).toEqual({ available: true });
+    const tooLong = await hs.http.get('/_matrix/client/v3/register/available').query({ username: 'a'.repeat(300) });
+    expectMatrixError(tooLong, 400, 'M_INVALID_USERNAME');
+  });
 });

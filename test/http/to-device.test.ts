@@ -77,6 +77,59 @@ describe('to-device messages', () => {
     expect(await hs.services.storage.deviceInbox.countFor(bob.userId, bob.deviceId)).toBe(0);
   });
 
+  it('refuses a sender over its share with 429 and stores nothing of that request', async () => {
+    hs = await startTestHomeserver({ to_device: { max_per_sender: 5, max_per_device: 12 } });
+    const mallory = await createUser(hs, 'mallory');
+    const alice = await createUser(hs, 'alice');
+    const bob = await createUser(hs, 'bob');
+    const since = (await sync(bob)).next_batch;
+    for (let i = 0; i < 5; i++) await sendToDevice(mallory, `flood${i}`, { [bob.userId]: { [bob.deviceId]: { i } } }, 'm.flood');
+    const over = await hs.http.put('/_matrix/client/v3/sendToDevice/m.flood/flood5').auth(mallory.accessToken, bearer).send({ messages: { [bob.userId]: { [bob.deviceId]: { i: 5 } } } });
+    expect(over.status).toBe(429);
+    expect(over.body).toMatchObject({ errcode: 'M_LIMIT_EXCEEDED', retry_after_ms: 60_000 });
+    expect(over.headers['retry-after']).toBe('60');
+    // A key from someone else still gets in, and arrives.
+    await sendToDevice(alice, 'key', { [bob.userId]: { [bob.deviceId]: { session_id: 'S1' } } }, 'm.room_key');
+    const got = await sync(bob, since);
+    expect(got.to_device.events.map((e) => e.type)).toEqual(['m.flood', 'm.flood', 'm.flood', 'm.flood', 'm.flood', 'm.room_key']);
+    // Once bob has synced past them, the refused request can be sent again under the same id.
+    await sync(bob, got.next_batch);
+    await sendToDevice(mallory, 'flood5', { [bob.userId]: { [bob.deviceId]: { i: 5 } } }, 'm.flood');
+    expect(await hs.services.storage.deviceInbox.countFor(bob.userId, bob.deviceId)).toBe(1);
+  });
+
+  it('counts a whole request against the cap: a device named twice cannot overshoot it', async () => {
+    hs = await startTestHomeserver({ to_device: { max_per_sender: 5, max_per_device: 12 } });
+    const mallory = await createUser(hs, 'mallory');
+    const bob = await createUser(hs, 'bob');
+    for (let i = 0; i < 4; i++) await sendToDevice(mallory, `flood${i}`, { [bob.userId]: { [bob.deviceId]: { i } } }, 'm.flood');
+    // "*" and the device's id: two messages for one device, one more than fits. Neither is stored.
+    const both = await hs.http.put('/_matrix/client/v3/sendToDevice/m.flood/both').auth(mallory.accessToken, bearer).send({ messages: { [bob.userId]: { '*': { a: 1 }, [bob.deviceId]: { b: 1 } } } });
+    expect(both.status).toBe(429);
+    expect(await hs.services.storage.deviceInbox.countFor(bob.userId, bob.deviceId)).toBe(4);
+  });
+
+  it('keeps a full device open to a sender who holds less than the others: the biggest holder makes room', async () => {
+    hs = await startTestHomeserver({ to_device: { max_per_sender: 5, max_per_device: 12 } });
+    const [mallory, eve, trudy, alice, bob] = await Promise.all(['mallory', 'eve', 'trudy', 'alice', 'bob'].map((name) => createUser(hs, name)));
+    const since = (await sync(bob!)).next_batch;
+    const to = (content: object) => ({ [bob!.userId]: { [bob!.deviceId]: content } });
+    for (let i = 0; i < 5; i++) await sendToDevice(mallory!, `m${i}`, to({ i }), 'm.flood');
+    for (let i = 0; i < 5; i++) await sendToDevice(eve!, `e${i}`, to({ i }), 'm.flood');
+    await sendToDevice(alice!, 'key1', to({ session_id: 'S1' }), 'm.room_key');
+    await sendToDevice(trudy!, 't0', to({ i: 0 }), 'm.flood');
+    // The device is full (12). alice's next key pushes out the oldest flood message, not her own.
+    await sendToDevice(alice!, 'key2', to({ session_id: 'S2' }), 'm.room_key');
+    expect(await hs.services.storage.deviceInbox.countFor(bob!.userId, bob!.deviceId)).toBe(12);
+    // trudy holds as little as alice did, but now alice holds more: trudy still gets in.
+    await sendToDevice(trudy!, 't1', to({ i: 1 }), 'm.flood');
+    const got = await sync(bob!, since);
+    const keys = got.to_device.events.filter((e) => e.type === 'm.room_key').map((e) => e.content.session_id);
+    expect(keys).toEqual(['S1', 'S2']);
+    expect(got.to_device.events).toHaveLength(12);
+    expect(got.to_device.events.filter((e) => e.sender === trudy!.userId)).toHaveLength(2);
+  });
+
   it('survives a restart until delivered, and tokens keep moving forward', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'bhs-todevice-'));
     try {
