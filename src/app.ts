@@ -4,16 +4,15 @@
  */
 import { readFileSync } from 'node:fs';
 import cors from '@fastify/cors';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { systemClock, type Clock } from './core/clock.js';
 import { ConfigError, type Config } from './config/index.js';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.js';
-import { clientErrorHandler, limitConnectionsPerAddress, requestDeadlineOptions } from './http/connections.js';
+import { limitConnectionsPerAddress, requestDeadlineOptions } from './http/connections.js';
 import { installJsonBodies } from './http/json-bodies.js';
 import { installValidation } from './http/validation.js';
-import { installRequestLogging, loggerOptions } from './http/logging.js';
-import { requestLoggerFactory } from './http/request-logger.js';
+import { installRequestLogging, serverLoggingOptions } from './http/logging.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { federationKeyRoutes } from './http/routes/federation-keys.js';
 import { federationRoutes } from './http/routes/federation.js';
@@ -115,7 +114,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   const metrics = config.metrics.enabled ? instrument(services) : undefined;
 
   const app = Fastify({
-    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: loggerOptions(config.logging.level) }),
+    // Requests are logged by installRequestLogging, with secrets cut out of the URL.
+    ...serverLoggingOptions(config.logging.level, deps.logger),
     bodyLimit: config.max_request_body_bytes,
     trustProxy: config.listen.x_forwarded,
     // Room and event ids in paths are long once percent-encoded; the default cap is 100.
@@ -124,12 +124,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     // are released in preClose below, so nobody gets a connection cut without an answer).
     forceCloseConnections: 'idle',
     ...requestDeadlineOptions(config.listen),
-    clientErrorHandler,
     frameworkErrors: frameworkErrorHandler,
-    // Requests are logged by installRequestLogging, with secrets cut out of the URL.
-    logController: new LogController({ disableRequestLogging: true }),
     rewriteUrl: (request) => routedUrl(request.url ?? '/'),
-    childLoggerFactory: requestLoggerFactory,
     // Our plugins are our own code and never hang; a timer per plugin only slowed every start.
     pluginTimeout: 0,
     // TLS on the listener itself when configured (tests; a reverse proxy is the usual front).

@@ -19,7 +19,7 @@ import { MatrixError } from './core/errors.js';
 import { escapeRegExp } from './core/escape-regexp.js';
 import { installErrorHandling } from './http/error-handler.js';
 import { installJsonBodies } from './http/json-bodies.js';
-import { loggerOptions } from './http/logging.js';
+import { installRequestLogging, serverLoggingOptions } from './http/logging.js';
 import { webhookRoutes } from './http/routes/webhooks.js';
 import { baseUrlFor, withTrailingSlash } from './server-info.js';
 import { migrateToLatest, openDatabase, Storage } from './storage/index.js';
@@ -78,7 +78,8 @@ export async function startBridgeApp(config: Config, options: BridgeAppOptions =
     throw err;
   }
   const app = Fastify({
-    ...(options.logger ? { loggerInstance: options.logger } : { logger: loggerOptions(config.logging.level) }),
+    // The server's request logging: one line per request, tokens and webhook ids cut out.
+    ...serverLoggingOptions(config.logging.level, options.logger),
     bodyLimit: config.max_request_body_bytes,
     trustProxy: config.listen.x_forwarded,
     routerOptions: { maxParamLength: 2048 },
@@ -111,6 +112,7 @@ export async function startBridgeApp(config: Config, options: BridgeAppOptions =
 
   installErrorHandling(app);
   installJsonBodies(app);
+  installRequestLogging(app);
   await app.register(async (scope) => {
     // Only the main homeserver, which holds the hs_token, may call these.
     scope.addHook('onRequest', async (request) => {
@@ -127,16 +129,18 @@ export async function startBridgeApp(config: Config, options: BridgeAppOptions =
       return {};
     };
     const txnSchema = { params: Type.Object({ txnId: Type.String() }), body: Type.Object({ events: Type.Optional(Type.Array(Type.Any())) }) };
-    scope.put('/_matrix/app/v1/transactions/:txnId', { schema: txnSchema }, transaction);
-    // The path before Matrix 1.1, which Synapse 1.67 still tries when the first is not found.
-    scope.put('/transactions/:txnId', { schema: txnSchema }, transaction);
-    // The bridge creates no users or aliases on request.
-    scope.get('/_matrix/app/v1/users/:userId', async () => {
-      throw new MatrixError('M_NOT_FOUND', 'No such user here');
-    });
-    scope.get('/_matrix/app/v1/rooms/:alias', async () => {
-      throw new MatrixError('M_NOT_FOUND', 'No such alias here');
-    });
+    // Each under its path and the one before Matrix 1.1: Synapse before 1.81 calls only the
+    // latter (with the hs_token as ?access_token=), later ones fall back to it on a 404.
+    for (const prefix of ['/_matrix/app/v1', '']) {
+      scope.put(`${prefix}/transactions/:txnId`, { schema: txnSchema }, transaction);
+      // The bridge creates no users or aliases on request.
+      scope.get(`${prefix}/users/:userId`, async () => {
+        throw new MatrixError('M_NOT_FOUND', 'No such user here');
+      });
+      scope.get(`${prefix}/rooms/:alias`, async () => {
+        throw new MatrixError('M_NOT_FOUND', 'No such alias here');
+      });
+    }
     scope.post('/_matrix/app/v1/ping', async () => ({}));
   });
   await app.register(webhookRoutes(bridge, config.bridge.webhooks.max_body_bytes));

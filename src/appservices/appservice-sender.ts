@@ -3,11 +3,13 @@
  * an appservice is to receive are queued in the same database transaction that stores them
  * (`appservice_outbox`), so a restart loses nothing and a local send never waits for an
  * appservice; each appservice gets its transactions in order, one at a time, at most 100 events
- * each, retried with a growing delay while it is down. A transaction that failed keeps its id and
- * contents across retries and restarts, so an appservice can recognise one it already took (one
- * cut off by a crash before any answer may come again under another id: at least once).
+ * each, retried with a growing delay while it is down. A transaction's id and events are fixed in
+ * the outbox before it is first sent, and it goes again unchanged until the appservice answers,
+ * also after a crash, so an appservice that took it once can tell (it de-duplicates by id); events
+ * queued meanwhile go in later transactions.
  * Ephemeral events (typing, receipts) go to appservices with `receive_ephemeral`, in memory only:
- * a stale typing notice is worthless after a restart.
+ * a stale typing notice is worthless after a restart, so a transaction sent again after one
+ * carries only its events.
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
@@ -26,13 +28,23 @@ export interface AppServiceSenderOptions {
   maxRetryMs: number;
 }
 
+/** A transaction as it was first sent: every retry sends exactly this. */
+interface Transaction {
+  txnId: string;
+  /** Its outbox rows (none for one of typing notices and receipts alone). */
+  rowIds: number[];
+  eventIds: string[];
+  ephemeral: Array<Record<string, unknown>>;
+}
+
 interface ServiceState {
   sending: boolean;
   timer: NodeJS.Timeout | undefined;
   failures: number;
+  /** Ephemeral events waiting for the next new transaction. */
   ephemeral: Array<Record<string, unknown>>;
-  /** Ephemeral events riding on the transaction in flight, sent again if it is retried. */
-  inFlightEphemeral: Array<Record<string, unknown>>;
+  /** The transaction this process sent and the appservice has not answered yet. */
+  inFlight: Transaction | undefined;
 }
 
 export class AppServiceSender {
@@ -127,13 +139,17 @@ export class AppServiceSender {
 
   stop(): void {
     this.stopped = true;
-    for (const state of this.states.values()) clearTimeout(state.timer);
+    for (const state of this.states.values()) {
+      clearTimeout(state.timer);
+      // Whoever sends next finds it in the outbox (its ephemeral events are lost, as in a restart).
+      state.inFlight = undefined;
+    }
   }
 
   private state(service: AppService): ServiceState {
     let state = this.states.get(service.id);
     if (!state) {
-      state = { sending: false, timer: undefined, failures: 0, ephemeral: [], inFlightEphemeral: [] };
+      state = { sending: false, timer: undefined, failures: 0, ephemeral: [], inFlight: undefined };
       this.states.set(service.id, state);
     }
     return state;
@@ -169,31 +185,47 @@ export class AppServiceSender {
   /** Sends transactions until nothing is left or the appservice fails; then waits before trying again. */
   private async drain(service: AppService, state: ServiceState): Promise<void> {
     while (!this.stopped) {
-      const next = await this.storage.appservices.nextTransaction(service.id, MAX_EVENTS_PER_TXN);
-      if (!next && state.ephemeral.length === 0 && state.inFlightEphemeral.length === 0) return;
-      if (state.inFlightEphemeral.length === 0) state.inFlightEphemeral = state.ephemeral.splice(0, MAX_EPHEMERAL_PER_SERVICE);
-      const body: Record<string, unknown> = { events: next ? await this.eventsOf(next.entries.map((entry) => entry.eventId)) : [] };
+      const txn = state.inFlight ?? (await this.nextTransaction(service, state));
+      if (!txn) return;
+      state.inFlight = txn;
+      const body: Record<string, unknown> = { events: await this.eventsOf(txn.eventIds) };
       if (service.receiveEphemeral) {
-        body.ephemeral = state.inFlightEphemeral;
+        body.ephemeral = txn.ephemeral;
         // The name of MSC2409, which bridges built before it was stable still read.
-        body['de.sorunome.msc2409.ephemeral'] = state.inFlightEphemeral;
+        body['de.sorunome.msc2409.ephemeral'] = txn.ephemeral;
       }
-      const txnId = next ? next.txnId : `e${this.clock.now()}-${++this.ephemeralCounter}`;
-      const ids = next?.entries.map((entry) => entry.id) ?? [];
       try {
-        await this.client.pushTransaction(service, txnId, body);
+        await this.client.pushTransaction(service, txn.txnId, body);
       } catch (err) {
-        if (this.stopped) return;
-        // Retried with exactly these events and this id, also after a restart.
-        if (next && !next.fixed) await this.storage.appservices.fixTransaction(service.id, ids);
-        this.log?.warn({ appservice: service.id, txnId, failures: state.failures + 1, err: (err as Error).message }, 'appservice transaction failed; will retry');
+        if (this.stopped) {
+          state.inFlight = undefined;
+          return;
+        }
+        this.log?.warn({ appservice: service.id, txnId: txn.txnId, failures: state.failures + 1, err: (err as Error).message }, 'appservice transaction failed; will retry');
         this.retryLater(service, state);
         return;
       }
       state.failures = 0;
-      state.inFlightEphemeral = [];
-      if (next) await this.storage.appservices.completeTransaction(service.id, ids);
+      if (txn.rowIds.length > 0) await this.storage.appservices.completeTransaction(service.id, txn.rowIds);
+      state.inFlight = undefined;
     }
+  }
+
+  /**
+   * The transaction to send next: one found fixed in the outbox (sent before a restart, or by the
+   * process that sent before this one) goes again as it was; else the oldest queued events with
+   * the ephemeral events waiting, fixed in the outbox before they are sent.
+   */
+  private async nextTransaction(service: AppService, state: ServiceState): Promise<Transaction | undefined> {
+    const next = await this.storage.appservices.nextTransaction(service.id, MAX_EVENTS_PER_TXN);
+    const rowIds = next?.entries.map((entry) => entry.id) ?? [];
+    const eventIds = next?.entries.map((entry) => entry.eventId) ?? [];
+    // Its ephemeral events were in the memory of the process that sent it: it goes without them.
+    if (next?.fixed) return { txnId: next.txnId, rowIds, eventIds, ephemeral: [] };
+    if (next) await this.storage.appservices.fixTransaction(service.id, rowIds);
+    const ephemeral = state.ephemeral.splice(0, MAX_EPHEMERAL_PER_SERVICE);
+    if (!next && ephemeral.length === 0) return undefined;
+    return { txnId: next ? next.txnId : `e${this.clock.now()}-${++this.ephemeralCounter}`, rowIds, eventIds, ephemeral };
   }
 
   private async eventsOf(eventIds: readonly string[]): Promise<Array<Record<string, unknown>>> {

@@ -110,7 +110,22 @@ export function finishConfig(raw: Record<string, unknown>, envSources: ReadonlyM
   };
   checkedRanges('ip_range_whitelist', finished.ip_range_whitelist);
   checkedRanges('metrics.allowed_addresses', finished.metrics.allowed_addresses);
+  checkBridgeUser(finished);
   return finished;
+}
+
+/**
+ * The bridge user belongs either to this server's own bridge or to an appservice (the bridge run
+ * as `bot-homeserver bridge` for this server): both would answer every command.
+ */
+function checkBridgeUser(config: Config): void {
+  if (!config.bridge.enabled) return;
+  const claimed = config.app_services.find((registration) => registration.senderLocalpart === config.bridge.localpart);
+  if (claimed) {
+    throw new ConfigError(
+      `${claimed.file}: sender_localpart ${config.bridge.localpart} is the user of this server's own bridge; to run the bridge as this appservice (bot-homeserver bridge), set bridge.enabled: false here`,
+    );
+  }
 }
 
 function appServicesOf(files: string[]): AppServiceRegistration[] {

@@ -1,10 +1,20 @@
 /**
- * Request logging with secrets kept out. Access tokens arrive in the Authorization header or in
- * the query string (`?access_token=`), so we log requests ourselves, one line each when answered,
- * with the query's secrets replaced, rather than letting Fastify log the raw request.
+ * Request logging with secrets kept out, for every HTTP server this project runs (the homeserver,
+ * and `bot-homeserver bridge`). Access tokens arrive in the Authorization header or in the query
+ * string (`?access_token=`, also an appservice's hs_token from Synapse before its authenticated
+ * paths), and a webhook's id, its credential, is in the path; so we log requests ourselves, one
+ * line each when answered, with those replaced, rather than letting Fastify log the raw request.
  */
-import type { FastifyInstance, FastifyServerOptions } from 'fastify';
-import { isEnabled } from './request-logger.js';
+import { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { clientErrorHandler } from './connections.js';
+import { isEnabled, requestLoggerFactory } from './request-logger.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The webhook a request was for, by name: its request line says which (its id is a secret). */
+    webhookName: string | null;
+  }
+}
 
 const SECRET_QUERY_PARAMS = new Set(['access_token', 'refresh_token']);
 
@@ -56,11 +66,27 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   return { level, redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '<redacted>' } };
 }
 
+/**
+ * The Fastify options of every HTTP server this project runs: its logger (the one given, else pino
+ * on stdout), Fastify's own request lines off (they hold the raw URL; installRequestLogging writes
+ * the redacted one), per-request loggers made only when used (request-logger.ts), and what Node
+ * refuses before routing answered by our handler (Fastify's logs the raw request bytes at trace).
+ */
+export function serverLoggingOptions(level: string, logger: FastifyBaseLogger | undefined) {
+  return {
+    ...(logger ? { loggerInstance: logger } : { logger: loggerOptions(level) }),
+    logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: requestLoggerFactory,
+    clientErrorHandler,
+  };
+}
+
 /** Route patterns polled all day by every client or monitor. */
 const ROUTINE_ROUTES = new Set(['/_matrix/client/v3/sync', '/_matrix/client/versions', '/health', '/metrics']);
 
 export function installRequestLogging(app: FastifyInstance, moreRoutine: readonly string[] = []): void {
   const routine = new Set([...ROUTINE_ROUTES, ...moreRoutine]);
+  app.decorateRequest('webhookName', null);
   // A plain callback hook that returns at once below `info` (the bench runs at `warn`): building
   // the line, redacting the URL included, cost a few microseconds per request for nothing. The
   // line goes through the app's logger with the request id, so no per-request child logger is
@@ -87,6 +113,7 @@ export function installRequestLogging(app: FastifyInstance, moreRoutine: readonl
           status: reply.statusCode,
           ms: Math.round(reply.elapsedTime * 10) / 10,
           user: request.requester?.userId,
+          webhook: request.webhookName ?? undefined,
           ip: request.ip,
         },
         'request',

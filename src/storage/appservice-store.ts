@@ -20,22 +20,32 @@ export class AppserviceStore {
   }
 
   /**
-   * The next transaction for an appservice, oldest events first: the one a failed attempt fixed
-   * (rows carrying the oldest txn_id), or else up to `limit` of the oldest rows. `fixed` tells
-   * which; the id names the first and last row, so it stays the same for the same rows.
+   * The next transaction for an appservice: the oldest one already sent (its rows carry its
+   * txn_id: sent again as it was, under its id), or else up to `limit` of the oldest rows, which
+   * the caller fixes before sending. `fixed` tells which. The id names the first and last row.
    */
   async nextTransaction(asId: string, limit: number): Promise<{ txnId: string; fixed: boolean; entries: OutboxEntry[] } | undefined> {
-    const head = await this.db.selectFrom('appservice_outbox').select(['id', 'txn_id']).where('as_id', '=', asId).orderBy('id').limit(1).executeTakeFirst();
-    if (!head) return undefined;
-    const fixed = head.txn_id !== null;
+    const sent = await this.db
+      .selectFrom('appservice_outbox')
+      .select('txn_id')
+      .where('as_id', '=', asId)
+      .where('txn_id', 'is not', null)
+      .orderBy('txn_id')
+      .limit(1)
+      .executeTakeFirst();
     let query = this.db.selectFrom('appservice_outbox').select(['id', 'event_id']).where('as_id', '=', asId);
-    query = fixed ? query.where('txn_id', '=', head.txn_id) : query.where('txn_id', 'is', null).limit(limit);
+    query = sent ? query.where('txn_id', '=', sent.txn_id) : query.where('txn_id', 'is', null).limit(limit);
     const rows = await query.orderBy('id').execute();
+    if (rows.length === 0) return undefined;
     const entries = rows.map((row) => ({ id: row.id, eventId: row.event_id }));
-    return { txnId: `${entries[0]!.id}-${entries.at(-1)!.id}`, fixed, entries };
+    return { txnId: `${entries[0]!.id}-${entries.at(-1)!.id}`, fixed: sent !== undefined, entries };
   }
 
-  /** A transaction's first attempt failed: its rows stay together for every retry, across restarts. */
+  /**
+   * Fixes a transaction before it is first sent: its rows carry its id (the first row's) from then
+   * on, so it goes again with the same events under the same id until answered, also after a
+   * crash, and rows queued meanwhile wait for a later transaction.
+   */
   async fixTransaction(asId: string, ids: readonly number[]): Promise<void> {
     await this.db.updateTable('appservice_outbox').set({ txn_id: ids[0]! }).where('as_id', '=', asId).where('id', 'in', ids).execute();
   }

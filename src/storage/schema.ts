@@ -322,7 +322,7 @@ export interface AppserviceOutboxTable {
   id: Generated<number>;
   as_id: string;
   event_id: string;
-  /** Set when a transaction's first attempt failed: the transaction that carries it from then on. */
+  /** Set before a transaction is first sent: the transaction that carries the row until answered. */
   txn_id: number | null;
   created_ts: number;
 }

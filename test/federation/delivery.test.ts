@@ -1,7 +1,8 @@
 /**
  * Delivery between servers: B stopped while A keeps sending, then started again on the same
  * database: everything arrives once and in order (the outbox survives, the backoff ends when B
- * is back). Typing and receipts travel as EDUs.
+ * is back). Typing and receipts travel as EDUs. A restarted while B holds its transaction
+ * unanswered: the transaction goes again as it was, under its id.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -68,7 +69,7 @@ describe('delivery across a restart', () => {
         return bodies.filter((body) => body.startsWith('while down'));
       }, { timeout: 20_000, interval: 200 })
       .toEqual(sent);
-    expect((await a.services.federationSender.status('b.test')).queued).toBe(0);
+    await expect.poll(async () => (await a.services.federationSender.status('b.test')).queued, { timeout: 5_000 }).toBe(0);
   });
 });
 
@@ -91,7 +92,8 @@ describe('an event the destination cannot take', () => {
       // (B pulls the dropped event itself through get_missing_events when the next one names it.)
       expect(messages(page.chunk as Json[]).slice(0, 3).reverse()).toEqual(['behind the poison 0', 'behind the poison 1', 'behind the poison 2']);
       const a = federation.servers.get('a.test')!;
-      expect((await a.services.federationSender.status('b.test')).queued).toBe(0);
+      // A dequeues once B has answered, which is after B shows the event.
+      await expect.poll(async () => (await a.services.federationSender.status('b.test')).queued, { timeout: 5_000 }).toBe(0);
     } finally {
       roomFederation.transaction = original;
     }
@@ -111,5 +113,52 @@ describe('EDUs', () => {
       (sync.rooms?.join?.[roomId]?.ephemeral?.events as Json[] | undefined)?.find((event) => event.type === 'm.receipt' && event.content[eventId]?.['m.read']?.[botA.userId]),
     );
     expect(receipt.content[eventId]['m.read'][botA.userId].ts).toEqual(expect.any(Number));
+  });
+});
+
+// Last: it restarts A, whose clients above would need new connections.
+describe('a transaction cut off by a restart of the sending server', () => {
+  it('goes again with the same id and the same PDUs; what was queued behind it comes in later transactions', async () => {
+    const b = federation.servers.get('b.test')!;
+    const roomFederation = b.services.roomFederation;
+    const original = roomFederation.transaction.bind(roomFederation);
+    // What B is sent from A, answered or not: each transaction id and its PDUs (by content hash).
+    const attempts: Array<{ txnId: string; pdus: string[] }> = [];
+    let cutTxn: string | undefined;
+    let release = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
+    // B applies the first transaction holding "cut off" but answers only once released: A is
+    // stopped meanwhile, as if it had crashed between sending and hearing back.
+    roomFederation.transaction = async (origin, txnId, body) => {
+      const pdus = (body.pdus ?? []) as Json[];
+      if (origin === 'a.test') attempts.push({ txnId, pdus: pdus.map((pdu) => (pdu.hashes as Json).sha256 as string) });
+      const result = await original(origin, txnId, body);
+      if (cutTxn === undefined && JSON.stringify(pdus).includes('cut off')) {
+        cutTxn = txnId;
+        await released;
+      }
+      return result;
+    };
+    try {
+      await botA.send(roomId, { msgtype: 'm.text', body: 'cut off' });
+      await expect.poll(() => cutTxn, { timeout: 10_000 }).toEqual(expect.any(String));
+      for (let i = 0; i < 3; i++) await botA.send(roomId, { msgtype: 'm.text', body: `behind the cut ${i}` });
+      await federation.servers.get('a.test')!.stop();
+      await federation.start('a.test');
+      const alice = client(b.hs, { ...aliceB.user });
+      await alice.waitForEvent(roomId, (event) => event.content?.body === 'behind the cut 2', 10_000);
+    } finally {
+      release();
+      roomFederation.transaction = original;
+    }
+    const byId = new Map<string, string[]>();
+    for (const attempt of attempts) {
+      const first = byId.get(attempt.txnId);
+      if (first) expect(attempt).toEqual({ txnId: attempt.txnId, pdus: first });
+      else byId.set(attempt.txnId, attempt.pdus);
+    }
+    expect(attempts.filter((attempt) => attempt.txnId === cutTxn).length).toBeGreaterThanOrEqual(2);
+    const taken = [...byId.values()].flat();
+    expect(taken.filter((hash, i) => taken.indexOf(hash) !== i)).toEqual([]);
   });
 });

@@ -296,6 +296,10 @@ describe('registration files', () => {
     await expect(startTestHomeserver({ app_service_config_files: [broken] })).rejects.toThrow(/broken\.yaml: namespaces\.users\[0\]\.exclusive must be true or false/);
     await expect(startTestHomeserver({ app_service_config_files: [file, file] })).rejects.toThrow(/id is also used by/);
     await expect(startTestHomeserver({ app_service_config_files: [join(dir, 'missing.yaml')] })).rejects.toThrow(/cannot read .*missing\.yaml/);
+    // The bridge run as an appservice of this server: its user is not also this server's own bridge.
+    const bridge = join(dir, 'bridge.yaml');
+    writeFileSync(bridge, 'id: bridge\nurl: null\nas_token: bridge-as\nhs_token: bridge-hs\nsender_localpart: bridge\nnamespaces:\n  users: []\n');
+    await expect(startTestHomeserver({ app_service_config_files: [bridge], bridge: { enabled: true } })).rejects.toThrow(/bridge\.yaml: sender_localpart bridge is the user of this server's own bridge.*set bridge\.enabled: false/);
   });
 
   it('refuse a namespace that backtracks catastrophically, and /register/available stays a normal answer', async () => {

@@ -46,6 +46,8 @@ export interface WebhookDelivery {
    * once the request is known to be for a webhook and signed when it must be.
    */
   payload: () => unknown;
+  /** Told the webhook's name once the id is known (logs name it by that: the id is a secret). */
+  found?: (name: string) => void;
 }
 
 export type ReceivedWebhook =
@@ -136,6 +138,7 @@ export class WebhookService {
     const webhook = await this.webhookByHash(idHash);
     // Also 404 between the bridge being kicked and its sync loop noticing.
     if (!webhook || !(await this.poster.isActiveIn(webhook.room_id))) throw new MatrixError('M_NOT_FOUND', NOT_FOUND);
+    delivery.found?.(webhook.name);
     // Before reading the body, and before the rate limit: requests without the secret cost little
     // and must not use up the sender's allowance.
     if (webhook.secret_sealed !== null) verifySignature(id, webhook.id_hash, webhook.secret_sealed, delivery);

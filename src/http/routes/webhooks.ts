@@ -40,7 +40,15 @@ export function webhookRoutes(bridge: Bridge, maxBodyBytes: number, metrics?: Me
       const payload = () => readPayload(rawBody, request.headers['content-type']);
       let received: Awaited<ReturnType<typeof bridge.webhooks.receive>>;
       try {
-        received = await bridge.webhooks.receive(request.params.id, { headers: request.headers, rawBody, payload });
+        received = await bridge.webhooks.receive(request.params.id, {
+          headers: request.headers,
+          rawBody,
+          payload,
+          // The request line names the webhook, so an operator can tell which one a failed post hit.
+          found: (name) => {
+            request.webhookName = name;
+          },
+        });
       } catch (err) {
         metrics?.webhookDeliveries.inc({ outcome: outcomeOf(err) });
         throw err;
@@ -49,7 +57,7 @@ export function webhookRoutes(bridge: Bridge, maxBodyBytes: number, metrics?: Me
       // The sender's delivery log shows why nothing appeared in the room.
       if ('skipped' in received) return { ok: true, skipped: received.skipped };
       if (received.rendererError !== undefined) {
-        request.log.warn({ err: received.rendererError, sender: received.sender }, 'a webhook renderer failed; posted the generic rendering');
+        request.log.warn({ err: received.rendererError, sender: received.sender, webhook: request.webhookName }, 'a webhook renderer failed; posted the generic rendering');
       }
       return { ok: true, event_id: received.eventId };
     };
