@@ -27,6 +27,7 @@ import * as e2eKeys from './0021-e2e-keys.js';
 import * as keyBackup from './0022-key-backup.js';
 import * as crossSigning from './0023-cross-signing.js';
 import * as cluster from './0024-cluster.js';
+import * as remoteMediaAccess from './0026-remote-media-access.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -53,4 +54,5 @@ export const migrations: Record<string, Migration> = {
   '0022-key-backup': keyBackup,
   '0023-cross-signing': crossSigning,
   '0024-cluster': cluster,
+  '0026-remote-media-access': remoteMediaAccess,
 };

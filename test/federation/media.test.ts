@@ -44,15 +44,19 @@ describe('remote media', () => {
     expect(Buffer.compare(first.body as Buffer, png)).toBe(0);
     expect(first.headers['content-disposition']).toContain('pic.png');
 
-    // B is gone: A still serves its copy (also on the legacy path).
+    // B is gone: A still serves its copy. Not on the unauthenticated legacy path: it was fetched
+    // for an authenticated request (as Synapse marks it with enable_authenticated_media).
     await b.stop();
-    const again = await a.http.get(`/_matrix/media/v3/download/b.test${mxc.pathname}`).buffer(true).parse((res, done) => {
+    const again = await a.http.get(path).set('Authorization', `Bearer ${botA.accessToken}`).buffer(true).parse((res, done) => {
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
       res.on('end', () => done(null, Buffer.concat(chunks)));
     });
     expect(again.status).toBe(200);
     expect((again.body as Buffer).length).toBe(png.length);
+    const legacy = await a.http.get(`/_matrix/media/v3/download/b.test${mxc.pathname}`);
+    expect(legacy.status).toBe(404);
+    expect(legacy.body.errcode).toBe('M_NOT_FOUND');
     b = await federation.start('b.test');
   });
 
