@@ -105,6 +105,7 @@ export class MediaService {
   /** Fetches of remote media under way, so concurrent downloads of the same one fetch it once. */
   private readonly fetching = new Map<string, Promise<void>>();
   private readonly limiter: FetchLimiter;
+  private trimming: Promise<unknown> = Promise.resolve();
   /** Where the reasons of failed fetches go (set by the app). */
   log: FastifyBaseLogger | undefined;
 
@@ -177,29 +178,28 @@ export class MediaService {
     if (!this.remote || !SERVER_NAME_PATTERN.test(serverName)) throw notFound();
     const whitelist = this.config.federation_domain_whitelist;
     if (whitelist !== null && !whitelist.includes(serverName)) throw new MatrixError('M_FORBIDDEN', `Federation denied with ${serverName}.`);
-    const legacyOnly = this.config.enable_authenticated_media && !options.authenticated;
-    let row = await this.storage.media.remote(serverName, mediaId);
-    if (legacyOnly && row?.authenticated !== 0) throw notFound();
-    let stream = row ? await this.blobs.read(row.blob_id) : null;
-    if (row && !stream) {
+    // No token while authenticated media is on: only what was cached for such requests, no fetch.
+    const cachedOnly = this.config.enable_authenticated_media && !options.authenticated;
+    const cached = await this.storage.media.remote(serverName, mediaId);
+    if (cachedOnly && cached?.authenticated !== 0) throw notFound();
+    if (cached) {
+      const stream = await this.blobs.read(cached.blob_id);
+      if (stream) {
+        if (this.clock.now() - cached.last_access_ts >= ACCESS_RESOLUTION_MS) {
+          await this.storage.media.touchRemote(serverName, mediaId, this.clock.now()).catch((err: unknown) => this.log?.warn({ err }, 'recording a remote media download failed'));
+        }
+        return openedRemote(cached, stream);
+      }
       // The bytes are gone (deleted under a reader that had just found the row): fetched again.
-      await this.storage.media.deleteRemote(row);
-      if (legacyOnly) throw notFound();
-      row = undefined;
+      await this.storage.media.deleteRemote(cached);
+      if (cachedOnly) throw notFound();
     }
-    if (!row) {
-      if (options.allowRemote === false) throw notFound();
-      await this.fetchOnce(serverName, mediaId, options.authenticated);
-      row = await this.storage.media.remote(serverName, mediaId);
-      stream = row ? await this.blobs.read(row.blob_id) : null;
-      if (!row || !stream) throw notFound();
-    } else if (this.clock.now() - row.last_access_ts >= ACCESS_RESOLUTION_MS) {
-      await this.storage.media.touchRemote(serverName, mediaId, this.clock.now());
-    }
-    return {
-      row: { media_id: mediaId, content_type: row.content_type, upload_name: row.upload_name, size_bytes: row.size_bytes, sha256: row.sha256, uploader: '', created_ts: row.fetched_ts },
-      stream: stream!,
-    };
+    if (options.allowRemote === false) throw notFound();
+    await this.fetchOnce(serverName, mediaId, options.authenticated);
+    const row = await this.storage.media.remote(serverName, mediaId);
+    const stream = row ? await this.blobs.read(row.blob_id) : null;
+    if (!row || !stream) throw notFound();
+    return openedRemote(row, stream);
   }
 
   /** One fetch per media at a time: later downloads of it wait for the one under way. */
@@ -255,7 +255,11 @@ export class MediaService {
     if (!inserted) await this.blobs.delete(blobId);
     else if (this.config.media.max_remote_cache_size !== null) {
       // Not this one: it is about to be served (a media larger than the bound stays until the job).
-      void this.keepCacheWithinSize(this.config.media.max_remote_cache_size, blobId).catch((err: unknown) => this.log?.error({ err }, 'trimming the remote media cache failed'));
+      // One trim at a time, or two would each delete what the excess needs.
+      const maxBytes = this.config.media.max_remote_cache_size;
+      this.trimming = this.trimming
+        .then(() => this.keepCacheWithinSize(maxBytes, blobId))
+        .catch((err: unknown) => this.log?.error({ err }, 'trimming the remote media cache failed'));
     }
   }
 
@@ -300,6 +304,13 @@ export class MediaService {
     await this.blobs.delete(key.blob_id);
     return true;
   }
+}
+
+function openedRemote(row: RemoteMediaRow, stream: Readable): OpenMedia {
+  return {
+    row: { media_id: row.media_id, content_type: row.content_type, upload_name: row.upload_name, size_bytes: row.size_bytes, sha256: row.sha256, uploader: '', created_ts: row.fetched_ts },
+    stream,
+  };
 }
 
 function notFound(): MatrixError {
