@@ -128,6 +128,9 @@ describe('media in memory', () => {
       expect(refused.body.error).toBe('Failed to fetch remote media');
       expectMatrixError(await hs.http.get(`/_matrix/media/v3/download/${server}/${id}`), 404, 'M_NOT_FOUND');
     }
+    // Our own media whatever allow_remote says; a value that is not a boolean is refused.
+    expect((await hs.http.get(`/_matrix/media/v3/download/test.local/${id}?allow_remote=false`)).status).toBe(200);
+    expectMatrixError(await hs.http.get(`/_matrix/media/v3/download/test.local/${id}?allow_remote=maybe`), 400, 'M_INVALID_PARAM');
     for (const path of [
       '/_matrix/media/v3/download/test.local/NoSuchMediaIdAtAllHere',
       '/_matrix/media/v3/download/test.local/..%2F..%2Fetc%2Fpasswd',
