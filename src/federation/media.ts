@@ -3,8 +3,9 @@
  * the authenticated `GET /_matrix/federation/v1/media/download/{mediaId}` (a multipart/mixed answer:
  * a JSON metadata part, then the bytes); servers older than that (Synapse before 1.112, such as
  * 1.67) answer it with 404/400 `M_UNRECOGNIZED`, and are asked the legacy
- * `/_matrix/media/v3/download/{serverName}/{mediaId}` instead, as Synapse does. Serving ours is the
- * multipart answer built here.
+ * `/_matrix/media/v3/download/{serverName}/{mediaId}` instead, as Synapse does. Either answer is
+ * read as it arrives (multipart.ts) and handed on to be stored, never held whole. Serving ours is
+ * the multipart answer built here.
  */
 import { Readable } from 'node:stream';
 import { MatrixError } from '../core/errors.js';
