@@ -28,7 +28,8 @@ import * as keyBackup from './0022-key-backup.js';
 import * as crossSigning from './0023-cross-signing.js';
 import * as cluster from './0024-cluster.js';
 import * as timelineGaps from './0025-timeline-gaps.js';
-import * as deviceInboxBySender from './0028-device-inbox-by-sender.js';
+import * as remoteMediaAccess from './0026-remote-media-access.js';
+import * as deviceInboxBySender from './0027-device-inbox-by-sender.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -56,5 +57,6 @@ export const migrations: Record<string, Migration> = {
   '0023-cross-signing': crossSigning,
   '0024-cluster': cluster,
   '0025-timeline-gaps': timelineGaps,
-  '0028-device-inbox-by-sender': deviceInboxBySender,
+  '0026-remote-media-access': remoteMediaAccess,
+  '0027-device-inbox-by-sender': deviceInboxBySender,
 };

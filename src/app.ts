@@ -152,7 +152,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   app.decorate('homeserver', { config, services, server, bridge });
   app.decorateRequest('requester', null);
   // Expired tokens are deleted once a day has passed since they expired, and federation
-  // transactions a day after they came: the tables would only grow.
+  // transactions a day after they came: the tables would only grow. Cached remote media past
+  // media_retention goes at the same pace.
   let pruning: NodeJS.Timeout | undefined;
   let deactivatedSweep: NodeJS.Timeout | undefined;
   let presenceSweep: NodeJS.Timeout | undefined;
@@ -168,6 +169,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
         services.sessions.pruneExpiredTokens().catch((err: unknown) => app.log.error({ err }, 'pruning expired tokens failed'));
         services.roomFederation.pruneTransactions().catch((err: unknown) => app.log.error({ err }, 'pruning federation transactions failed'));
         services.toDevice.pruneTransactions().catch((err: unknown) => app.log.error({ err }, 'pruning to-device transactions failed'));
+        // Hourly, as Synapse applies media_retention.
+        services.media.applyRetention().catch((err: unknown) => app.log.error({ err }, 'applying media retention failed'));
       }, TOKEN_PRUNE_INTERVAL_MS);
       pruning.unref();
       // Accounts the CLI deactivated leave their rooms here, at start and then within a minute.
@@ -191,6 +194,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     // Users whose clients stopped syncing go offline (each process knows whom it serves).
     presenceSweep = setInterval(() => void services.presence.sweepIdle().catch((err: unknown) => app.log.error({ err }, 'presence sweep failed')), PRESENCE_SWEEP_INTERVAL_MS);
     presenceSweep.unref();
+    services.media.log = app.log;
     await services.media.start();
     services.federationSender.log = app.log;
     services.roomFederation.useLogger(app.log);

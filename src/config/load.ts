@@ -96,6 +96,12 @@ export function finishConfig(raw: Record<string, unknown>, envSources: ReadonlyM
     refresh_token_lifetime: durationOrNull('refresh_token_lifetime', config.refresh_token_lifetime),
     max_sync_timeout: durationOrNull('max_sync_timeout', config.max_sync_timeout) ?? 0,
     max_upload_size: parseSize(config.max_upload_size),
+    media_retention: { remote_media_lifetime: durationOrNull('media_retention.remote_media_lifetime', config.media_retention.remote_media_lifetime) },
+    media: {
+      ...config.media,
+      remote_fetch_queue_timeout: durationOrNull('media.remote_fetch_queue_timeout', config.media.remote_fetch_queue_timeout) ?? 0,
+      max_remote_cache_size: config.media.max_remote_cache_size === null ? null : parseSize(config.media.max_remote_cache_size),
+    },
     key_refresh_interval: durationOrNull('key_refresh_interval', config.key_refresh_interval) ?? 0,
     federation: {
       ...config.federation,

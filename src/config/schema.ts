@@ -117,6 +117,29 @@ export const ConfigSchema = Type.Object(
     }),
     // Where uploaded files live; null: `media_store` beside the database file, or memory for `:memory:`.
     media_store_path: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
+    // Synapse's key and default (since 1.120): the unauthenticated legacy downloads never fetch
+    // another server's media, and serve of it only what was cached while this was off.
+    enable_authenticated_media: Type.Boolean({ default: true }),
+    // Synapse's shape: cached remote media not downloaded for this long is deleted (null: kept).
+    media_retention: Type.Object(
+      { remote_media_lifetime: durationOrNull('30d') },
+      { additionalProperties: false, default: {} },
+    ),
+    // Fetching other servers' media: fetches at once (in all and per server), fetches that may wait
+    // for a turn and how long, and the most the cache of remote media may hold (null: no bound).
+    media: Type.Object(
+      {
+        max_concurrent_remote_fetches: Type.Integer({ minimum: 1, default: 8 }),
+        max_concurrent_remote_fetches_per_server: Type.Integer({ minimum: 1, default: 2 }),
+        max_queued_remote_fetches: Type.Integer({ minimum: 0, default: 32 }),
+        remote_fetch_queue_timeout: duration('10s'),
+        max_remote_cache_size: Type.Union([Type.Integer({ minimum: 1 }), Type.String({ pattern: '^[0-9]+[KMG]?$' }), Type.Null()], {
+          default: '2G',
+          [EXPECTED]: 'a size in bytes, or a number with K, M or G such as 2G, or null',
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     // This server's ed25519 signing key, in Synapse's format; generated at first start. null: beside
     // the database, as `<server_name>.signing.key` (an in-memory database gets a key in memory).
     signing_key_path: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
@@ -312,7 +335,7 @@ export type RawConfig = Static<typeof ConfigSchema>;
 /** The configuration the server runs with: defaults applied, durations in milliseconds. */
 export interface Config extends Omit<
   RawConfig,
-  'app_service_config_files' | 'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen' | 'key_refresh_interval' | 'federation' | 'ip_range_blacklist' | 'database'
+  'app_service_config_files' | 'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen' | 'key_refresh_interval' | 'federation' | 'ip_range_blacklist' | 'database' | 'media_retention' | 'media'
 > {
   database: Omit<RawConfig['database'], 'statement_timeout'> & {
     /** Milliseconds. */
@@ -334,6 +357,16 @@ export interface Config extends Omit<
   };
   /** Bytes. */
   max_upload_size: number;
+  media_retention: {
+    /** Milliseconds, or null: kept until the size bound needs the room. */
+    remote_media_lifetime: number | null;
+  };
+  media: Omit<RawConfig['media'], 'remote_fetch_queue_timeout' | 'max_remote_cache_size'> & {
+    /** Milliseconds. */
+    remote_fetch_queue_timeout: number;
+    /** Bytes, or null for no bound. */
+    max_remote_cache_size: number | null;
+  };
   max_sync_timeout: number;
   refreshable_access_token_lifetime: number | null;
   nonrefreshable_access_token_lifetime: number | null;

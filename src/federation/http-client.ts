@@ -9,7 +9,7 @@ import dns from 'node:dns';
 import https from 'node:https';
 import { isIP } from 'node:net';
 import tls from 'node:tls';
-import type { IncomingMessage } from 'node:http';
+import type { ClientRequest, IncomingMessage } from 'node:http';
 import { JsonTooDeepError, MAX_JSON_DEPTH, parseJsonSafely } from '../core/json.js';
 import { canonicalJsonBytes } from '../core/canonical-json.js';
 import { unpaddedBase64, type Signer } from '../core/signed-json.js';
@@ -64,6 +64,31 @@ export interface FederationRequest {
   /** Told the size of the answer's body (what a fetch budget counts). */
   onAnswerBytes?: (bytes: number) => void;
 }
+
+/** An answer whose body is read as it arrives. */
+export interface StreamedAnswer {
+  headers: IncomingMessage['headers'];
+  /** The body, chunk by chunk; throws ResponseTooLarge past the cap, and when the deadline passes. */
+  body: AsyncIterable<Buffer>;
+}
+
+interface OpenedAnswer {
+  status: number;
+  headers: IncomingMessage['headers'];
+  body(maxBytes: number): AsyncGenerator<Buffer>;
+  close(): void;
+}
+
+/** The answer is larger than the request allowed; reading stopped there. */
+export class ResponseTooLarge extends Error {
+  override name = 'ResponseTooLarge';
+  constructor(readonly limit: number) {
+    super(`the answer is larger than ${limit} bytes`);
+  }
+}
+
+/** What is read of an error answer to a streamed request (its Matrix error). */
+const ERROR_BODY_BYTES = 65_536;
 
 /** JSON nests a few levels deeper in federation answers (transactions, state) than in events. */
 const RESPONSE_JSON_DEPTH = MAX_JSON_DEPTH + 16;
@@ -153,32 +178,74 @@ export class FederationClient {
   }
 
   /**
-   * A signed GET whose answer is bytes (media), with its headers; throws FederationError for an
-   * error answer (its JSON body kept) or when nothing answers.
+   * A signed GET whose answer is read as a stream (media): `consume` gets the headers and the body
+   * as it arrives, within the same deadline and size cap as any request, and the connection is
+   * closed when it returns. Throws FederationError for an error answer (its JSON body kept) or
+   * when nothing answers, ResponseTooLarge past `maxResponseBytes`.
    */
-  async requestBytes(destination: string, request: { path: string; maxResponseBytes: number; timeoutMs?: number }): Promise<{ headers: IncomingMessage['headers']; bytes: Buffer }> {
+  async requestStream<T>(
+    destination: string,
+    request: { path: string; maxResponseBytes: number; timeoutMs?: number },
+    consume: (answer: StreamedAnswer) => Promise<T>,
+  ): Promise<T> {
     const addresses = await this.addressesOf(destination);
     const authorization = this.authorization(destination, { method: 'GET', path: request.path });
     let lastError: unknown;
     for (const address of addresses) {
+      const headers = { Host: address.hostHeader, Accept: '*/*', 'User-Agent': 'bot-homeserver', Authorization: authorization };
+      let opened: OpenedAnswer;
       try {
-        const headers = { Host: address.hostHeader, Accept: '*/*', 'User-Agent': 'bot-homeserver', Authorization: authorization };
-        const answer = await this.exchange(address, 'GET', request.path, headers, undefined, request.timeoutMs ?? this.options.timeoutMs, request.maxResponseBytes);
-        if (answer.status >= 200 && answer.status < 300) return { headers: answer.headers, bytes: answer.bytes };
-        const body = parseAnswer(answer.bytes.toString('utf8'));
-        const errcode = (body as { errcode?: unknown } | undefined)?.errcode;
-        throw new FederationError(`${destination} answered ${answer.status}${typeof errcode === 'string' ? ` ${errcode}` : ''}`, destination, answer.status, body);
+        opened = await this.open(address, 'GET', request.path, headers, undefined, request.timeoutMs ?? this.options.timeoutMs);
       } catch (err) {
-        if (err instanceof FederationError && err.status !== undefined) throw err;
+        // A server that could not be reached may have another address.
         lastError = err;
+        continue;
+      }
+      try {
+        if (opened.status < 200 || opened.status >= 300) {
+          const bytes = await readAll(opened.body(ERROR_BODY_BYTES)).catch(() => Buffer.alloc(0));
+          const body = parseAnswer(bytes.toString('utf8'));
+          const errcode = (body as { errcode?: unknown } | undefined)?.errcode;
+          throw new FederationError(`${destination} answered ${opened.status}${typeof errcode === 'string' ? ` ${errcode}` : ''}`, destination, opened.status, body);
+        }
+        const declared = Number(opened.headers['content-length']);
+        if (Number.isFinite(declared) && declared > request.maxResponseBytes) throw new ResponseTooLarge(request.maxResponseBytes);
+        return await consume({ headers: opened.headers, body: opened.body(request.maxResponseBytes) });
+      } finally {
+        opened.close();
       }
     }
     const message = lastError instanceof Error ? lastError.message : String(lastError);
     throw new FederationError(`cannot reach ${destination}: ${message}`, destination, undefined, undefined, { cause: lastError });
   }
 
+  /**
+   * Starts a request to one address: refused addresses are refused here for IP literals and in the
+   * socket's lookup for names, and the certificate is checked against the name the spec says.
+   */
+  private startRequest(address: ServerAddress, method: string, path: string, headers: Record<string, string>): ClientRequest {
+    const literal = isIP(address.host) !== 0;
+    if (literal) {
+      const refused = this.options.addressRefusal(address.host);
+      if (refused) throw new Error(refused);
+    }
+    return https.request({
+      host: address.host,
+      port: address.port,
+      method,
+      path,
+      headers,
+      agent: this.agent,
+      // An IP address gets no SNI (RFC 6066); its certificate must name the address.
+      ...(literal ? {} : { servername: address.tlsServerName, lookup: this.lookup }),
+      rejectUnauthorized: this.options.verifyCertificates,
+      ...(this.options.ca ? { ca: this.options.ca } : {}),
+      checkServerIdentity: (_host, cert) => tls.checkServerIdentity(address.tlsServerName, cert),
+    });
+  }
+
   /** One HTTPS exchange with a deadline over the whole of it and a cap on the answer. */
-  private exchange(
+  private async exchange(
     address: ServerAddress,
     method: string,
     path: string,
@@ -187,51 +254,62 @@ export class FederationClient {
     timeoutMs: number,
     maxBytes: number,
   ): Promise<{ status: number; bytes: Buffer; headers: IncomingMessage['headers'] }> {
+    const opened = await this.open(address, method, path, headers, payload, timeoutMs);
+    try {
+      return { status: opened.status, bytes: await readAll(opened.body(maxBytes)), headers: opened.headers };
+    } finally {
+      opened.close();
+    }
+  }
+
+  /**
+   * Sends the request and resolves once the answer's headers are in. The deadline runs on until
+   * `close`, over the reading of the body too; `body(max)` reads it at most once.
+   */
+  private open(address: ServerAddress, method: string, path: string, headers: Record<string, string>, payload: Buffer | undefined, timeoutMs: number): Promise<OpenedAnswer> {
     return new Promise((resolve, reject) => {
-      const literal = isIP(address.host) !== 0;
-      if (literal) {
-        const refused = this.options.addressRefusal(address.host);
-        if (refused) {
-          reject(new Error(refused));
-          return;
-        }
+      let req: ClientRequest;
+      try {
+        req = this.startRequest(address, method, path, headers);
+      } catch (err) {
+        reject(err);
+        return;
       }
-      const req = https.request({
-        host: address.host,
-        port: address.port,
-        method,
-        path,
-        headers,
-        agent: this.agent,
-        // An IP address gets no SNI (RFC 6066); its certificate must name the address.
-        ...(literal ? {} : { servername: address.tlsServerName, lookup: this.lookup }),
-        rejectUnauthorized: this.options.verifyCertificates,
-        ...(this.options.ca ? { ca: this.options.ca } : {}),
-        checkServerIdentity: (_host, cert) => tls.checkServerIdentity(address.tlsServerName, cert),
-      });
-      const timer = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      let failure: Error | undefined;
+      const timer = setTimeout(() => {
+        failure = new Error(`no answer within ${timeoutMs} ms`);
+        req.destroy(failure);
+      }, timeoutMs);
+      // Kept for the whole exchange: an error after the answer began (a reset, the deadline) must
+      // not be an unhandled 'error' event; the body's reader sees it.
       req.on('error', (err) => {
+        failure ??= err;
         clearTimeout(timer);
         reject(err);
       });
       req.on('response', (response) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        response.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > maxBytes) {
-            req.destroy(new Error(`the answer is larger than ${maxBytes} bytes`));
-            return;
+        async function* body(maxBytes: number): AsyncGenerator<Buffer> {
+          let size = 0;
+          try {
+            for await (const chunk of response as AsyncIterable<Buffer>) {
+              size += chunk.length;
+              if (size > maxBytes) throw new ResponseTooLarge(maxBytes);
+              yield chunk;
+            }
+          } catch (err) {
+            throw failure ?? err;
           }
-          chunks.push(chunk);
-        });
-        response.on('end', () => {
-          clearTimeout(timer);
-          resolve({ status: response.statusCode ?? 0, bytes: Buffer.concat(chunks), headers: response.headers });
-        });
-        response.on('error', (err) => {
-          clearTimeout(timer);
-          reject(err);
+          if (!response.complete) throw failure ?? new Error('the answer was cut short');
+        }
+        resolve({
+          status: response.statusCode ?? 0,
+          headers: response.headers,
+          body,
+          close: () => {
+            clearTimeout(timer);
+            // A body left unread (or read in part) would hold the socket: it is not reused.
+            if (!response.complete) req.destroy();
+          },
         });
       });
       req.end(payload);
@@ -266,6 +344,12 @@ function parseAnswer(text: string): unknown {
     if (err instanceof JsonTooDeepError) return { errcode: 'M_BAD_JSON', error: 'the answer is nested too deeply' };
     return { errcode: 'M_NOT_JSON', error: 'the answer is not JSON' };
   }
+}
+
+async function readAll(body: AsyncIterable<Buffer>): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of body) chunks.push(chunk);
+  return Buffer.concat(chunks);
 }
 
 async function defaultResolveSrv(name: string): Promise<SrvRecord[]> {

@@ -3,37 +3,51 @@
  * the authenticated `GET /_matrix/federation/v1/media/download/{mediaId}` (a multipart/mixed answer:
  * a JSON metadata part, then the bytes); servers older than that (Synapse before 1.112, such as
  * 1.67) answer it with 404/400 `M_UNRECOGNIZED`, and are asked the legacy
- * `/_matrix/media/v3/download/{serverName}/{mediaId}` instead, as Synapse does. Serving ours is the
- * multipart answer built here.
+ * `/_matrix/media/v3/download/{serverName}/{mediaId}` instead, as Synapse does. Either answer is
+ * read as it arrives (multipart.ts) and handed on to be stored, never held whole. Serving ours is
+ * the multipart answer built here.
  */
-import type { IncomingMessage } from 'node:http';
 import { Readable } from 'node:stream';
-import { RemoteMediaNotFound, type RemoteMediaSource } from '../media/media-service.js';
-import { FederationError, type FederationClient } from './http-client.js';
+import { MatrixError } from '../core/errors.js';
+import { RemoteMediaNotFound, RemoteMediaTooLarge, type RemoteMedia, type RemoteMediaSource } from '../media/media-service.js';
+import { FederationError, ResponseTooLarge, type FederationClient } from './http-client.js';
+import { MalformedMultipart, multipartMixedBoundary, readMediaPart } from './multipart.js';
 
 /** Room for the multipart framing and headers around the media's bytes. */
 const FRAMING_BYTES = 65_536;
 
+/** The media part names another place to get the bytes from (not followed: the legacy path is asked). */
+const ELSEWHERE = Symbol('elsewhere');
+
 export class FederatedMediaSource implements RemoteMediaSource {
   constructor(private readonly client: FederationClient) {}
 
-  async fetch(serverName: string, mediaId: string, maxBytes: number): Promise<{ contentType: string | undefined; filename: string | undefined; bytes: Buffer }> {
+  async fetch<T>(serverName: string, mediaId: string, maxBytes: number, store: (media: RemoteMedia) => Promise<T>): Promise<T> {
     try {
-      const answer = await this.client.requestBytes(serverName, { path: `/_matrix/federation/v1/media/download/${encodeURIComponent(mediaId)}`, maxResponseBytes: maxBytes + FRAMING_BYTES });
-      const media = mediaPartOf(answer.headers, answer.bytes);
-      if (media) return media;
+      const answer = await this.client.requestStream(
+        serverName,
+        { path: `/_matrix/federation/v1/media/download/${encodeURIComponent(mediaId)}`, maxResponseBytes: maxBytes + FRAMING_BYTES },
+        async ({ headers, body }): Promise<{ stored: T } | typeof ELSEWHERE> => {
+          const boundary = multipartMixedBoundary(header(headers['content-type']));
+          if (!boundary) throw new MalformedMultipart('the answer is not multipart/mixed');
+          const part = await readMediaPart(body, boundary);
+          if (part.headers.has('location')) return ELSEWHERE;
+          return { stored: await store({ contentType: part.headers.get('content-type'), filename: filenameOf(part.headers.get('content-disposition')), body: part.body }) };
+        },
+      );
+      if (answer !== ELSEWHERE) return answer.stored;
     } catch (err) {
-      if (!(err instanceof FederationError) || !isUnsupportedEndpoint(err)) throw notFoundOr(err);
+      if (!(err instanceof FederationError) || !isUnsupportedEndpoint(err)) throw translated(err);
     }
     // A server without authenticated federation media.
     try {
-      const answer = await this.client.requestBytes(serverName, {
-        path: `/_matrix/media/v3/download/${encodeURIComponent(serverName)}/${encodeURIComponent(mediaId)}?allow_remote=false`,
-        maxResponseBytes: maxBytes,
-      });
-      return { contentType: header(answer.headers['content-type']), filename: filenameOf(header(answer.headers['content-disposition'])), bytes: answer.bytes };
+      return await this.client.requestStream(
+        serverName,
+        { path: `/_matrix/media/v3/download/${encodeURIComponent(serverName)}/${encodeURIComponent(mediaId)}?allow_remote=false`, maxResponseBytes: maxBytes },
+        ({ headers, body }) => store({ contentType: header(headers['content-type']), filename: filenameOf(header(headers['content-disposition'])), body }),
+      );
     } catch (err) {
-      throw notFoundOr(err);
+      throw translated(err);
     }
   }
 }
@@ -53,43 +67,14 @@ export function multipartMedia(contentType: string, contentDisposition: string, 
   return { contentType: `multipart/mixed; boundary=${boundary}`, length: head.length + size + tail.length, body: Readable.from(parts()) };
 }
 
-/** The media part of a multipart/mixed answer (the second part), or undefined when it is not one. */
-function mediaPartOf(headers: IncomingMessage['headers'], body: Buffer): { contentType: string | undefined; filename: string | undefined; bytes: Buffer } | undefined {
-  const type = header(headers['content-type']) ?? '';
-  const match = /^multipart\/mixed\s*;.*boundary="?([^";]+)"?/i.exec(type);
-  if (!match) return undefined;
-  const delimiter = Buffer.from(`--${match[1]!}`);
-  const parts: Buffer[] = [];
-  let at = body.indexOf(delimiter);
-  while (at !== -1) {
-    const start = at + delimiter.length;
-    if (body.subarray(start, start + 2).toString() === '--') break;
-    const next = body.indexOf(delimiter, start);
-    if (next === -1) break;
-    // Each part sits between "\r\n" after the delimiter and "\r\n" before the next one.
-    parts.push(body.subarray(start + 2, next - 2));
-    at = next;
-  }
-  const media = parts[1];
-  if (!media) return undefined;
-  const split = media.indexOf('\r\n\r\n');
-  if (split === -1) return undefined;
-  const partHeaders = new Map<string, string>();
-  for (const line of media.subarray(0, split).toString('latin1').split('\r\n')) {
-    const colon = line.indexOf(':');
-    if (colon > 0) partHeaders.set(line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim());
-  }
-  // A part with a Location (the bytes elsewhere) is not followed: the legacy path is tried instead.
-  if (partHeaders.has('location')) return undefined;
-  return { contentType: partHeaders.get('content-type'), filename: filenameOf(partHeaders.get('content-disposition')), bytes: media.subarray(split + 4) };
-}
-
 function isUnsupportedEndpoint(err: FederationError): boolean {
   return (err.status === 404 || err.status === 400 || err.status === 405) && (err.errcode === 'M_UNRECOGNIZED' || err.errcode === undefined);
 }
 
-function notFoundOr(err: unknown): Error {
-  if (err instanceof FederationError && err.status === 404) return new RemoteMediaNotFound(err.message);
+/** What the media service needs to tell apart: not there, too large, anything else. */
+function translated(err: unknown): Error {
+  if (err instanceof FederationError && err.status === 404) return new RemoteMediaNotFound(err.message, { cause: err });
+  if (err instanceof ResponseTooLarge || (err instanceof MatrixError && err.errcode === 'M_TOO_LARGE')) return new RemoteMediaTooLarge(err.message, { cause: err });
   return err instanceof Error ? err : new Error(String(err));
 }
 

@@ -118,7 +118,7 @@ export type { RatelimitOverrideRow } from './ratelimit-store.js';
 export type { EventRow, RoomRow, NewRoomRow, MembershipRow, TopologicalPosition } from './rooms-store.js';
 export type { AccountDataRow, ReceiptRow, PresenceRow } from './user-data-store.js';
 export type { WebhookRow, FeedRow, RoomFeedRow, FeedPatch } from './bridge-store.js';
-export type { MediaRow, RemoteMediaRow } from './media-store.js';
+export type { MediaRow, RemoteMediaKey, RemoteMediaRow } from './media-store.js';
 export type { ServerKeyRow, OutboxRow, DestinationRow, RemoteMembershipRow } from './federation-store.js';
 export type { BackupVersionRow, RoomKeyRow } from './e2e-store.js';
 export { GLOBAL_ACCOUNT_DATA } from './user-data-store.js';

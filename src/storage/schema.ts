@@ -239,6 +239,10 @@ export interface RemoteMediaTable {
   size_bytes: number;
   sha256: string;
   fetched_ts: number;
+  /** When it was last downloaded (to within an hour): retention and the size bound go by it. */
+  last_access_ts: number;
+  /** 1: fetched for an authenticated request, never served on the unauthenticated legacy paths. */
+  authenticated: number;
 }
 
 export interface ServerKeysTable {

@@ -119,9 +119,18 @@ describe('media in memory', () => {
   it('never serves media that does not exist or has an impossible id', async () => {
     const res = await upload(PNG, 'image/png');
     const id = mediaIdOf(res.body.content_uri);
-    // Another server's media is fetched over federation; one that may not be contacted (loopback,
-    // in ip_range_blacklist) is a 502, and never our own media of the same id.
-    expectMatrixError(await hs.http.get(`/_matrix/media/v3/download/127.0.0.1:8448/${id}`), 502, 'M_UNKNOWN');
+    // Another server's media is fetched over federation (for a request with a token); one that may
+    // not be contacted (loopback, in ip_range_blacklist) is a 502 that does not say why (the reason
+    // is for the log), and never our own media of the same id. Without a token: 404, no fetch.
+    for (const server of ['127.0.0.1:8448', 'localhost:8448', '[::1]:8448']) {
+      const refused = await hs.http.get(`/_matrix/client/v1/media/download/${server}/${id}`).auth(alice.accessToken, { type: 'bearer' });
+      expectMatrixError(refused, 502, 'M_UNKNOWN');
+      expect(refused.body.error).toBe('Failed to fetch remote media');
+      expectMatrixError(await hs.http.get(`/_matrix/media/v3/download/${server}/${id}`), 404, 'M_NOT_FOUND');
+    }
+    // Our own media whatever allow_remote says; a value that is not a boolean is refused.
+    expect((await hs.http.get(`/_matrix/media/v3/download/test.local/${id}?allow_remote=false`)).status).toBe(200);
+    expectMatrixError(await hs.http.get(`/_matrix/media/v3/download/test.local/${id}?allow_remote=maybe`), 400, 'M_INVALID_PARAM');
     for (const path of [
       '/_matrix/media/v3/download/test.local/NoSuchMediaIdAtAllHere',
       '/_matrix/media/v3/download/test.local/..%2F..%2Fetc%2Fpasswd',

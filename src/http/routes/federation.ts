@@ -165,7 +165,7 @@ export function federationRoutes(services: Services): FastifyPluginAsyncTypebox 
     );
     // ---- media (authenticated federation media, spec v1.11) ----
     const serveMedia = async (mediaId: string, reply: FastifyReply, thumbnail: boolean) => {
-      const media = await services.media.open(config.server_name, mediaId);
+      const media = await services.media.open(config.server_name, mediaId, { authenticated: true });
       if (thumbnail && !THUMBNAIL_TYPES.has(baseType(media.row.content_type))) {
         media.stream.destroy();
         throw new MatrixError('M_NOT_FOUND', 'No thumbnail for this media type');

@@ -1,8 +1,10 @@
 /**
  * Media: upload, download and config. Served under `/_matrix/media/v3` and `/r0` (the legacy paths
- * the SDKs use; downloads there need no token, as in Synapse before authenticated media became
- * its default in 1.120: matrix-nio, which speaks only r0, downloads there) and, for downloads and config,
- * under `/_matrix/client/v1/media` (authenticated media, spec v1.11).
+ * the SDKs use; downloads there need no token: matrix-nio, which speaks only r0, downloads our own
+ * media there) and, for downloads and config, under `/_matrix/client/v1/media` (authenticated
+ * media, spec v1.11). As in Synapse with `enable_authenticated_media` (its default since 1.120),
+ * only the authenticated downloads fetch another server's media; the legacy ones serve of it only
+ * what was cached for them before.
  */
 import { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
@@ -10,7 +12,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Services } from '../../services.js';
 import { baseType, contentDisposition, THUMBNAIL_TYPES } from '../../media/content-disposition.js';
-import type { OpenMedia } from '../../media/media-service.js';
+import type { OpenMedia, OpenOptions } from '../../media/media-service.js';
 import { authenticate, requesterOf } from '../auth.js';
 import { MatrixError } from '../../core/errors.js';
 
@@ -20,6 +22,8 @@ export const AUTHENTICATED_MEDIA_PREFIX = '/_matrix/client/v1/media';
 
 const MediaParams = Type.Object({ serverName: Type.String(), mediaId: Type.String() });
 const NamedMediaParams = Type.Object({ serverName: Type.String(), mediaId: Type.String(), fileName: Type.String() });
+/** `allow_remote=false`: another server's media is not fetched (Synapse's `parse_boolean`). */
+const LegacyDownloadQuery = Type.Object({ allow_remote: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])) }, { additionalProperties: true });
 const UploadQuery = Type.Object({ filename: Type.Optional(Type.String()) }, { additionalProperties: true });
 
 /**
@@ -52,8 +56,8 @@ function sendMedia(reply: FastifyReply, media: OpenMedia, fileName: string | und
  * (clients scale it; bots' images are small), anything else is 404 `M_NOT_FOUND`, as Synapse
  * answers for media it cannot thumbnail.
  */
-async function openThumbnail(services: Services, serverName: string, mediaId: string): Promise<OpenMedia> {
-  const media = await services.media.open(serverName, mediaId);
+async function openThumbnail(services: Services, serverName: string, mediaId: string, options: OpenOptions): Promise<OpenMedia> {
+  const media = await services.media.open(serverName, mediaId, options);
   if (!THUMBNAIL_TYPES.has(baseType(media.row.content_type))) {
     media.stream.destroy();
     throw new MatrixError('M_NOT_FOUND', 'No thumbnail for this media type');
@@ -101,17 +105,19 @@ export function legacyMediaRoutes(services: Services): FastifyPluginAsyncTypebox
       return { content_uri: contentUri };
     });
 
+    // No token: while enable_authenticated_media is on, never a fetch from another server.
+    const unauthenticated = (query: { allow_remote?: 'true' | 'false' | undefined }): OpenOptions => ({ authenticated: false, allowRemote: query.allow_remote !== 'false' });
     /** GET /download/{serverName}/{mediaId} */
-    app.get('/download/:serverName/:mediaId', { schema: { params: MediaParams } }, async (request, reply) =>
-      sendMedia(reply, await services.media.open(request.params.serverName, request.params.mediaId), undefined, publicCache),
+    app.get('/download/:serverName/:mediaId', { schema: { params: MediaParams, querystring: LegacyDownloadQuery } }, async (request, reply) =>
+      sendMedia(reply, await services.media.open(request.params.serverName, request.params.mediaId, unauthenticated(request.query)), undefined, publicCache),
     );
     /** GET /download/{serverName}/{mediaId}/{fileName}: the same bytes, named fileName. */
-    app.get('/download/:serverName/:mediaId/:fileName', { schema: { params: NamedMediaParams } }, async (request, reply) =>
-      sendMedia(reply, await services.media.open(request.params.serverName, request.params.mediaId), request.params.fileName, publicCache),
+    app.get('/download/:serverName/:mediaId/:fileName', { schema: { params: NamedMediaParams, querystring: LegacyDownloadQuery } }, async (request, reply) =>
+      sendMedia(reply, await services.media.open(request.params.serverName, request.params.mediaId, unauthenticated(request.query)), request.params.fileName, publicCache),
     );
     /** GET /thumbnail/{serverName}/{mediaId} */
-    app.get('/thumbnail/:serverName/:mediaId', { schema: { params: MediaParams } }, async (request, reply) =>
-      sendMedia(reply, await openThumbnail(services, request.params.serverName, request.params.mediaId), undefined, publicCache),
+    app.get('/thumbnail/:serverName/:mediaId', { schema: { params: MediaParams, querystring: LegacyDownloadQuery } }, async (request, reply) =>
+      sendMedia(reply, await openThumbnail(services, request.params.serverName, request.params.mediaId, unauthenticated(request.query)), undefined, publicCache),
     );
     /** GET /config */
     app.get('/config', { onRequest: requireUser }, async () => mediaConfig(services));
@@ -123,18 +129,19 @@ export function authenticatedMediaRoutes(services: Services): FastifyPluginAsync
   return async (app) => {
     const requireUser = authenticate(services.sessions);
     const privateCache = 'private, max-age=86400, immutable';
+    const authenticated: OpenOptions = { authenticated: true };
 
     /** GET /download/{serverName}/{mediaId} */
     app.get('/download/:serverName/:mediaId', { onRequest: requireUser, schema: { params: MediaParams } }, async (request, reply) =>
-      sendMedia(reply, await services.media.open(request.params.serverName, request.params.mediaId), undefined, privateCache),
+      sendMedia(reply, await services.media.open(request.params.serverName, request.params.mediaId, authenticated), undefined, privateCache),
     );
     /** GET /download/{serverName}/{mediaId}/{fileName} */
     app.get('/download/:serverName/:mediaId/:fileName', { onRequest: requireUser, schema: { params: NamedMediaParams } }, async (request, reply) =>
-      sendMedia(reply, await services.media.open(request.params.serverName, request.params.mediaId), request.params.fileName, privateCache),
+      sendMedia(reply, await services.media.open(request.params.serverName, request.params.mediaId, authenticated), request.params.fileName, privateCache),
     );
     /** GET /thumbnail/{serverName}/{mediaId} */
     app.get('/thumbnail/:serverName/:mediaId', { onRequest: requireUser, schema: { params: MediaParams } }, async (request, reply) =>
-      sendMedia(reply, await openThumbnail(services, request.params.serverName, request.params.mediaId), undefined, privateCache),
+      sendMedia(reply, await openThumbnail(services, request.params.serverName, request.params.mediaId, authenticated), undefined, privateCache),
     );
     /** GET /config */
     app.get('/config', { onRequest: requireUser }, async () => mediaConfig(services));
