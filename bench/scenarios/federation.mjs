@@ -7,7 +7,12 @@
  *   key, which B fetches from A) and times B's answer to the PUT /send;
  * - a big room joined over federation: B hosts a room with many members and events; a bot on A
  *   joins it; the time of the join request (make_join, send_join with the state and auth chain,
- *   every signature and auth check, history, the write).
+ *   every signature and auth check, history, the write);
+ * - one hostile transaction (issue 28): a fake server of the bench's own (its own key, joined to
+ *   the room like any server) sends B 50 events each naming 20 events nobody has, and answers
+ *   every question B asks with more: 20 more such events per get_missing_events, 2,000 events of
+ *   state. What it costs B: the time to its answer, B's CPU, the requests B sends, the bytes it
+ *   reads, B's memory after.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -42,6 +47,7 @@ export async function run(ctx) {
       await clientB.ok('POST', `${CS}/join/${roomPath(roomId)}?server_name=${encodeURIComponent(a.serverName)}`, { token: aliceB.access_token, body: {} });
       results.push(await wakeAcross(ctx, a, b, roomId, botA, aliceB, settings.wakeIterations));
       results.push(await inboundTransactions(ctx, a, b, dir, roomId, botA, aliceB, settings.transactions));
+      results.push(await hostileTransactions(ctx, b, cert, roomId, settings.hostileTransactions ?? 3));
       results.push(await bigRoomJoin(ctx, a, b, settings.bigRoom));
     } finally {
       clientA.close();
@@ -167,6 +173,109 @@ async function inboundTransactions(ctx, a, b, dir, roomId, botA, aliceB, rounds)
     errors: 0,
     notes: ['from the PUT /send going out to B\u2019s answer; every PDU checked (signature, hash, auth against its auth events, the state before it and the current state) and stored'],
   };
+}
+
+/**
+ * A fake server that joins B's room and then sends transactions of bait: 50 events each naming 20
+ * events nobody has. B may ask it (it has a member in the room); every answer names more missing
+ * events. Each transaction comes under a new id, back to back, as an attacker would repeat it.
+ */
+async function hostileTransactions(ctx, b, cert, roomId, rounds) {
+  const dist = resolve(ctx.repoDir, 'dist/src');
+  const { ed25519Signer, signJson } = await import(`${dist}/core/signed-json.js`);
+  const { finishPdu } = await import(`${dist}/rooms/pdu.js`);
+  const { knownRoomVersion } = await import(`${dist}/rooms/room-versions.js`);
+  const { canonicalJsonBytes } = await import(`${dist}/core/canonical-json.js`);
+  const { randomBytes } = await import('node:crypto');
+  const [port] = await freePorts(1);
+  const serverName = `127.0.0.1:${port}`;
+  const signer = ed25519Signer(serverName, 'evil', randomBytes(32));
+  const mallory = `@mallory:${serverName}`;
+  const fakeId = () => `$${randomBytes(32).toString('base64url')}`;
+  let asked = 0;
+  let bytesServed = 0;
+  let bait = () => [];
+  let state = [];
+  const served = new Map();
+  const answer = (res, status, body) => {
+    const payload = Buffer.from(JSON.stringify(body));
+    if (!status || status === 200) bytesServed += payload.length;
+    res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': payload.length });
+    res.end(payload);
+  };
+  const fake = https.createServer({ key: readFileSync(cert.keyPath), cert: readFileSync(cert.certPath) }, (req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const path = (req.url ?? '').split('?')[0];
+      if (path.startsWith('/_matrix/key/v2/server')) {
+        return answer(res, 200, signJson({ server_name: serverName, valid_until_ts: Date.now() + 3_600_000, verify_keys: { [signer.keyId]: { key: signer.publicKey } }, old_verify_keys: {} }, signer));
+      }
+      if (path.startsWith('/_matrix/federation/v1/send/')) return answer(res, 200, { pdus: {} });
+      asked++;
+      if (path.startsWith('/_matrix/federation/v1/get_missing_events/')) return answer(res, 200, { events: bait(20) });
+      if (path.startsWith('/_matrix/federation/v1/state_ids/')) return answer(res, 200, { pdu_ids: state.map((event) => event.eventId), auth_chain_ids: [] });
+      if (path.startsWith('/_matrix/federation/v1/state/')) return answer(res, 200, { pdus: state.map((event) => event.pdu), auth_chain: [] });
+      const event = path.startsWith('/_matrix/federation/v1/event/') ? served.get(decodeURIComponent(path.slice('/_matrix/federation/v1/event/'.length))) : undefined;
+      if (event) return answer(res, 200, { origin: serverName, origin_server_ts: Date.now(), pdus: [event] });
+      answer(res, 404, { errcode: 'M_NOT_FOUND', error: 'no' });
+    });
+  });
+  await new Promise((resolvePromise) => fake.listen(port, '127.0.0.1', resolvePromise));
+  try {
+    const request = (method, path, body) => signedRequest(signer, canonicalJsonBytes, b, method, path, body);
+    const made = await request('GET', `/_matrix/federation/v1/make_join/${encodeURIComponent(roomId)}/${encodeURIComponent(mallory)}?ver=10`);
+    const version = knownRoomVersion(made.room_version);
+    const join = finishPdu({ ...made.event, origin_server_ts: Date.now() }, version, signer);
+    const joined = await request('PUT', `/_matrix/federation/v2/send_join/${encodeURIComponent(roomId)}/${encodeURIComponent(join.eventId)}`, join.pdu);
+    const { eventIdOf } = await import(`${dist}/rooms/pdu.js`);
+    const idOfType = (type) => eventIdOf(joined.state.find((event) => event.type === type && event.state_key === ''), version);
+    const baseAuth = [idOfType('m.room.create'), idOfType('m.room.power_levels')];
+    const authEvents = [...baseAuth, join.eventId];
+    const depth = made.event.depth;
+    bait = (count) =>
+      Array.from({ length: count }, (_, i) =>
+        finishPdu(
+          { room_id: roomId, sender: mallory, type: 'm.room.message', content: { msgtype: 'm.text', body: `bait ${i}` }, origin_server_ts: Date.now(), depth: depth + 1 + i, prev_events: Array.from({ length: 20 }, fakeId), auth_events: authEvents },
+          version,
+          signer,
+        ).pdu,
+      );
+    state = Array.from({ length: 2000 }, (_, i) => {
+      const user = `@sock${i}:${serverName}`;
+      return finishPdu({ room_id: roomId, sender: user, type: 'm.room.member', state_key: user, content: { membership: 'join', displayname: 'x'.repeat(200) }, origin_server_ts: Date.now(), depth: 5, prev_events: [fakeId()], auth_events: baseAuth }, version, signer);
+    });
+    for (const event of state) served.set(event.eventId, event.pdu);
+    const rssBefore = b.memory().rssMb;
+    const times = [];
+    const requests = [];
+    const bytes = [];
+    const cpuBefore = b.cpuMs();
+    for (let round = 0; round < rounds; round++) {
+      const askedBefore = asked;
+      const bytesBefore = bytesServed;
+      const started = performance.now();
+      const reply = await request('PUT', `/_matrix/federation/v1/send/${ctx.runId}-hostile-${round}`, { origin: serverName, origin_server_ts: Date.now(), pdus: bait(50), edus: [] });
+      times.push(performance.now() - started);
+      requests.push(asked - askedBefore);
+      bytes.push(bytesServed - bytesBefore);
+      const accepted = Object.values(reply.pdus ?? {}).filter((result) => !result.error).length;
+      if (accepted > 0) throw new Error(`B accepted ${accepted} of the bait events`);
+    }
+    return {
+      scenario: name,
+      variant: 'hostile transaction: 50 events each naming 20 unknown, every answer naming more',
+      synchronous: 'full',
+      ops: times.length,
+      latency_ms: summarize(times),
+      server: { cpu_ms_per_op: round((b.cpuMs() - cpuBefore) / rounds, 1), rss_mb: b.memory().rssMb },
+      errors: 0,
+      hostile: { requests_per_txn: requests, kib_read_per_txn: bytes.map((n) => Math.round(n / 1024)), rss_mb_before: rssBefore },
+      notes: [`requests B sent the hostile server per transaction: ${requests.join(', ')}; KiB it read: ${bytes.map((n) => Math.round(n / 1024)).join(', ')}; B's RSS ${rssBefore} → ${b.memory().rssMb} MB; every bait event refused`],
+    };
+  } finally {
+    await new Promise((resolvePromise) => fake.close(resolvePromise));
+    fake.closeAllConnections?.();
+  }
 }
 
 /** B hosts a room of `members` members and `events` events; a bot on A joins it. */
