@@ -226,10 +226,10 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     clearInterval(presenceSweep);
     services.federationSender.stop();
     services.appservices.sender.stop();
-    services.backfiller.close();
+    // What a fill was writing is done before storage goes (it waits a few seconds at most).
+    const backfills = services.backfiller.close();
     services.federation.close();
-    // Its requests fail once the client is closed: what it was writing is done before storage goes.
-    await services.backfiller.idle();
+    await backfills;
     services.typing.clear();
     await bridge?.close();
     await services.cluster?.close();

@@ -180,6 +180,8 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
       for (const edu of edus) void federationSender.queueEdu(servers, { ...edu }).catch(() => undefined);
     },
   });
+  // What other servers can make us fetch, per server over time: inbound requests and backfills alike.
+  const fetchesPerOrigin = new RateLimiter(config.federation.inbound_fetch.per_origin, clock);
   const fetchLimits = {
     maxRequests: config.federation.inbound_fetch.max_requests,
     maxEvents: config.federation.inbound_fetch.max_events,
@@ -189,7 +191,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   // Gaps in rooms' timelines (events from a long silence) are filled from the rooms' servers.
   const backfiller = new Backfiller({
     storage, cache: roomCache, remote: remoteEvents, client: federation.client, keyRing: federation.keyRing, clock, serverName: config.server_name,
-    backgroundEvents: config.federation.backfill.background_events, fetchLimits,
+    backgroundEvents: config.federation.backfill.background_events, fetchLimits, perOrigin: fetchesPerOrigin,
     requestTimeoutMs: config.federation.request_timeout, maxResponseBytes: config.federation.max_response_bytes,
   });
   remoteEvents.onGap((roomId) => backfiller.fillInBackground(roomId));
@@ -202,7 +204,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     membership, claims: cluster,
     fetching: {
       limits: fetchLimits,
-      perOrigin: new RateLimiter(config.federation.inbound_fetch.per_origin, clock),
+      perOrigin: fetchesPerOrigin,
       requestTimeoutMs: config.federation.request_timeout,
       maxResponseBytes: config.federation.max_response_bytes,
     },

@@ -74,7 +74,8 @@ export class AppServiceSender {
     const rows: Array<{ asId: string; eventId: string }> = [];
     for (const service of this.targets) {
       for (const event of events) {
-        if (event.outlier || event.rejected !== undefined || event.softFailed) continue;
+        // Backfilled history came late: appservices, like sync, only get what is new (as in Synapse).
+        if (event.outlier || event.rejected !== undefined || event.softFailed || event.backfilledAt !== undefined) continue;
         if (!this.registry.isInterestedInEvent(service, event, room)) continue;
         rows.push({ asId: service.id, eventId: event.eventId });
         this.due.add(service);

@@ -6,6 +6,11 @@
  * per origin, a leaky bucket caps the requests over time, so repeating the trick with new
  * transaction ids soon buys nothing. Once spent, the source refuses (`FetchRefused`) and the
  * events that needed more are refused, never stored half-checked.
+ *
+ * Requests run side by side, so what a request may read is reserved when it starts (at most what
+ * its kind of answer needs, and what is left unreserved) and the unused part given back when it
+ * ends: requests in flight together can never read more than the budget. A request that finds
+ * nothing left unreserved waits for one in flight to end.
  */
 import type { Clock } from '../core/clock.js';
 import { FetchRefused } from '../rooms/event-source.js';
@@ -22,6 +27,24 @@ export interface FetchLimits {
   deadlineMs: number;
 }
 
+/** The kinds of answers, by what they may carry. */
+export type FetchKind = 'event' | 'missing' | 'state_ids' | 'state' | 'auth_chain' | 'backfill';
+
+/** The most one answer of a kind may need: bytes, and events (the rest of an answer is dropped unread). */
+const SHARE: Record<FetchKind, { bytes: number; events: number }> = {
+  // One PDU (64 KiB at most) in a transaction's wrapping.
+  event: { bytes: 256 * 1024, events: 1 },
+  // get_missing_events: 20 events at most.
+  missing: { bytes: 2 * 1024 * 1024, events: 20 },
+  // Ids only; counted as one event per hundred ids (each must be looked up here).
+  state_ids: { bytes: 4 * 1024 * 1024, events: 1000 },
+  // A whole state, or a whole auth chain: as much as is left.
+  state: { bytes: Number.POSITIVE_INFINITY, events: Number.POSITIVE_INFINITY },
+  auth_chain: { bytes: Number.POSITIVE_INFINITY, events: Number.POSITIVE_INFINITY },
+  // /backfill: 100 events at most.
+  backfill: { bytes: 8 * 1024 * 1024, events: 100 },
+};
+
 /** What one request may take: its deadline and the most it may read. */
 export interface FetchSlot {
   timeoutMs: number;
@@ -34,6 +57,10 @@ export class FetchBudget {
   private requests = 0;
   private events = 0;
   private bytes = 0;
+  private reservedBytes = 0;
+  private reservedEvents = 0;
+  private inFlight = 0;
+  private readonly waiting = new Set<() => void>();
   private readonly deadline: number;
   private refused: string | undefined;
 
@@ -50,29 +77,61 @@ export class FetchBudget {
     this.deadline = clock.now() + limits.deadlineMs;
   }
 
-  /** Takes one request from the budget, or throws FetchRefused when it is spent. */
-  take(): FetchSlot {
-    const left = this.deadline - this.clock.now();
-    if (this.refused === undefined) {
-      if (left <= 0) this.refused = 'its deadline passed';
-      else if (this.requests >= this.limits.maxRequests) this.refused = `it made ${this.requests} requests`;
-      else if (this.events >= this.limits.maxEvents) this.refused = `it took in ${this.events} events`;
-      else if (this.bytes >= this.limits.maxBytes) this.refused = `it took in ${this.bytes} bytes`;
-      else if (this.perOrigin && !this.perOrigin.check(this.origin).allowed) this.refused = `${this.origin} made us fetch too much lately`;
+  /**
+   * Takes one request from the budget, reserving what its answer may need; throws FetchRefused
+   * when the budget is spent. Call `settle` with the slot when the request ends, whatever its end.
+   */
+  async take(kind: FetchKind): Promise<FetchSlot> {
+    for (;;) {
+      const left = this.deadline - this.clock.now();
+      if (this.refused === undefined) {
+        if (left <= 0) this.refused = 'its deadline passed';
+        else if (this.requests >= this.limits.maxRequests) this.refused = `it made ${this.requests} requests`;
+        else if (this.events >= this.limits.maxEvents) this.refused = `it took in ${this.events} events`;
+        else if (this.bytes >= this.limits.maxBytes) this.refused = `it took in ${this.bytes} bytes`;
+      }
+      if (this.refused !== undefined) throw new FetchRefused(`no more fetches for this request: ${this.refused}`);
+      const freeBytes = this.limits.maxBytes - this.bytes - this.reservedBytes;
+      const freeEvents = this.limits.maxEvents - this.events - this.reservedEvents;
+      if ((freeBytes > 0 && freeEvents > 0) || this.inFlight === 0) {
+        if (this.perOrigin && !this.perOrigin.check(this.origin).allowed) {
+          this.refused = `${this.origin} made us fetch too much lately`;
+          continue;
+        }
+        const share = SHARE[kind];
+        const slot = {
+          timeoutMs: Math.max(1, Math.min(this.requestTimeoutMs, left)),
+          maxResponseBytes: Math.max(1, Math.min(this.maxResponseBytes, share.bytes, freeBytes)),
+          maxEvents: Math.max(0, Math.min(share.events, freeEvents)),
+        };
+        this.requests++;
+        this.inFlight++;
+        this.reservedBytes += slot.maxResponseBytes;
+        this.reservedEvents += slot.maxEvents;
+        return slot;
+      }
+      // Everything left is reserved by requests in flight: wait for one to end (or the deadline).
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, left);
+        function done() {
+          clearTimeout(timer);
+          resolve();
+        }
+        this.waiting.add(() => done());
+      });
     }
-    if (this.refused !== undefined) throw new FetchRefused(`no more fetches for this request: ${this.refused}`);
-    this.requests++;
-    return {
-      timeoutMs: Math.max(1, Math.min(this.requestTimeoutMs, left)),
-      maxResponseBytes: Math.max(1, Math.min(this.maxResponseBytes, this.limits.maxBytes - this.bytes)),
-      maxEvents: Math.max(0, this.limits.maxEvents - this.events),
-    };
   }
 
-  /** What an answer cost (its events as used: at most the slot's `maxEvents`). */
-  spent(bytes: number, events: number): void {
-    this.bytes += bytes;
-    this.events += Math.min(events, Math.max(0, this.limits.maxEvents - this.events));
+  /** A request ended: what its answer cost (its events as used, at most the slot's), the rest given back. */
+  settle(slot: FetchSlot, bytes: number, events: number): void {
+    this.inFlight--;
+    this.reservedBytes -= slot.maxResponseBytes;
+    this.reservedEvents -= slot.maxEvents;
+    this.bytes += Math.min(bytes, slot.maxResponseBytes);
+    this.events += Math.min(events, slot.maxEvents);
+    const waiting = [...this.waiting];
+    this.waiting.clear();
+    for (const wake of waiting) wake();
   }
 
   /** Whether nothing more will be fetched. */

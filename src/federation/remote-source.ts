@@ -6,7 +6,7 @@
 import { FetchRefused } from '../rooms/event-source.js';
 import type { RemoteEventSource, VerifiedPdu } from '../rooms/remote-events.js';
 import type { RoomVersion } from '../rooms/room-versions.js';
-import type { FetchBudget } from './fetch-budget.js';
+import type { FetchBudget, FetchKind } from './fetch-budget.js';
 import type { FederationClient, FederationRequest } from './http-client.js';
 import type { KeyRing } from './key-ring.js';
 import { checkPdu } from './pdu-checks.js';
@@ -45,21 +45,21 @@ export class FederatedEventSource implements RemoteEventSource {
    * A request within the budget: its deadline and size cap, and its cost counted. `take` keeps
    * the events of the answer the budget allows (the rest are dropped unread) and counts them.
    */
-  private request<T>(server: string, request: FederationRequest, take: (answer: T, maxEvents: number) => number): Promise<T> {
+  private async request<T>(server: string, kind: FetchKind, request: FederationRequest, take: (answer: T, maxEvents: number) => number): Promise<T> {
     if (!this.budget) return this.client.request<T>(server, request);
     const budget = this.budget;
-    const slot = budget.take();
+    const slot = await budget.take(kind);
     let bytes = 0;
-    return this.client.request<T>(server, { ...request, timeoutMs: slot.timeoutMs, maxResponseBytes: slot.maxResponseBytes, onAnswerBytes: (size) => (bytes = size) }).then(
-      (answer) => {
-        budget.spent(bytes, take(answer, slot.maxEvents));
-        return answer;
-      },
-      (err: unknown) => {
-        budget.spent(bytes, 0);
-        throw err;
-      },
-    );
+    let events = 0;
+    try {
+      const sent = this.client.request<T>(server, { ...request, timeoutMs: slot.timeoutMs, maxResponseBytes: slot.maxResponseBytes, onAnswerBytes: (size) => (bytes = size) });
+      // The deadline holds over the whole request, however many addresses the server has.
+      const answer = await withDeadline(sent, slot.timeoutMs);
+      events = take(answer, slot.maxEvents);
+      return answer;
+    } finally {
+      budget.settle(slot, bytes, events);
+    }
   }
 
   async events(roomId: string, eventIds: readonly string[]): Promise<VerifiedPdu[]> {
@@ -68,7 +68,7 @@ export class FederatedEventSource implements RemoteEventSource {
     await eachLimited(eventIds, FETCH_CONCURRENCY, async (eventId) => {
       if (this.budget?.exhausted()) return;
       const event = await this.firstAnswer(async (server) => {
-        const answer = await this.request<{ pdus?: unknown }>(server, { method: 'GET', path: `/_matrix/federation/v1/event/${encodeURIComponent(eventId)}` }, () => 1);
+        const answer = await this.request<{ pdus?: unknown }>(server, 'event', { method: 'GET', path: `/_matrix/federation/v1/event/${encodeURIComponent(eventId)}` }, () => 1);
         const raw = Array.isArray(answer.pdus) ? answer.pdus[0] : undefined;
         const result = await checkPdu(raw, this.version, roomId, this.keyRing);
         // A server answering with another event than the one asked for is not believed.
@@ -86,6 +86,7 @@ export class FederatedEventSource implements RemoteEventSource {
     const events = await this.firstAnswer(async (server) => {
       const answer = await this.request<{ events?: unknown }>(
         server,
+        'missing',
         {
           method: 'POST',
           path: `/_matrix/federation/v1/get_missing_events/${encodeURIComponent(roomId)}`,
@@ -93,7 +94,7 @@ export class FederatedEventSource implements RemoteEventSource {
         },
         (body, maxEvents) => {
           if (!Array.isArray(body.events)) return 0;
-          const kept = body.events.slice(0, maxEvents);
+          const kept = body.events.slice(0, Math.min(limit, maxEvents));
           body.events = kept;
           return kept.length;
         },
@@ -107,8 +108,15 @@ export class FederatedEventSource implements RemoteEventSource {
     const answer = await this.firstAnswer(async (server) => {
       const body = await this.request<{ pdu_ids?: unknown; auth_chain_ids?: unknown }>(
         server,
+        'state_ids',
         { method: 'GET', path: `/_matrix/federation/v1/state_ids/${encodeURIComponent(roomId)}?event_id=${encodeURIComponent(eventId)}` },
-        () => 0,
+        // Ids are cheap, but each is looked up here: a hundred count as one event; past the budget, refused whole.
+        (answer, maxEvents) => {
+          const ids = (Array.isArray(answer.pdu_ids) ? answer.pdu_ids.length : 0) + (Array.isArray(answer.auth_chain_ids) ? answer.auth_chain_ids.length : 0);
+          const cost = Math.ceil(ids / 100);
+          if (cost > maxEvents) answer.pdu_ids = undefined;
+          return cost;
+        },
       );
       const stateIds = idList(body.pdu_ids);
       const authChainIds = idList(body.auth_chain_ids);
@@ -121,6 +129,7 @@ export class FederatedEventSource implements RemoteEventSource {
     const raws = await this.firstAnswer(async (server) => {
       const body = await this.request<{ pdus?: unknown; auth_chain?: unknown }>(
         server,
+        'state',
         { method: 'GET', path: `/_matrix/federation/v1/state/${encodeURIComponent(roomId)}?event_id=${encodeURIComponent(eventId)}` },
         (answer, maxEvents) => {
           if (!Array.isArray(answer.pdus) || !Array.isArray(answer.auth_chain)) return 0;
@@ -133,6 +142,24 @@ export class FederatedEventSource implements RemoteEventSource {
       );
       if (!Array.isArray(body.pdus) || !Array.isArray(body.auth_chain) || body.pdus.length + body.auth_chain.length > MAX_STATE_IDS) return undefined;
       return [...body.pdus, ...body.auth_chain];
+    });
+    return raws ? verifyPdus(raws, this.version, roomId, this.keyRing) : [];
+  }
+
+  async authChain(roomId: string, eventId: string): Promise<VerifiedPdu[]> {
+    const raws = await this.firstAnswer(async (server) => {
+      const body = await this.request<{ auth_chain?: unknown }>(
+        server,
+        'auth_chain',
+        { method: 'GET', path: `/_matrix/federation/v1/event_auth/${encodeURIComponent(roomId)}/${encodeURIComponent(eventId)}` },
+        (answer, maxEvents) => {
+          if (!Array.isArray(answer.auth_chain)) return 0;
+          const kept = answer.auth_chain.slice(0, maxEvents);
+          answer.auth_chain = kept;
+          return kept.length;
+        },
+      );
+      return Array.isArray(body.auth_chain) && body.auth_chain.length <= MAX_STATE_IDS ? body.auth_chain : undefined;
     });
     return raws ? verifyPdus(raws, this.version, roomId, this.keyRing) : [];
   }
@@ -155,6 +182,15 @@ export class FederatedEventSource implements RemoteEventSource {
 function idList(value: unknown): string[] | undefined {
   if (!Array.isArray(value) || value.length > MAX_STATE_IDS) return undefined;
   return value.every((id) => typeof id === 'string') ? (value as string[]) : undefined;
+}
+
+/** The answer, or an error once `ms` have passed (the request itself ends by its own deadline). */
+function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 /** Runs `work` over the items, at most `limit` at once. */

@@ -40,6 +40,11 @@ export class EventGraph {
     return found;
   }
 
+  /** Shown redactions of the room naming any of `eventIds` (stored before their targets arrived). */
+  async redactionsTargeting(roomId: string, eventIds: readonly string[]): Promise<StoredEvent[]> {
+    return (await this.storage.rooms.redactionsTargeting(roomId, eventIds)).map(eventFromRow);
+  }
+
   async event(eventId: string): Promise<StoredEvent | undefined> {
     return (await this.events([eventId])).get(eventId);
   }

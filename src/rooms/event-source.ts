@@ -24,6 +24,8 @@ export interface RemoteEventSource {
   stateIdsBefore(roomId: string, eventId: string): Promise<{ stateIds: string[]; authChainIds: string[] }>;
   /** The same as whole events, checked: one request instead of one per event we lack. */
   stateBefore(roomId: string, eventId: string): Promise<VerifiedPdu[]>;
+  /** An event's whole auth chain, checked (/event_auth): one request instead of one per level. */
+  authChain(roomId: string, eventId: string): Promise<VerifiedPdu[]>;
   /** Whether it will ask nothing more (its budget is spent). */
   exhausted?(): boolean;
 }

@@ -91,7 +91,7 @@ export interface RemoteBatch {
    * Events missing below gaps the batch opens (see migration 0025), with the event of the batch
    * that names each; the batch's events close theirs.
    */
-  backwardExtremities?: Array<{ eventId: string; childId: string; childDepth: number }> | undefined;
+  backwardExtremities?: Array<{ eventId: string; childId: string; childDepth: number; childStream?: number; childVisibility?: string }> | undefined;
   /** Events held as outliers that become backfilled history. */
   backfilledOutliers?: Array<{ eventId: string; historyVisibility: string; visibleAt: number }> | undefined;
 }
@@ -606,10 +606,12 @@ export class EventWriter {
     filled.push(...(item.backfilledOutliers ?? []).map((outlier) => outlier.eventId));
     if (item.backwardExtremities?.length) {
       // Where the gap's readers stand: the position of the event it lies under (positions are known only now).
-      const streams = new Map(item.events.map((event) => [event.eventId, event.backfilledAt ?? event.stream]));
+      const children = new Map(item.events.map((event) => [event.eventId, event]));
       const extremities = item.backwardExtremities.flatMap((gap) => {
-        const childStream = streams.get(gap.childId);
-        return childStream === undefined ? [] : [{ eventId: gap.eventId, childDepth: gap.childDepth, childStream }];
+        const child = children.get(gap.childId);
+        const childStream = gap.childStream ?? (child ? (child.backfilledAt ?? child.stream) : undefined);
+        const childVisibility = gap.childVisibility ?? child?.historyVisibility;
+        return childStream === undefined || childVisibility === undefined ? [] : [{ eventId: gap.eventId, childDepth: gap.childDepth, childStream, childVisibility }];
       });
       await stores.rooms.addBackwardExtremities(roomId, extremities);
     }

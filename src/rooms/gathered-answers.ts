@@ -21,10 +21,12 @@ export class GatheredAnswers implements RemoteEventSource {
   private readonly missingAnswers = new Map<string, VerifiedPdu[]>();
   private readonly stateIdsAnswers = new Map<string, StateIds>();
   private readonly stateAnswers = new Map<string, VerifiedPdu[]>();
+  private readonly authChainAnswers = new Map<string, VerifiedPdu[]>();
   private readonly wantedEvents = new Set<string>();
   private readonly wantedMissing = new Map<string, { earliest: readonly string[]; latest: readonly string[]; limit: number }>();
   private readonly wantedStateIds = new Set<string>();
   private readonly wantedState = new Set<string>();
+  private readonly wantedAuthChain = new Set<string>();
   private closed: boolean;
   /** Rounds of gathering so far. */
   rounds = 0;
@@ -39,7 +41,17 @@ export class GatheredAnswers implements RemoteEventSource {
 
   /** Whether the last check asked something not answered yet that can still be asked. */
   get needsMore(): boolean {
-    return !this.closed && (this.wantedEvents.size > 0 || this.wantedMissing.size > 0 || this.wantedStateIds.size > 0 || this.wantedState.size > 0);
+    return !this.closed && (this.wantedEvents.size > 0 || this.wantedMissing.size > 0 || this.wantedStateIds.size > 0 || this.wantedState.size > 0 || this.wantedAuthChain.size > 0);
+  }
+
+  /** Whether the sender has said (or will never say) what the state before `eventId` is. */
+  stateAnswered(eventId: string): boolean {
+    return this.closed || this.stateAnswers.has(eventId);
+  }
+
+  /** Whether the sender has said (or will never say) what `eventId`'s auth chain is. */
+  authChainAnswered(eventId: string): boolean {
+    return this.closed || this.authChainAnswers.has(eventId);
   }
 
   /** Asks nothing more: open questions stay answered "nothing". */
@@ -80,6 +92,13 @@ export class GatheredAnswers implements RemoteEventSource {
     return [];
   }
 
+  async authChain(_roomId: string, eventId: string): Promise<VerifiedPdu[]> {
+    const answer = this.authChainAnswers.get(eventId);
+    if (answer) return answer;
+    if (!this.closed) this.wantedAuthChain.add(eventId);
+    return [];
+  }
+
   /**
    * Asks what the last check wanted (outside any lock). A question that fails is answered
    * "nothing"; once the source refuses, nothing more is asked.
@@ -109,6 +128,12 @@ export class GatheredAnswers implements RemoteEventSource {
         for (const event of events ?? []) this.eventAnswers.set(event.eventId, event);
       });
     }
+    for (const eventId of this.wantedAuthChain) {
+      ask(() => network.authChain(this.roomId, eventId), (events) => {
+        this.authChainAnswers.set(eventId, events ?? []);
+        for (const event of events ?? []) this.eventAnswers.set(event.eventId, event);
+      });
+    }
     const eventIds = [...this.wantedEvents].filter((id) => !this.eventAnswers.has(id));
     if (eventIds.length > 0) {
       ask(() => network.events(this.roomId, eventIds), (events) => {
@@ -120,6 +145,7 @@ export class GatheredAnswers implements RemoteEventSource {
     this.wantedMissing.clear();
     this.wantedStateIds.clear();
     this.wantedState.clear();
+    this.wantedAuthChain.clear();
     this.wantedEvents.clear();
     await Promise.all(asked);
     if (network.exhausted?.()) this.closed = true;

@@ -77,12 +77,39 @@ interface AdmitOptions {
   history?: boolean | undefined;
   /** History from /backfill: as `history`, but below zero (in /messages, never in sync), judged for visibility at this position. */
   backfilledAt?: number | undefined;
-  /** Pulled from the sender (get_missing_events): prevs it lacks are a gap, placed on the sender's state there. */
-  pulled?: boolean | undefined;
+  /**
+   * Pulled from the sender (get_missing_events; the ids of that answer): prevs we lack that are
+   * not in the answer are a gap, placed on the sender's state there.
+   */
+  pulled?: ReadonlySet<string> | undefined;
   /** The state before it, as the sender gave it (a gap we could not fill, a join). */
   knownStateBefore?: readonly string[] | undefined;
   /** A join's own event: the room's current state here is not the room's yet. */
   skipCurrentState?: boolean | undefined;
+}
+
+/** The gaps a /backfill answer was asked for: their missing events, and how their events are shown. */
+export interface BackfillGaps {
+  eventIds: readonly string[];
+  /** The history visibility the gaps' events are shown under (that of the events above them). */
+  historyVisibility: string;
+  /** The position at which their visibility is judged (see `StoredEvent.backfilledAt`). */
+  at: number;
+}
+
+/** The events of `pdus` that hang below `roots` by prev_events (the roots among them). */
+function reachableFrom(roots: readonly string[], pdus: readonly VerifiedPdu[]): VerifiedPdu[] {
+  const byId = new Map(pdus.map((event) => [event.eventId, event]));
+  const reached = new Map<string, VerifiedPdu>();
+  const frontier = [...roots];
+  while (frontier.length > 0) {
+    const id = frontier.pop()!;
+    const event = byId.get(id);
+    if (!event || reached.has(id)) continue;
+    reached.set(id, event);
+    frontier.push(...event.pdu.prev_events);
+  }
+  return [...reached.values()];
 }
 
 /** A room joined through another server: what its send_join answered, checked. */
@@ -103,7 +130,7 @@ interface Batch {
   /** State groups the batch's events use, written with them. */
   groups: NewStateGroup[];
   /** Events missing below the gaps the batch opens, and the events that name them. */
-  gaps: Array<{ eventId: string; childId: string; childDepth: number }>;
+  gaps: NonNullable<RemoteBatch['backwardExtremities']>;
 }
 
 function newBatch(): Batch {
@@ -155,8 +182,8 @@ export class RemoteEvents {
    * history visibility `visibility`. The gaps they close are forgotten, the prevs they lack are
    * the new gaps. Returns how many events were new here.
    */
-  async backfill(roomId: string, pdus: readonly VerifiedPdu[], source: RemoteEventSource | undefined, visibility: { historyVisibility: string; at: number }): Promise<number> {
-    return this.gathering(roomId, source, (answers) => this.backfillNow(roomId, pdus, answers, visibility));
+  async backfill(roomId: string, pdus: readonly VerifiedPdu[], source: RemoteEventSource | undefined, gaps: BackfillGaps): Promise<number> {
+    return this.gathering(roomId, source, (answers) => this.backfillNow(roomId, pdus, answers, gaps));
   }
 
   /**
@@ -260,41 +287,96 @@ export class RemoteEvents {
     return { outcomes, gaps: batch.gaps.length > 0 };
   }
 
-  private async backfillNow(roomId: string, pdus: readonly VerifiedPdu[], source: GatheredAnswers, visibility: { historyVisibility: string; at: number }): Promise<number | undefined> {
+  private async backfillNow(roomId: string, pdus: readonly VerifiedPdu[], source: GatheredAnswers, gaps: BackfillGaps): Promise<number | undefined> {
     const room = await this.cache.room(roomId);
     if (!room) throw new Error(`unknown room ${roomId}`);
     const batch = newBatch();
+    const visibility = { historyVisibility: gaps.historyVisibility, visibleAt: gaps.at };
     const upgraded: Array<{ eventId: string; historyVisibility: string; visibleAt: number }> = [];
-    // Oldest first: parents before children, so what one gap brings can close the next.
-    const sorted = [...pdus].sort((a, b) => a.pdu.depth - b.pdu.depth || (a.eventId < b.eventId ? -1 : 1));
+    const upgradedEvents: StoredEvent[] = [];
+    // Oldest first: parents before children, so what one gap brings can close the next. Only
+    // what hangs below the gaps asked about is taken: an answer cannot slip other events in.
+    const sorted = reachableFrom(gaps.eventIds, pdus).sort((a, b) => a.pdu.depth - b.pdu.depth || (a.eventId < b.eventId ? -1 : 1));
     for (const incoming of sorted) {
       if (batch.pending.has(incoming.eventId)) continue;
       const stored = await this.graph.event(incoming.eventId);
       if (stored) {
-        // Held for state only (the missing prev of a gap, when it was a state event): now shown.
-        if (stored.outlier && stored.rejected === undefined && stored.roomId === roomId) upgraded.push({ eventId: stored.eventId, historyVisibility: visibility.historyVisibility, visibleAt: visibility.at });
+        // Held for state or auth only (say the missing prev of a gap, a state event): now shown.
+        if (stored.outlier && stored.rejected === undefined && stored.roomId === roomId) {
+          upgraded.push({ eventId: stored.eventId, ...visibility });
+          upgradedEvents.push(stored);
+        }
         continue;
       }
-      await this.admit(room, room.version, incoming, batch, source, { outlier: false, history: true, backfilledAt: visibility.at });
+      // Where the state before it is known (its prevs are here with theirs), it is checked against
+      // that state too, as any event; the far end of a partial fill has only its auth events.
+      const placed = await this.hasStateAt(incoming.pdu.prev_events, batch.pending);
+      await this.admit(room, room.version, incoming, batch, source, { outlier: false, history: !placed, skipCurrentState: true, backfilledAt: gaps.at });
     }
     if (source.needsMore) return undefined;
     const added = batch.order.filter((event) => !event.outlier);
-    for (const event of added) event.historyVisibility = visibility.historyVisibility;
-    // What the new history was built on and we still lack: the gaps further back.
-    const known = new Set([...batch.pending.keys(), ...upgraded.map((event) => event.eventId)]);
-    for (const event of added) {
-      if (event.rejected !== undefined) continue;
-      for (const prev of await this.unknown((event.prevEvents ?? []).filter((id) => !known.has(id)), batch.pending)) batch.gaps.push({ eventId: prev, childId: event.eventId, childDepth: event.depth });
+    // Those placed on their state know the visibility they were sent under; the rest take the gap's.
+    for (const event of added) if (batch.pending.get(event.eventId)?.stateless) event.historyVisibility = gaps.historyVisibility;
+    // What the new history was built on and we still lack (or hold only as outliers): the gaps further back.
+    const shown = new Set([...added.map((event) => event.eventId), ...upgraded.map((event) => event.eventId)]);
+    for (const event of [...added.filter((event) => event.rejected === undefined), ...upgradedEvents]) {
+      for (const prev of event.prevEvents ?? []) {
+        if (shown.has(prev) || !(await this.heldOnlyForState(prev, batch.pending))) continue;
+        batch.gaps.push({ eventId: prev, childId: event.eventId, childDepth: event.depth, childStream: gaps.at, childVisibility: gaps.historyVisibility });
+      }
     }
     if (batch.order.length === 0 && upgraded.length === 0) return 0;
+    const redactions = await this.backfilledRedactions(room, batch, upgradedEvents);
     await this.writer.submit({
       roomId,
       prepare: () => [],
-      remote: () => ({ events: batch.order, currentState: [], removedState: [], stateGroups: batch.groups, backwardExtremities: batch.gaps, backfilledOutliers: upgraded }),
+      remote: () => ({ events: batch.order, currentState: [], removedState: [], stateGroups: batch.groups, backwardExtremities: batch.gaps, backfilledOutliers: upgraded, redactions }),
     });
-    for (const event of batch.order) this.graph.forget(event.eventId);
-    for (const event of upgraded) this.graph.forget(event.eventId);
+    for (const event of [...batch.order, ...upgradedEvents]) this.graph.forget(event.eventId);
+    for (const redaction of redactions) this.graph.forget(redaction.eventId);
     return added.filter((event) => event.rejected === undefined).length + upgraded.length;
+  }
+
+  /** Whether every one of `eventIds` is held with the state after it (in the batch or stored). */
+  private async hasStateAt(eventIds: readonly string[], pending: Map<string, Pending>): Promise<boolean> {
+    if (eventIds.length === 0) return false;
+    for (const id of eventIds) {
+      const inBatch = pending.get(id);
+      if (inBatch) {
+        if (inBatch.stateless) return false;
+        continue;
+      }
+      if ((await this.graph.event(id))?.stateGroup === undefined) return false;
+    }
+    return true;
+  }
+
+  /** Whether an event is missing from the room's timeline: not stored, or stored only as an outlier. */
+  private async heldOnlyForState(eventId: string, pending: Map<string, Pending>): Promise<boolean> {
+    const inBatch = pending.get(eventId)?.event;
+    if (inBatch) return inBatch.outlier && inBatch.rejected === undefined;
+    const stored = await this.graph.event(eventId);
+    return stored === undefined || (stored.outlier && stored.rejected === undefined);
+  }
+
+  /**
+   * The redactions backfilled history brings into effect: its own redactions of events we hold,
+   * and redactions we hold (stored before their targets came) of its events.
+   */
+  private async backfilledRedactions(room: RoomSnapshot, batch: Batch, upgraded: readonly StoredEvent[]): Promise<NonNullable<RemoteBatch['redactions']>> {
+    const redactions = await this.redactionsOf(room, batch.order, batch.pending);
+    const targets = [...batch.order.filter((event) => !event.outlier && event.rejected === undefined), ...upgraded];
+    if (targets.length === 0) return redactions;
+    const byId = new Map(targets.map((event) => [event.eventId, event]));
+    const levels = effectivePowerLevels(room.lookup, room.version);
+    const done = new Set(redactions.map((redaction) => redaction.eventId));
+    for (const row of await this.graph.redactionsTargeting(room.roomId, [...byId.keys()])) {
+      const target = byId.get(row.redacts ?? '');
+      if (!target || done.has(target.eventId) || !redactionApplies(levels, row.sender, target.sender)) continue;
+      done.add(target.eventId);
+      redactions.push({ eventId: target.eventId, redactedContent: redactedContent(target.type, target.content, room.version.id), redactedBy: row.eventId });
+    }
+    return redactions;
   }
 
   private async isStored(eventId: string): Promise<boolean> {
@@ -306,13 +388,14 @@ export class RemoteEvents {
    * (get_missing_events), admitted oldest first as pulled events (one whose own prevs are still
    * missing sits on a gap; see `stateBefore`).
    */
-  private async pullMissing(room: RoomSnapshot, version: RoomVersion, incoming: VerifiedPdu, batch: Batch, source: RemoteEventSource): Promise<void> {
+  private async pullMissing(room: RoomSnapshot, version: RoomVersion, incoming: VerifiedPdu, batch: Batch, source: GatheredAnswers): Promise<void> {
     const { pending } = batch;
     if ((await this.unknown(incoming.pdu.prev_events, pending)).length === 0) return;
     const fetched = await source.missingEvents(room.roomId, room.head.extremities, [incoming.eventId], MISSING_EVENTS_LIMIT);
+    const pulled = new Set(fetched.map((event) => event.eventId));
     for (const event of [...fetched].sort((a, b) => a.pdu.depth - b.pdu.depth || (a.eventId < b.eventId ? -1 : 1))) {
       if (event.eventId === incoming.eventId || pending.has(event.eventId) || (await this.isStored(event.eventId))) continue;
-      await this.admit(room, version, event, batch, source, { outlier: false, pulled: true });
+      await this.admit(room, version, event, batch, source, { outlier: false, pulled });
     }
   }
 
@@ -320,11 +403,13 @@ export class RemoteEvents {
    * The events among `wanted` we lack, from the sender: one by one when few, else in one /state
    * answer (the state before `at`) plus the few it does not hold.
    */
-  private async fetchEvents(roomId: string, wanted: readonly string[], at: string, batch: Batch, source: RemoteEventSource): Promise<VerifiedPdu[]> {
+  private async fetchEvents(roomId: string, wanted: readonly string[], at: string, batch: Batch, source: GatheredAnswers): Promise<VerifiedPdu[]> {
     const missingIds = await this.unknown(wanted, batch.pending);
     if (missingIds.length <= FETCH_ONE_BY_ONE_LIMIT) return source.events(roomId, missingIds);
     const missing = new Set(missingIds);
     const bulk = (await source.stateBefore(roomId, at)).filter((event) => missing.has(event.eventId));
+    // The few the bulk answer lacks are asked one by one once it has come, not before.
+    if (!source.stateAnswered(at)) return bulk;
     const found = new Set(bulk.map((event) => event.eventId));
     return [...bulk, ...(await source.events(roomId, missingIds.filter((id) => !found.has(id)).slice(0, FETCH_ONE_BY_ONE_LIMIT)))];
   }
@@ -333,13 +418,15 @@ export class RemoteEvents {
    * The state after a prev we hold without state of its own (an outlier, or history from before
    * a join): the state before it as its sender says, fetched and stored as outliers, plus itself.
    */
-  private async stateAfterStateless(room: RoomSnapshot, version: RoomVersion, prev: StoredEvent, batch: Batch, source: RemoteEventSource): Promise<StateMap | undefined> {
+  private async stateAfterStateless(room: RoomSnapshot, version: RoomVersion, prev: StoredEvent, batch: Batch, source: GatheredAnswers): Promise<StateMap | undefined> {
     const { stateIds, authChainIds } = await source.stateIdsBefore(room.roomId, prev.eventId);
     if (stateIds.length === 0) return undefined;
-    const events = await this.fetchEvents(room.roomId, [...new Set([...authChainIds, ...stateIds])], prev.eventId, batch, source);
+    const events = await this.fetchEvents(room.roomId, [...new Set([...stateIds, ...authChainIds])], prev.eventId, batch, source);
     for (const event of events.sort((a, b) => a.pdu.depth - b.pdu.depth)) {
       if (!batch.pending.has(event.eventId)) await this.admit(room, version, event, batch, source, { outlier: true });
     }
+    // A state with holes is no state: an event is never placed on part of it.
+    if ((await this.unknown(stateIds, batch.pending)).length > 0) return undefined;
     const state = new Map<string, string>();
     for (const event of await this.eventsOfIds(stateIds, batch.pending)) if (event.stateKey !== undefined && event.rejected === undefined) state.set(stateKeyOf(event.type, event.stateKey), event.eventId);
     if (prev.stateKey !== undefined && prev.rejected === undefined) state.set(stateKeyOf(prev.type, prev.stateKey), prev.eventId);
@@ -352,16 +439,19 @@ export class RemoteEvents {
    * state event (then stored as an outlier too, for the state to name; a message is left for
    * /backfill). Undefined when the sender cannot say.
    */
-  private async stateAfterMissing(room: RoomSnapshot, version: RoomVersion, prevId: string, batch: Batch, source: RemoteEventSource): Promise<StateMap | undefined> {
+  private async stateAfterMissing(room: RoomSnapshot, version: RoomVersion, prevId: string, batch: Batch, source: GatheredAnswers): Promise<StateMap | undefined> {
     const { stateIds, authChainIds } = await source.stateIdsBefore(room.roomId, prevId);
     if (stateIds.length === 0) return undefined;
-    const events = await this.fetchEvents(room.roomId, [...new Set([...authChainIds, ...stateIds, prevId])], prevId, batch, source);
+    const events = await this.fetchEvents(room.roomId, [...new Set([prevId, ...stateIds, ...authChainIds])], prevId, batch, source);
     const prev = events.find((event) => event.eventId === prevId);
     if (!prev) return undefined;
     for (const event of events.sort((a, b) => a.pdu.depth - b.pdu.depth)) {
       if (event.eventId === prevId && event.pdu.state_key === undefined) continue;
       if (!batch.pending.has(event.eventId) && !(await this.isStored(event.eventId))) await this.admit(room, version, event, batch, source, { outlier: true });
     }
+    // A state with holes is no state: an event is never placed on part of it.
+    if ((await this.unknown(stateIds, batch.pending)).length > 0) return undefined;
+    if (prev.pdu.state_key !== undefined && !batch.pending.has(prevId) && !(await this.isStored(prevId))) return undefined;
     const state = new Map<string, string>();
     for (const event of await this.eventsOfIds(stateIds, batch.pending)) if (event.stateKey !== undefined && event.rejected === undefined) state.set(stateKeyOf(event.type, event.stateKey), event.eventId);
     const stored = batch.pending.get(prevId)?.event;
@@ -383,7 +473,7 @@ export class RemoteEvents {
     version: RoomVersion,
     incoming: VerifiedPdu,
     batch: Batch,
-    source: RemoteEventSource,
+    source: GatheredAnswers,
     options: AdmitOptions,
   ): Promise<string | undefined> {
     const { pending, order } = batch;
@@ -392,7 +482,7 @@ export class RemoteEvents {
     const signed = { isSignedBy: (server: string) => incoming.signers === undefined || incoming.signers.has(server) };
     // Step 4: its auth events, fetched when we lack them, must allow it. One that cannot be had
     // leaves the event unjudged: it is not stored (nor counted against anyone's disk).
-    const authEvents = await this.authEventsOf(room.roomId, version, pdu, batch, source, room);
+    const authEvents = await this.authEventsOf(version, incoming, batch, source, room);
     if (authEvents.length < new Set(pdu.auth_events).size) return 'its auth events could not be fetched from the sender';
     let rejected: string | undefined;
     const selection = checkAuthEventsSelection(
@@ -488,11 +578,12 @@ export class RemoteEvents {
   }
 
   /** The event's auth events, from the batch, the store, or the sender (admitted as outliers). */
-  private async authEventsOf(roomId: string, version: RoomVersion, pdu: Pdu, batch: Batch, source: RemoteEventSource, room: RoomSnapshot): Promise<StoredEvent[]> {
+  private async authEventsOf(version: RoomVersion, incoming: VerifiedPdu, batch: Batch, source: GatheredAnswers, room: RoomSnapshot): Promise<StoredEvent[]> {
     const { pending } = batch;
+    const { pdu } = incoming;
     const missing = await this.unknown(pdu.auth_events, pending);
     if (missing.length > 0) {
-      const fetched = await this.fetchAuthChain(roomId, missing, pending, source);
+      const fetched = await this.fetchAuthChain(room.roomId, incoming.eventId, missing, pending, source);
       for (const event of fetched) {
         if (!pending.has(event.eventId) && !(await this.isStored(event.eventId))) await this.admit(room, version, event, batch, source, { outlier: true });
       }
@@ -504,10 +595,19 @@ export class RemoteEvents {
     });
   }
 
-  /** Missing auth events and theirs, oldest first, at most MAX_AUTH_FETCH. */
-  private async fetchAuthChain(roomId: string, eventIds: string[], pending: Map<string, Pending>, source: RemoteEventSource): Promise<VerifiedPdu[]> {
+  /**
+   * An event's auth events we lack, and theirs, oldest first: its whole auth chain in one answer
+   * (/event_auth), then what that lacked one by one, at most MAX_AUTH_FETCH in all.
+   */
+  private async fetchAuthChain(roomId: string, eventId: string, eventIds: string[], pending: Map<string, Pending>, source: GatheredAnswers): Promise<VerifiedPdu[]> {
+    const chain = await source.authChain(roomId, eventId);
+    if (!source.authChainAnswered(eventId)) return [];
     const collected = new Map<string, VerifiedPdu>();
-    let wanted = eventIds;
+    for (const event of chain.slice(0, MAX_AUTH_FETCH)) collected.set(event.eventId, event);
+    const lacking = (ids: Iterable<string>) => [...ids].filter((id) => !collected.has(id));
+    let wanted = await this.unknown(lacking(eventIds), pending);
+    for (const event of collected.values()) wanted.push(...(await this.unknown(lacking(event.pdu.auth_events), pending)));
+    wanted = [...new Set(wanted)];
     while (wanted.length > 0 && collected.size < MAX_AUTH_FETCH) {
       const events = await source.events(roomId, wanted.slice(0, MAX_AUTH_FETCH - collected.size));
       if (events.length === 0) break;
@@ -529,7 +629,7 @@ export class RemoteEvents {
     version: RoomVersion,
     pdu: Pdu,
     batch: Batch,
-    source: RemoteEventSource,
+    source: GatheredAnswers,
     options: AdmitOptions,
   ): Promise<{ state: StateMap; group: { groupId: number; deltaDepth: number } | undefined; gapPrevs: string[] } | undefined> {
     const { pending } = batch;
@@ -552,8 +652,11 @@ export class RemoteEvents {
         afters.push({ state: await this.stateGroups.stateOf(prev.stateGroup), group: { groupId: prev.stateGroup, deltaDepth: await this.stateGroups.deltaDepthOf(prev.stateGroup) } });
       } else if (prev) {
         const state = await this.stateAfterStateless(room, version, prev, batch, source);
-        if (state) afters.push({ state, group: undefined });
+        if (!state) return undefined;
+        afters.push({ state, group: undefined });
       } else if (options.pulled) {
+        // Another event of the same answer, not placed (yet): this one waits for it, no gap.
+        if (options.pulled.has(prevId)) return undefined;
         const state = await this.stateAfterMissing(room, version, prevId, batch, source);
         if (!state) return undefined;
         afters.push({ state, group: undefined });

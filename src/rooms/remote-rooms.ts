@@ -38,9 +38,9 @@ export interface PublicRoomsQuery {
  */
 export interface GapFiller {
   /**
-   * Fills the room's gaps that lie below `belowDepth`, nearest first; resolves true when events
-   * were added, false when nothing could be (no server answered) or `waitMs` passed first (the
-   * fill goes on).
+   * Fills the room's gaps that lie below `belowDepth`, nearest first: 'filled' when events were
+   * added, 'pending' when `waitMs` passed first (the fill goes on), 'none' when nothing could be
+   * added (no server could help; it is not asked again for a while).
    */
-  fill(roomId: string, belowDepth: number, waitMs: number): Promise<boolean>;
+  fill(roomId: string, belowDepth: number, waitMs: number): Promise<'filled' | 'pending' | 'none'>;
 }

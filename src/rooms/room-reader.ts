@@ -275,9 +275,9 @@ export class RoomReader {
    * order: after the deepest event at or before it. Going back from it yields everything up to
    * that position (and events of a lower depth that arrived later, as in Synapse).
    */
-  /** The room's gaps (its backward extremities), the nearest the present first, at most `limit`. */
-  async gapsOf(roomId: string, limit: number): Promise<Array<{ eventId: string; childDepth: number }>> {
-    return this.storage.rooms.backwardExtremities(roomId, limit);
+  /** The room's gaps (its backward extremities) at or below `maxDepth`, the nearest the present first, at most `limit`. */
+  async gapsOf(roomId: string, limit: number, maxDepth?: number): Promise<Array<{ eventId: string; childDepth: number }>> {
+    return this.storage.rooms.backwardExtremities(roomId, limit, maxDepth);
   }
 
   async topologicalAt(room: RoomSnapshot, position: number): Promise<TopologicalPosition> {
@@ -342,8 +342,12 @@ export class RoomHistory {
     const read = () =>
       this.reader.pageTopological(room, { dir: query.dir, from, to, maxStream: Math.min(last, this.stream.current), limit: query.limit, visibility, matches });
     let page = await read();
-    if (backwards && this.gapFiller && (await this.crossesGap(room.roomId, from, page))) {
-      if (await this.gapFiller.filler.fill(room.roomId, from.depth, this.gapFiller.waitMs)) page = await read();
+    const gap = backwards && this.gapFiller ? await this.crossedGap(room.roomId, from, page) : undefined;
+    if (gap && this.gapFiller) {
+      const filled = await this.gapFiller.filler.fill(room.roomId, from.depth, this.gapFiller.waitMs);
+      if (filled === 'filled') page = await read();
+      // Still being filled: the page ends above the gap, so the next one comes back to it.
+      else if (filled === 'pending') page = endAbove(page, gap.childDepth, from);
     }
     const response: JsonObject = {
       chunk: await this.reader.render(page.events, viewer, { visibility }),
@@ -491,9 +495,10 @@ export class RoomHistory {
    * Whether a page going back from `from` reaches past a gap: one that lies below `from` and
    * above where the page ended (or anywhere below, when the page found nothing more).
    */
-  private async crossesGap(roomId: string, from: TopologicalPosition, page: { more: boolean; last: TopologicalPosition }): Promise<boolean> {
-    const gaps = await this.reader.gapsOf(roomId, 100);
-    return gaps.some((gap) => gap.childDepth <= from.depth && (!page.more || page.last.depth < gap.childDepth));
+  private async crossedGap(roomId: string, from: TopologicalPosition, page: { more: boolean; last: TopologicalPosition }): Promise<{ childDepth: number } | undefined> {
+    // The nearest gap below `from` is the one the page would cross first.
+    const [gap] = await this.reader.gapsOf(roomId, 1, from.depth);
+    return gap && (!page.more || page.last.depth < gap.childDepth) ? gap : undefined;
   }
 
   /** A pagination token as a place: `t<depth>-<position>` as it is; a sync token through topologicalAt. */
@@ -639,6 +644,13 @@ function relationToken(token: string | undefined): number | undefined {
 
 const TOPMOST: TopologicalPosition = { depth: Number.MAX_SAFE_INTEGER, stream: Number.MAX_SAFE_INTEGER };
 const BOTTOMMOST: TopologicalPosition = { depth: 0, stream: 0 };
+
+/** A page going back, cut to the events at or above `depth` (a gap lies below them); what follows starts there. */
+function endAbove(page: { events: StoredEvent[]; more: boolean; last: TopologicalPosition }, depth: number, from: TopologicalPosition): { events: StoredEvent[]; more: boolean; last: TopologicalPosition } {
+  const events = page.events.filter((event) => event.depth >= depth);
+  const lastKept = events.at(-1);
+  return { events, more: true, last: lastKept ? { depth: lastKept.depth, stream: lastKept.stream - 1 } : from };
+}
 
 /** A place in a room's topological order as a pagination token (Synapse's form). */
 export function topologicalToken(position: TopologicalPosition): string {

@@ -206,6 +206,11 @@ export class RoomSnapshot {
     return this.joinedPerServer.has(server);
   }
 
+  /** Servers with joined members, those with the most first (the likeliest to hold the room's history). */
+  serversByMembers(): string[] {
+    return [...this.joinedPerServer].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).map(([server]) => server);
+  }
+
   private setMembership(userId: string, membership: string): void {
     this.memberships.set(userId, membership);
     const wasJoined = this.joined.has(userId);

@@ -115,7 +115,7 @@ export { openDatabase, postgresSchemaOf, migrateToLatest, bindServerName, holdEx
 export type { UserRow, UserPatch, UserListQuery } from './users-store.js';
 export type { DeviceRow, AccessTokenRow, RefreshTokenRow } from './sessions-store.js';
 export type { RatelimitOverrideRow } from './ratelimit-store.js';
-export type { EventRow, RoomRow, NewRoomRow, MembershipRow, TopologicalPosition } from './rooms-store.js';
+export type { BackwardExtremity, EventRow, RoomRow, NewRoomRow, MembershipRow, TopologicalPosition } from './rooms-store.js';
 export type { AccountDataRow, ReceiptRow, PresenceRow } from './user-data-store.js';
 export type { WebhookRow, FeedRow, RoomFeedRow, FeedPatch } from './bridge-store.js';
 export type { MediaRow, RemoteMediaKey, RemoteMediaRow } from './media-store.js';

@@ -25,6 +25,14 @@ function headsUpdate(heads: ReadonlyMap<string, RoomHeadRow>): RawBuilder<unknow
     FROM (VALUES ${values}) AS v (room_id, extremities, depth, state_group) WHERE rooms.room_id = v.room_id`;
 }
 
+/** An event missing below a gap, and what is known of the event we hold above it (see migration 0025). */
+export interface BackwardExtremity {
+  eventId: string;
+  childDepth: number;
+  childStream: number;
+  childVisibility: string;
+}
+
 /** A place in a room's topological order: depth, then stream position. */
 export interface TopologicalPosition {
   depth: number;
@@ -430,12 +438,12 @@ export class RoomStore {
   // ---- gaps in the timeline (see migration 0025) ----
 
   /** Notes events missing below a gap (`childDepth`, `childStream`: of the deepest event we hold that names each). */
-  async addBackwardExtremities(roomId: string, extremities: ReadonlyArray<{ eventId: string; childDepth: number; childStream: number }>): Promise<void> {
+  async addBackwardExtremities(roomId: string, extremities: ReadonlyArray<BackwardExtremity>): Promise<void> {
     if (extremities.length === 0) return;
     for (let start = 0; start < extremities.length; start += ROWS_PER_STATEMENT) {
       await this.db
         .insertInto('backward_extremities')
-        .values(extremities.slice(start, start + ROWS_PER_STATEMENT).map((row) => ({ room_id: roomId, event_id: row.eventId, child_depth: row.childDepth, child_stream: row.childStream })))
+        .values(extremities.slice(start, start + ROWS_PER_STATEMENT).map((row) => ({ room_id: roomId, event_id: row.eventId, child_depth: row.childDepth, child_stream: row.childStream, child_visibility: row.childVisibility })))
         .onConflict((c) => c.columns(['room_id', 'event_id']).doNothing())
         .execute();
     }
@@ -448,17 +456,37 @@ export class RoomStore {
     }
   }
 
-  /** A room's backward extremities, the gaps nearest the present first, at most `limit`. */
-  async backwardExtremities(roomId: string, limit: number): Promise<Array<{ eventId: string; childDepth: number; childStream: number }>> {
+  /** A room's backward extremities at or below `maxChildDepth`, the gaps nearest the present first, at most `limit`. */
+  async backwardExtremities(roomId: string, limit: number, maxChildDepth = Number.MAX_SAFE_INTEGER): Promise<BackwardExtremity[]> {
     const rows = await this.db
       .selectFrom('backward_extremities')
-      .select(['event_id', 'child_depth', 'child_stream'])
+      .select(['event_id', 'child_depth', 'child_stream', 'child_visibility'])
       .where('room_id', '=', roomId)
+      .where('child_depth', '<=', maxChildDepth)
       .orderBy('child_depth', 'desc')
       .orderBy('event_id')
       .limit(limit)
       .execute();
-    return rows.map((row) => ({ eventId: row.event_id, childDepth: Number(row.child_depth), childStream: Number(row.child_stream) }));
+    return rows.map((row) => ({ eventId: row.event_id, childDepth: Number(row.child_depth), childStream: Number(row.child_stream), childVisibility: row.child_visibility }));
+  }
+
+  /** Redactions of a room that name any of `eventIds` (stored before their targets), as shown events. */
+  async redactionsTargeting(roomId: string, eventIds: readonly string[]): Promise<EventRow[]> {
+    const rows: EventRow[] = [];
+    for (let start = 0; start < eventIds.length; start += ROWS_PER_STATEMENT) {
+      rows.push(
+        ...(await this.db
+          .selectFrom('events')
+          .selectAll()
+          .where('redacts', 'in', eventIds.slice(start, start + ROWS_PER_STATEMENT))
+          .where('room_id', '=', roomId)
+          .where('outlier', '=', 0)
+          .where('rejected', 'is', null)
+          .where('soft_failed', '=', 0)
+          .execute()),
+      );
+    }
+    return rows;
   }
 
   /** An event held as an outlier becomes backfilled history (it keeps its position below zero). */

@@ -110,6 +110,7 @@ export interface BackwardExtremitiesTable {
   event_id: string;
   child_depth: number;
   child_stream: number;
+  child_visibility: string;
 }
 
 export interface StateGroupsTable {

@@ -402,7 +402,7 @@ export class SyncService {
         // Bundled aggregations where the spec asks for them: limited timelines.
         events: await this.renderFor(timelineEvents, viewer, filter, page.more ? { visibility } : undefined),
         limited: page.more,
-        prev_batch: prevBatch(page.gapBefore, timelineEvents[0], firstStream),
+        prev_batch: await this.prevBatch(room, page.gapBefore, timelineEvents[0], firstStream),
       },
       state: { events: await this.renderFor(state, viewer, filter) },
       ephemeral: { events: ephemeral },
@@ -421,6 +421,21 @@ export class SyncService {
         !fresh && !page.more && !filter.timeline.restrictive ? { after: since!.stream, events: timelineEvents } : undefined,
       ),
     };
+  }
+
+  /**
+   * Where a client pages back from the timeline's start: a stream token, as Synapse gives, unless
+   * the timeline stopped at a gap (events that came late from another server, `gapBefore`). Then
+   * the stream position would skip the gap's events (they are deeper than anything before it in
+   * arrival order), so the token is a place in the room's order: right before the timeline's
+   * first event, but no shallower than the deepest event that arrived before it (on a fork, those
+   * can be deeper than the gap; some of the timeline then comes again, as with a stream token).
+   */
+  private async prevBatch(room: RoomSnapshot, gapBefore: StoredEvent | undefined, first: StoredEvent | undefined, firstStream: number): Promise<string> {
+    if (!gapBefore) return formatSyncToken({ stream: firstStream - 1, typing: 0 });
+    const start = first ?? gapBefore;
+    const arrivedBefore = await this.reader.topologicalAt(room, start.stream - 1);
+    return topologicalToken({ depth: Math.max(start.depth, arrivedBefore.depth), stream: start.stream - 1 });
   }
 
   /**
@@ -566,7 +581,7 @@ export class SyncService {
       timeline: {
         events: await this.renderFor(timeline, viewer, filter),
         limited: page.more,
-        prev_batch: prevBatch(page.gapBefore, timeline[0], timeline[0]?.stream ?? entry.stream),
+        prev_batch: await this.prevBatch(room, page.gapBefore, timeline[0], timeline[0]?.stream ?? entry.stream),
       },
       state: { events: await this.renderFor(state, viewer, filter) },
       account_data: {
@@ -604,20 +619,6 @@ function heroes(self: string, groups: Iterable<string>[]): string[] {
 }
 
 /** Whether the user's membership left `join` at any point after `position`. */
-/**
- * Where a client pages back from the timeline's start: a stream token, as Synapse gives, unless
- * the timeline stopped at a gap (events that came late from another server, see `gapBefore`):
- * then the place right before its first event in the room's order, so that /messages pages back
- * over the gap (the stream position there would skip the events the gap holds).
- */
-function prevBatch(gapBefore: StoredEvent | undefined, first: StoredEvent | undefined, firstStream: number): string {
-  if (gapBefore) {
-    const start = first ?? gapBefore;
-    return topologicalToken({ depth: start.depth, stream: start.stream - 1 });
-  }
-  return formatSyncToken({ stream: firstStream - 1, typing: 0 });
-}
-
 function leftSince(history: readonly MembershipChange[], position: number): boolean {
   return history.some((change) => change.stream > position && change.membership !== 'join');
 }
