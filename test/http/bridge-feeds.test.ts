@@ -10,7 +10,7 @@ import { startFeedServer, type FeedServer } from '../support/feed-server.js';
 import { FAILURE_NOTICE_AFTER } from '../../src/bridge/feeds/service.js';
 import { persistentDatabase } from '../support/test-schemas.js';
 
-const FEEDS = resolve(import.meta.dirname, '../../../shared/feeds');
+const FEEDS = resolve(import.meta.dirname, '../fixtures/feeds');
 const fixture = (name: string) => readFileSync(join(FEEDS, name), 'utf8');
 const INTERVAL_S = 60;
 const feedConfig = (extra: Record<string, unknown> = {}) =>
