@@ -30,6 +30,12 @@ describe('test fixtures', () => {
     expect(fileURLToPath(WEBHOOK_FIXTURES_DIR)).toBe(path.join(fixtures, 'webhooks') + path.sep);
   });
 
+  // `data/` in .gitignore once kept the spec's data/ folder out of every commit, unnoticed here.
+  it('are all committed: .gitignore leaves none of them out', () => {
+    const ignored = execFileSync('git', ['ls-files', '--cached', '--others', '--ignored', '--exclude-standard', '--', 'test/fixtures'], { cwd: repoRoot, encoding: 'utf8' });
+    expect(ignored.split('\n').filter(Boolean)).toEqual([]);
+  });
+
   it('MATRIX_SPEC_DIR still points the validator at another copy', () => {
     vi.stubEnv('MATRIX_SPEC_DIR', '/somewhere/matrix-spec');
     expect(specDir()).toBe('/somewhere/matrix-spec');
