@@ -231,9 +231,18 @@ function describeKeyErrors(errors: ErrorObject[], key: string, fromEnv: boolean)
   if (unknown) {
     const name = (unknown.params as { additionalProperty: string }).additionalProperty;
     const known = Object.keys((unknown.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties ?? {});
+    const parents = key.split('.').slice(0, -1);
+    // `BOT_HOMESERVER_LISTEN_PORT` is `listen_port`, one unknown key: the `__` that nests was meant.
+    const nested = splitNested(name.toLowerCase(), unknown.parentSchema);
+    if (nested) {
+      const path = [...parents, ...nested];
+      return fromEnv
+        ? `unknown key; did you mean ${ENV_PREFIX + path.join('__').toUpperCase()}? (a double underscore, __, separates nesting levels)`
+        : `unknown key; did you mean ${path.join('.')}?`;
+    }
     const suggestion = closest(name, known);
     if (!suggestion) return 'unknown key';
-    const path = [...key.split('.').slice(0, -1), suggestion];
+    const path = [...parents, suggestion];
     return `unknown key; did you mean ${fromEnv ? ENV_PREFIX + path.join('__').toUpperCase() : path.join('.')}?`;
   }
   // The outermost schema that says what it expects (a union's own text wins over its branches').
@@ -292,6 +301,31 @@ function closest(name: string, known: string[]): string | undefined {
     if (!best || distance < best.distance) best = { key, distance };
   }
   return best && best.distance <= Math.max(2, Math.floor(name.length / 3)) ? best.key : undefined;
+}
+
+/** The keys a schema allows, looking into a union's branches (an object or null, say). */
+function propertiesOf(schema: unknown): Record<string, unknown> | undefined {
+  if (!isPlainObject(schema)) return undefined;
+  if (isPlainObject(schema['properties'])) return schema['properties'];
+  if (!Array.isArray(schema['anyOf'])) return undefined;
+  const merged = Object.assign({}, ...schema['anyOf'].map((branch) => propertiesOf(branch) ?? {})) as Record<string, unknown>;
+  return Object.keys(merged).length > 0 ? merged : undefined;
+}
+
+/** `listen_port` read as a path of known keys joined by `_` (`listen`, `port`), if it is one. */
+function splitNested(name: string, schema: unknown): string[] | undefined {
+  const properties = propertiesOf(schema);
+  if (!properties) return undefined;
+  for (let at = name.indexOf('_'); at !== -1; at = name.indexOf('_', at + 1)) {
+    const head = name.slice(0, at);
+    const tail = name.slice(at + 1);
+    if (!Object.hasOwn(properties, head)) continue;
+    const inner = propertiesOf(properties[head]);
+    if (inner && Object.hasOwn(inner, tail)) return [head, tail];
+    const deeper = splitNested(tail, properties[head]);
+    if (deeper) return [head, ...deeper];
+  }
+  return undefined;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -78,6 +78,21 @@ describe('configuration', () => {
     );
   });
 
+  it('hints at __ when a variable nests with a single underscore', () => {
+    expect(() => loadConfig({ env: { BOT_HOMESERVER_LISTEN_PORT: '9' } })).toThrow(
+      'BOT_HOMESERVER_LISTEN_PORT (listen_port): unknown key; did you mean BOT_HOMESERVER_LISTEN__PORT? (a double underscore, __, separates nesting levels)',
+    );
+    // Two levels down, and below a key that was nested right.
+    expect(() => loadConfig({ env: { BOT_HOMESERVER_RC_LOGIN_ADDRESS_PER_SECOND: '1' } })).toThrow(
+      'did you mean BOT_HOMESERVER_RC_LOGIN__ADDRESS__PER_SECOND?',
+    );
+    expect(() => loadConfig({ env: { BOT_HOMESERVER_BRIDGE__FEEDS_POLL_INTERVAL_SECONDS: '60' } })).toThrow(
+      'BOT_HOMESERVER_BRIDGE__FEEDS_POLL_INTERVAL_SECONDS (bridge.feeds_poll_interval_seconds): unknown key; did you mean BOT_HOMESERVER_BRIDGE__FEEDS__POLL_INTERVAL_SECONDS?',
+    );
+    // The same slip in a file gets the dotted path.
+    expect(() => loadConfig({ file: configFile('listen_port: 9\n'), env: {} })).toThrow('listen_port: unknown key; did you mean listen.port?');
+  });
+
   it('says in one sentence per key what a value must be, with the value given and a near key name', () => {
     const message = (text: string, env: Record<string, string> = {}) => {
       try {
