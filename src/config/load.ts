@@ -11,7 +11,7 @@ import { ConfigSchema, EXPECTED, type Config, type RawConfig } from './schema.js
 import { parseDuration } from './duration.js';
 import { loadAppServiceRegistrations, RegistrationFileError, type AppServiceRegistration } from './appservices.js';
 import { DEFAULT_IP_RANGE_BLACKLIST, invalidRanges } from '../net/address-guard.js';
-import { editDistance } from '../core/edit-distance.js';
+import { nearest } from '../core/edit-distance.js';
 
 /** Prefix of environment variables that override config keys; `__` separates nesting levels. */
 export const ENV_PREFIX = 'BOT_HOMESERVER_';
@@ -240,7 +240,7 @@ function describeKeyErrors(errors: ErrorObject[], key: string, fromEnv: boolean)
         ? `unknown key; did you mean ${ENV_PREFIX + path.join('__').toUpperCase()}? (a double underscore, __, separates nesting levels)`
         : `unknown key; did you mean ${path.join('.')}?`;
     }
-    const suggestion = closest(name, known);
+    const suggestion = nearest(name, known);
     if (!suggestion) return 'unknown key';
     const path = [...parents, suggestion];
     return `unknown key; did you mean ${fromEnv ? ENV_PREFIX + path.join('__').toUpperCase() : path.join('.')}?`;
@@ -291,16 +291,6 @@ function shown(value: unknown): string {
 
 function joinKey(parent: string, child: string): string {
   return parent ? `${parent}.${child}` : child;
-}
-
-/** The known key nearest to a mistyped one, when it is near enough to be what was meant. */
-function closest(name: string, known: string[]): string | undefined {
-  let best: { key: string; distance: number } | undefined;
-  for (const key of known) {
-    const distance = editDistance(name.toLowerCase(), key.toLowerCase());
-    if (!best || distance < best.distance) best = { key, distance };
-  }
-  return best && best.distance <= Math.max(2, Math.floor(name.length / 3)) ? best.key : undefined;
 }
 
 /** The keys a schema allows, looking into a union's branches (an object or null, say). */
