@@ -199,6 +199,21 @@ describe('bridge feeds', () => {
     expect((await command(hs, alice, roomId, '!bridge feed ftp://x/y')).content.body).toContain('Usage: !bridge feed');
   });
 
+  it('says how many current items it leaves unposted, in good grammar for none and one', async () => {
+    hs = await startTestHomeserver(feedConfig());
+    const [alice] = await clientsFor(hs, 'alice');
+    const roomId = await roomWithBridge(hs, alice);
+    const item = '<item><title>Only</title><link>https://archive.example/only</link><guid>only</guid></item>';
+    feeds.serve('/one.xml', { body: rss(item) });
+    feeds.serve('/none.xml', { body: rss('') });
+    expect((await command(hs, alice, roomId, `!bridge feed ${feeds.url('/one.xml')} One`)).content.body).toBe(
+      `This room now follows One (${feeds.url('/one.xml')}). Its current item is not posted; new ones will be.`,
+    );
+    expect((await command(hs, alice, roomId, `!bridge feed ${feeds.url('/none.xml')} None`)).content.body).toBe(
+      `This room now follows None (${feeds.url('/none.xml')}). It has no items yet; new ones will be posted.`,
+    );
+  });
+
   it('tells a user when the URL is a web page, not a feed', async () => {
     hs = await startTestHomeserver(feedConfig());
     const [alice] = await clientsFor(hs, 'alice');
