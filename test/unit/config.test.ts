@@ -1,8 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config/index.js';
+import { CONFIG_FILE_ENV, ConfigError, DEFAULT_CONFIG_FILE, loadConfig } from '../../src/config/index.js';
 import { parseDuration } from '../../src/config/duration.js';
 
 function configFile(text: string): string {
@@ -23,6 +23,11 @@ describe('configuration', () => {
     expect(config.nonrefreshable_access_token_lifetime).toBeNull();
     expect(config.rc_login.failed_attempts).toEqual({ per_second: 0.1, burst_count: 5 });
     expect(config.public_baseurl).toBeUndefined();
+  });
+
+  it("config.example.yaml's header names every place findConfigFile looks", () => {
+    const header = readFileSync(new URL('../../config.example.yaml', import.meta.url), 'utf8').split('\n\n')[0]!;
+    for (const place of ['--config <file>', CONFIG_FILE_ENV, `./${DEFAULT_CONFIG_FILE}`]) expect(header).toContain(place);
   });
 
   it('ships config.example.yaml with exactly the defaults', () => {
