@@ -352,9 +352,14 @@ export class Bridge implements BridgePoster {
     try {
       const result = await this.feeds.subscribe(roomId, url, label, sender);
       const name = clip(label ?? result.title ?? url, 200);
-      const existing = result.existingItems === 1 ? '1 item' : `${result.existingItems} items`;
+      const existing =
+        result.existingItems === 0
+          ? 'It has no items yet; new ones will be posted.'
+          : result.existingItems === 1
+            ? 'Its current item is not posted; new ones will be.'
+            : `Its current ${result.existingItems} items are not posted; new ones will be.`;
       this.log.info({ room: roomId, user: sender, feed: url }, 'feed added');
-      return reply(`This room now follows ${name} (${url}). Its current ${existing} are not posted; new ones will be.`);
+      return reply(`This room now follows ${name} (${url}). ${existing}`);
     } catch (err) {
       if (err instanceof SubscriptionRefused) return reply(err.message);
       if (err instanceof FeedError && err.privateAddress) {

@@ -11,7 +11,7 @@ import { ConfigSchema, EXPECTED, type Config, type RawConfig } from './schema.js
 import { parseDuration } from './duration.js';
 import { loadAppServiceRegistrations, RegistrationFileError, type AppServiceRegistration } from './appservices.js';
 import { DEFAULT_IP_RANGE_BLACKLIST, invalidRanges } from '../net/address-guard.js';
-import { editDistance } from '../core/edit-distance.js';
+import { nearest } from '../core/edit-distance.js';
 
 /** Prefix of environment variables that override config keys; `__` separates nesting levels. */
 export const ENV_PREFIX = 'BOT_HOMESERVER_';
@@ -231,9 +231,18 @@ function describeKeyErrors(errors: ErrorObject[], key: string, fromEnv: boolean)
   if (unknown) {
     const name = (unknown.params as { additionalProperty: string }).additionalProperty;
     const known = Object.keys((unknown.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties ?? {});
-    const suggestion = closest(name, known);
+    const parents = key.split('.').slice(0, -1);
+    // `BOT_HOMESERVER_LISTEN_PORT` is `listen_port`, one unknown key: the `__` that nests was meant.
+    const nested = splitNested(name.toLowerCase(), unknown.parentSchema);
+    if (nested) {
+      const path = [...parents, ...nested];
+      return fromEnv
+        ? `unknown key; did you mean ${ENV_PREFIX + path.join('__').toUpperCase()}? (a double underscore, __, separates nesting levels)`
+        : `unknown key; did you mean ${path.join('.')}?`;
+    }
+    const suggestion = nearest(name, known);
     if (!suggestion) return 'unknown key';
-    const path = [...key.split('.').slice(0, -1), suggestion];
+    const path = [...parents, suggestion];
     return `unknown key; did you mean ${fromEnv ? ENV_PREFIX + path.join('__').toUpperCase() : path.join('.')}?`;
   }
   // The outermost schema that says what it expects (a union's own text wins over its branches').
@@ -284,14 +293,29 @@ function joinKey(parent: string, child: string): string {
   return parent ? `${parent}.${child}` : child;
 }
 
-/** The known key nearest to a mistyped one, when it is near enough to be what was meant. */
-function closest(name: string, known: string[]): string | undefined {
-  let best: { key: string; distance: number } | undefined;
-  for (const key of known) {
-    const distance = editDistance(name.toLowerCase(), key.toLowerCase());
-    if (!best || distance < best.distance) best = { key, distance };
+/** The keys a schema allows, looking into a union's branches (an object or null, say). */
+function propertiesOf(schema: unknown): Record<string, unknown> | undefined {
+  if (!isPlainObject(schema)) return undefined;
+  if (isPlainObject(schema['properties'])) return schema['properties'];
+  if (!Array.isArray(schema['anyOf'])) return undefined;
+  const merged = Object.assign({}, ...schema['anyOf'].map((branch) => propertiesOf(branch) ?? {})) as Record<string, unknown>;
+  return Object.keys(merged).length > 0 ? merged : undefined;
+}
+
+/** `listen_port` read as a path of known keys joined by `_` (`listen`, `port`), if it is one. */
+function splitNested(name: string, schema: unknown): string[] | undefined {
+  const properties = propertiesOf(schema);
+  if (!properties) return undefined;
+  for (let at = name.indexOf('_'); at !== -1; at = name.indexOf('_', at + 1)) {
+    const head = name.slice(0, at);
+    const tail = name.slice(at + 1);
+    if (!Object.hasOwn(properties, head)) continue;
+    const inner = propertiesOf(properties[head]);
+    if (inner && Object.hasOwn(inner, tail)) return [head, tail];
+    const deeper = splitNested(tail, properties[head]);
+    if (deeper) return [head, ...deeper];
   }
-  return best && best.distance <= Math.max(2, Math.floor(name.length / 3)) ? best.key : undefined;
+  return undefined;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

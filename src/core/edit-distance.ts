@@ -10,3 +10,13 @@ export function editDistance(a: string, b: string): number {
   }
   return previous[b.length]!;
 }
+
+/** The candidate nearest to a mistyped name, when it is near enough to be what was meant. */
+export function nearest(name: string, candidates: Iterable<string>): string | undefined {
+  let best: { candidate: string; distance: number } | undefined;
+  for (const candidate of candidates) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase());
+    if (!best || distance < best.distance) best = { candidate, distance };
+  }
+  return best && best.distance <= Math.max(2, Math.floor(name.length / 3)) ? best.candidate : undefined;
+}

@@ -76,18 +76,16 @@ describe('bot-homeserver dev', () => {
     expect(await exited).toBe(0);
   });
 
-  it('refuses bad fixtures with a message naming the key', () => {
+  it('refuses bad fixtures with every problem at once, each naming its key', () => {
     const run = (text: string) => spawnSync(process.execPath, [BIN, 'dev', '--fixtures', fixtures(text)], { encoding: 'utf8' });
-    const unknownKey = run('rooms: {x: {owner: a, colour: red}}\n');
-    expect(unknownKey.status).toBe(1);
-    expect(unknownKey.stderr).toContain('rooms.x.colour: unknown key');
-    const unknownOwner = run('users: [a]\nrooms: {x: {owner: nobody}}\n');
-    expect(unknownOwner.status).toBe(1);
-    expect(unknownOwner.stderr).toContain('rooms.x.owner names nobody');
+    const bad = run('users: [alice, alice]\nrooms: {x: {owner: alcie, topik: red}}\n');
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain('invalid fixtures in ');
+    expect(bad.stderr).toContain('  rooms.x.topik: unknown key; did you mean topic?');
+    expect(bad.stderr).toContain('  users[1]: alice is already listed as users[0]');
+    expect(bad.stderr).toContain('  rooms.x.owner names alcie, which is not in users or bots; did you mean alice?');
+    expect(bad.stderr).not.toMatch(/\n\s+at /);
     // A refusal while creating names the entry it came from.
-    const twice = run('users: [a, a]\n');
-    expect(twice.status).toBe(1);
-    expect(twice.stderr).toContain('fixtures: users[1] (a): createUser("a"): User ID already taken.');
     const badBot = run('bots: [ok-bot, Bad Name]\n');
     expect(badBot.stderr).toContain('fixtures: bots[1] (Bad Name): createBot("Bad Name")');
     expect(badBot.stderr).not.toMatch(/\n\s+at /);

@@ -10,7 +10,7 @@ import { startFeedServer, type FeedServer } from '../support/feed-server.js';
 import { FAILURE_NOTICE_AFTER } from '../../src/bridge/feeds/service.js';
 import { persistentDatabase } from '../support/test-schemas.js';
 
-const FEEDS = resolve(import.meta.dirname, '../../../shared/feeds');
+const FEEDS = resolve(import.meta.dirname, '../fixtures/feeds');
 const fixture = (name: string) => readFileSync(join(FEEDS, name), 'utf8');
 const INTERVAL_S = 60;
 const feedConfig = (extra: Record<string, unknown> = {}) =>
@@ -197,6 +197,21 @@ describe('bridge feeds', () => {
     expect(notAllowed.content.body).toContain('you have 0');
     expect((await command(hs, bob, roomId, '!bridge feed list')).content.body).toBe('This room follows no feeds.');
     expect((await command(hs, alice, roomId, '!bridge feed ftp://x/y')).content.body).toContain('Usage: !bridge feed');
+  });
+
+  it('says how many current items it leaves unposted, in good grammar for none and one', async () => {
+    hs = await startTestHomeserver(feedConfig());
+    const [alice] = await clientsFor(hs, 'alice');
+    const roomId = await roomWithBridge(hs, alice);
+    const item = '<item><title>Only</title><link>https://archive.example/only</link><guid>only</guid></item>';
+    feeds.serve('/one.xml', { body: rss(item) });
+    feeds.serve('/none.xml', { body: rss('') });
+    expect((await command(hs, alice, roomId, `!bridge feed ${feeds.url('/one.xml')} One`)).content.body).toBe(
+      `This room now follows One (${feeds.url('/one.xml')}). Its current item is not posted; new ones will be.`,
+    );
+    expect((await command(hs, alice, roomId, `!bridge feed ${feeds.url('/none.xml')} None`)).content.body).toBe(
+      `This room now follows None (${feeds.url('/none.xml')}). It has no items yet; new ones will be posted.`,
+    );
   });
 
   it('tells a user when the URL is a web page, not a feed', async () => {

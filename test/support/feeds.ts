@@ -1,11 +1,10 @@
-// Where the shared real-world feed corpus lives (see /work/shared/feeds/SOURCES.md), found the
-// same way as the Matrix spec: beside the repository.
+// The real-world feed corpus (test/fixtures/feeds, see its SOURCES.md for where each file comes
+// from and its licence).
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
-export const FEEDS_DIR = path.resolve(repoRoot, '../shared/feeds');
+export const FEEDS_DIR = fileURLToPath(new URL('../fixtures/feeds', import.meta.url));
 
 export function feedFixture(name: string): Buffer {
   return fs.readFileSync(path.join(FEEDS_DIR, name));

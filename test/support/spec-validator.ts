@@ -1,5 +1,5 @@
 // Validates HTTP responses against the official Matrix Client-Server OpenAPI documents
-// (see /work/shared/matrix-spec/VALIDATING.md for why things are done the way they are).
+// (see test/fixtures/matrix-spec/VALIDATING.md for why things are done the way they are).
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -83,12 +83,15 @@ const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head',
 
 let cached: SpecIndex | undefined;
 
-/** Directory that holds the spec's `data/` folder. */
+/**
+ * Directory that holds the spec's `data/` folder: the copy in the repository
+ * (test/fixtures/matrix-spec, refreshed by scripts/refresh-spec.mjs), or MATRIX_SPEC_DIR to try
+ * another version of the spec.
+ */
 export function specDir(): string {
   const override = process.env['MATRIX_SPEC_DIR'];
   if (override) return path.resolve(override);
-  const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
-  return path.resolve(repoRoot, '../shared/matrix-spec');
+  return fileURLToPath(new URL('../fixtures/matrix-spec', import.meta.url));
 }
 
 function isObject(v: unknown): v is JsonObject {

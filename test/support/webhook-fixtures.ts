@@ -1,10 +1,10 @@
 /**
- * The shared corpus of real webhook bodies (`../shared/webhooks/`, see its SOURCES.md), with the
+ * The shared corpus of real webhook bodies (`test/fixtures/webhooks/`, see its SOURCES.md), with the
  * headers each sender sends and the facts a person reading the room must be told.
  */
 import { readFileSync } from 'node:fs';
 
-export const WEBHOOK_FIXTURES_DIR = new URL('../../../shared/webhooks/', import.meta.url);
+export const WEBHOOK_FIXTURES_DIR = new URL('../fixtures/webhooks/', import.meta.url);
 
 const github = (event: string) => ({ 'x-github-event': event, 'user-agent': 'GitHub-Hookshot/0d1c6f6', 'x-github-delivery': '72d3162e-cc78-11e3-81ab-4c9367dc0958' });
 const gitlab = (event: string) => ({ 'x-gitlab-event': event, 'user-agent': 'GitLab/17.5.0', 'x-gitlab-instance': 'https://gitlab.com' });

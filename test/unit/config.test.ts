@@ -1,8 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config/index.js';
+import { CONFIG_FILE_ENV, ConfigError, DEFAULT_CONFIG_FILE, loadConfig } from '../../src/config/index.js';
 import { parseDuration } from '../../src/config/duration.js';
 
 function configFile(text: string): string {
@@ -23,6 +23,11 @@ describe('configuration', () => {
     expect(config.nonrefreshable_access_token_lifetime).toBeNull();
     expect(config.rc_login.failed_attempts).toEqual({ per_second: 0.1, burst_count: 5 });
     expect(config.public_baseurl).toBeUndefined();
+  });
+
+  it("config.example.yaml's header names every place findConfigFile looks", () => {
+    const header = readFileSync(new URL('../../config.example.yaml', import.meta.url), 'utf8').split('\n\n')[0]!;
+    for (const place of ['--config <file>', CONFIG_FILE_ENV, `./${DEFAULT_CONFIG_FILE}`]) expect(header).toContain(place);
   });
 
   it('ships config.example.yaml with exactly the defaults', () => {
@@ -76,6 +81,21 @@ describe('configuration', () => {
     expect(() => loadConfig({ env: { BOT_HOMESERVER_LISTEN__PROT: '1' } })).toThrow(
       'BOT_HOMESERVER_LISTEN__PROT (listen.prot): unknown key; did you mean BOT_HOMESERVER_LISTEN__PORT?',
     );
+  });
+
+  it('hints at __ when a variable nests with a single underscore', () => {
+    expect(() => loadConfig({ env: { BOT_HOMESERVER_LISTEN_PORT: '9' } })).toThrow(
+      'BOT_HOMESERVER_LISTEN_PORT (listen_port): unknown key; did you mean BOT_HOMESERVER_LISTEN__PORT? (a double underscore, __, separates nesting levels)',
+    );
+    // Two levels down, and below a key that was nested right.
+    expect(() => loadConfig({ env: { BOT_HOMESERVER_RC_LOGIN_ADDRESS_PER_SECOND: '1' } })).toThrow(
+      'did you mean BOT_HOMESERVER_RC_LOGIN__ADDRESS__PER_SECOND?',
+    );
+    expect(() => loadConfig({ env: { BOT_HOMESERVER_BRIDGE__FEEDS_POLL_INTERVAL_SECONDS: '60' } })).toThrow(
+      'BOT_HOMESERVER_BRIDGE__FEEDS_POLL_INTERVAL_SECONDS (bridge.feeds_poll_interval_seconds): unknown key; did you mean BOT_HOMESERVER_BRIDGE__FEEDS__POLL_INTERVAL_SECONDS?',
+    );
+    // The same slip in a file gets the dotted path.
+    expect(() => loadConfig({ file: configFile('listen_port: 9\n'), env: {} })).toThrow('listen_port: unknown key; did you mean listen.port?');
   });
 
   it('says in one sentence per key what a value must be, with the value given and a near key name', () => {

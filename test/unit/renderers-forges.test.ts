@@ -6,7 +6,7 @@ import { renderWebhook, type Sender, type WebhookRequest } from '../../src/bridg
 import { renderedMessage, type RenderedWebhook } from '../../src/bridge/webhooks/renderers/rich-text.js';
 import { isSkipped, type SkippedWebhook } from '../../src/bridge/webhooks/renderers/types.js';
 
-const FIXTURES = new URL('../../../shared/webhooks/', import.meta.url);
+const FIXTURES = new URL('../fixtures/webhooks/', import.meta.url);
 
 function fixture(name: string): Record<string, unknown> {
   return JSON.parse(readFileSync(new URL(name, FIXTURES), 'utf8')) as Record<string, unknown>;

@@ -14,7 +14,7 @@ import { renderSlack, slackLinksInText, slackMrkdwn } from '../../src/bridge/web
 import { renderTeams } from '../../src/bridge/webhooks/renderers/teams.js';
 import { renderUptimeKuma } from '../../src/bridge/webhooks/renderers/uptime-kuma.js';
 
-const FIXTURES = new URL('../../../shared/webhooks/', import.meta.url);
+const FIXTURES = new URL('../fixtures/webhooks/', import.meta.url);
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
 function fixture(name: string): unknown {
