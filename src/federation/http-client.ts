@@ -90,6 +90,9 @@ export class ResponseTooLarge extends Error {
 /** What is read of an error answer to a streamed request (its Matrix error). */
 const ERROR_BODY_BYTES = 65_536;
 
+/** Addresses of one destination tried per request, at most (the SRV records' best first). */
+const MAX_ADDRESSES_TRIED = 3;
+
 /** JSON nests a few levels deeper in federation answers (transactions, state) than in events. */
 const RESPONSE_JSON_DEPTH = MAX_JSON_DEPTH + 16;
 
@@ -136,12 +139,16 @@ export class FederationClient {
     this.agent.destroy();
   }
 
-  /** Where a destination may be reached; refuses ourselves and servers outside the whitelist. */
+  /**
+   * Where a destination may be reached; refuses ourselves and servers outside the whitelist. At
+   * most a few addresses are tried, each with the request's whole deadline: a server's DNS
+   * (dozens of SRV records) must not multiply how long one request may take.
+   */
   private async addressesOf(destination: string): Promise<ServerAddress[]> {
     if (destination === this.options.signer.serverName) throw new FederationError('refusing to send a federation request to ourselves', destination);
     if (!this.options.isAllowedDestination(destination)) throw new FederationError(`${destination} is not in federation_domain_whitelist`, destination);
     try {
-      return await this.resolver.resolve(destination);
+      return (await this.resolver.resolve(destination)).slice(0, MAX_ADDRESSES_TRIED);
     } catch (err) {
       throw new FederationError(`cannot find ${destination}: ${(err as Error).message}`, destination, undefined, undefined, { cause: err });
     }
