@@ -4,7 +4,7 @@
  */
 import { Command, Option } from 'commander';
 import { randomBytes } from 'node:crypto';
-import { fstatSync } from 'node:fs';
+import { fstatSync, realpathSync } from 'node:fs';
 import { describeDatabase, findConfigFile, loadConfig, ConfigError, type Config, type ConfigSource } from './config/index.js';
 import { MatrixError } from './core/errors.js';
 import { CommandError } from './ops/command-error.js';
@@ -140,6 +140,20 @@ export async function main(argv: string[]): Promise<void> {
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
       stopWhenOrphaned(stop);
+    });
+
+  program
+    .command('dev-federation')
+    .description('write two homeservers that federate on this machine (a throwaway CA, certificates, configs) and how to try them')
+    .argument('<dir>', 'a new or empty folder for the files')
+    .option('--main-port <port>', 'port of the "main" server on 127.0.0.1 (its server name is 127.0.0.1:PORT)', parsePort, 18448)
+    .option('--bots-port <port>', 'port of the bot server on 127.0.0.1', parsePort, 18449)
+    .action(async (dir: string, options: { mainPort: number; botsPort: number }) => {
+      const { shellQuote, writeDevFederation } = await import('./ops/dev-federation.js');
+      // The recipe and the script run this same CLI, wherever it is installed.
+      const command = `node ${shellQuote(realpathSync(process.argv[1] ?? 'bot-homeserver'))}`;
+      const { recipe } = writeDevFederation({ dir, mainPort: options.mainPort, botsPort: options.botsPort, command });
+      console.log(recipe);
     });
 
   program
