@@ -20,7 +20,7 @@ export async function startServer(config: Config, deps: AppDependencies = {}): P
     await app.listen({
       host: config.listen.host,
       port: config.listen.port,
-      // The version in the first line: what a log shows first is which build wrote it.
+      // The version in the start line: which build wrote a log is the first thing to know of it.
       listenTextResolver: (address) => `bot-homeserver ${VERSION} listening on ${address}`,
     });
   } catch (err) {
