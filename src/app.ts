@@ -12,7 +12,7 @@ import { frameworkErrorHandler, installErrorHandling } from './http/error-handle
 import { limitConnectionsPerAddress, requestDeadlineOptions } from './http/connections.js';
 import { installJsonBodies } from './http/json-bodies.js';
 import { installValidation } from './http/validation.js';
-import { installRequestLogging, serverLoggingOptions } from './http/logging.js';
+import { installRequestLogging, prettyLogger, serverLoggingOptions } from './http/logging.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { federationKeyRoutes } from './http/routes/federation-keys.js';
 import { federationRoutes } from './http/routes/federation.js';
@@ -115,7 +115,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
 
   const app = Fastify({
     // Requests are logged by installRequestLogging, with secrets cut out of the URL.
-    ...serverLoggingOptions(config.logging.level, deps.logger),
+    ...serverLoggingOptions(config.logging.level, deps.logger ?? (await prettyLogger(config.logging))),
     bodyLimit: config.max_request_body_bytes,
     trustProxy: config.listen.x_forwarded,
     // Room and event ids in paths are long once percent-encoded; the default cap is 100.

@@ -19,9 +19,10 @@ import { MatrixError } from './core/errors.js';
 import { escapeRegExp } from './core/escape-regexp.js';
 import { installErrorHandling } from './http/error-handler.js';
 import { installJsonBodies } from './http/json-bodies.js';
-import { installRequestLogging, serverLoggingOptions } from './http/logging.js';
+import { installRequestLogging, prettyLogger, serverLoggingOptions } from './http/logging.js';
 import { webhookRoutes } from './http/routes/webhooks.js';
 import { baseUrlFor, withTrailingSlash } from './server-info.js';
+import { VERSION } from './version.js';
 import { migrateToLatest, openDatabase, Storage } from './storage/index.js';
 
 /** How long a request to the main homeserver may take. */
@@ -79,7 +80,7 @@ export async function startBridgeApp(config: Config, options: BridgeAppOptions =
   }
   const app = Fastify({
     // The server's request logging: one line per request, tokens and webhook ids cut out.
-    ...serverLoggingOptions(config.logging.level, options.logger),
+    ...serverLoggingOptions(config.logging.level, options.logger ?? (await prettyLogger(config.logging))),
     bodyLimit: config.max_request_body_bytes,
     trustProxy: config.listen.x_forwarded,
     routerOptions: { maxParamLength: 2048 },
@@ -151,13 +152,13 @@ export async function startBridgeApp(config: Config, options: BridgeAppOptions =
   });
 
   try {
-    await app.listen({ host: config.listen.host, port: config.listen.port });
+    await app.listen({ host: config.listen.host, port: config.listen.port, listenTextResolver: (address) => `bot-homeserver ${VERSION} bridge listening on ${address}` });
     const { port } = app.server.address() as AddressInfo;
     const url = baseUrlFor(config.listen.host, port, false);
     publicUrl ??= url;
     // Transactions that come before the bridge follows its rooms are answered 503 and retried.
     await bridge.start();
-    app.log.info({ port, homeserver: appservice.homeserver_url, user: bridge.userId }, 'bridge ready');
+    app.log.info({ version: VERSION, port, homeserver: appservice.homeserver_url, user: bridge.userId }, 'bridge ready');
     return { app, bridge, port, url, close: () => app.close() };
   } catch (err) {
     await app.close();

@@ -4,9 +4,10 @@
  */
 import { Command, Option } from 'commander';
 import { randomBytes } from 'node:crypto';
-import { fstatSync } from 'node:fs';
-import { findConfigFile, loadConfig, ConfigError, type Config, type ConfigSource } from './config/index.js';
+import { fstatSync, realpathSync } from 'node:fs';
+import { describeDatabase, findConfigFile, loadConfig, ConfigError, type Config, type ConfigSource } from './config/index.js';
 import { MatrixError } from './core/errors.js';
+import { CommandError } from './ops/command-error.js';
 import { startServer } from './server.js';
 import { createServices, type Services } from './services.js';
 import { systemClock } from './core/clock.js';
@@ -25,12 +26,21 @@ function parsePort(value: string): number {
 const configOption = () =>
   new Option('-c, --config <file>', 'YAML config file (default: $BOT_HOMESERVER_CONFIG, else ./homeserver.yaml, else built-in defaults)');
 
-/** The config an operator command runs with, said on stderr so that nobody guesses. */
-function operatorConfig(option: string | undefined, quiet = false): { config: Config; source: ConfigSource } {
+/**
+ * The config an operator command runs with, and the database it works on, said on stderr so that
+ * nobody guesses (after a move to PostgreSQL, a command run without the new settings would work on
+ * the old SQLite file). `quiet`: the server's own log says it instead.
+ */
+function operatorConfig(option: string | undefined, say: { quiet?: boolean; database?: boolean } = {}): { config: Config; source: ConfigSource } {
   const source = findConfigFile(option);
-  if (!quiet) console.error(`bot-homeserver: config: ${source.description}`);
-  return { config: loadConfig({ file: source.file }), source };
+  if (!say.quiet) console.error(`bot-homeserver: config: ${source.description}`);
+  const config = loadConfig({ file: source.file });
+  if (!say.quiet && say.database !== false) console.error(`bot-homeserver: database: ${describeDatabase(config.database)}`);
+  return { config, source };
 }
+
+/** Set by `--verbose`: a failure prints its stack too. */
+let verbose = false;
 
 /** Opens, migrates and claims the database for the configured server name, or says why not. */
 async function openStorage(config: Config, source: ConfigSource): Promise<{ storage: Storage; applied: string[] }> {
@@ -56,19 +66,23 @@ export async function main(argv: string[]): Promise<void> {
     .name('bot-homeserver')
     .description('A Matrix homeserver for bot accounts')
     .version(VERSION)
-    .showHelpAfterError();
+    .option('--verbose', 'when a command fails, also print where (the stack trace)')
+    .showHelpAfterError()
+    .hook('preAction', () => {
+      verbose = program.opts<{ verbose?: boolean }>().verbose === true;
+    });
 
   program
     .command('start')
     .description('start the homeserver (applies pending migrations first)')
     .addOption(configOption())
     .action(async (options: { config?: string }) => {
-      const { config, source } = operatorConfig(options.config, true);
+      const { config, source } = operatorConfig(options.config, { quiet: true });
       // The server opens, migrates and claims the database itself; a wrong name is one clear line.
       const server = await startServer(config).catch((err: unknown) => {
         throw explained(err, config, source);
       });
-      server.app.log.info({ config: source.description, server_name: config.server_name }, 'configuration');
+      server.app.log.info({ config: source.description, database: describeDatabase(config.database), server_name: config.server_name }, 'configuration');
       if (config.server_name === 'localhost') {
         server.app.log.warn(
           'server_name is still "localhost": user ids end in :localhost and no other server can reach this one. ' +
@@ -129,6 +143,20 @@ export async function main(argv: string[]): Promise<void> {
     });
 
   program
+    .command('dev-federation')
+    .description('write two homeservers that federate on this machine (a throwaway CA, certificates, configs) and how to try them')
+    .argument('<dir>', 'a new or empty folder for the files')
+    .option('--main-port <port>', 'port of the "main" server on 127.0.0.1 (its server name is 127.0.0.1:PORT)', parsePort, 18448)
+    .option('--bots-port <port>', 'port of the bot server on 127.0.0.1', parsePort, 18449)
+    .action(async (dir: string, options: { mainPort: number; botsPort: number }) => {
+      const { shellQuote, writeDevFederation } = await import('./ops/dev-federation.js');
+      // The recipe and the script run this same CLI, wherever it is installed.
+      const command = `node ${shellQuote(realpathSync(process.argv[1] ?? 'bot-homeserver'))}`;
+      const { recipe } = writeDevFederation({ dir, mainPort: options.mainPort, botsPort: options.botsPort, command });
+      console.log(recipe);
+    });
+
+  program
     .command('migrate')
     .description('apply pending database migrations and exit')
     .addOption(configOption())
@@ -147,10 +175,10 @@ export async function main(argv: string[]): Promise<void> {
     .description('run the bridge alone, as an application service of another homeserver (bridge.appservice in the config)')
     .addOption(configOption())
     .action(async (options: { config?: string }) => {
-      const { config, source } = operatorConfig(options.config, true);
+      const { config, source } = operatorConfig(options.config, { quiet: true });
       const { startBridgeApp } = await import('./bridge-app.js');
       const running = await startBridgeApp(config);
-      running.app.log.info({ config: source.description }, 'configuration');
+      running.app.log.info({ config: source.description, database: describeDatabase(config.database) }, 'configuration');
       let closing = false;
       const stop = (signal: string) => {
         if (closing) return;
@@ -172,7 +200,8 @@ export async function main(argv: string[]): Promise<void> {
     .description('print the registration file to install in the main homeserver (app_service_config_files)')
     // --config is the bridge command's: `bridge registration --config FILE` and `bridge --config FILE registration` both work.
     .action(async (_options: object, command: Command) => {
-      const { config } = operatorConfig((command.optsWithGlobals() as { config?: string }).config);
+      // Written from the config alone: no database is opened, so none is named.
+      const { config } = operatorConfig((command.optsWithGlobals() as { config?: string }).config, { database: false });
       const { bridgeRegistration } = await import('./bridge-app.js');
       process.stdout.write(bridgeRegistration(config));
     });
@@ -183,9 +212,13 @@ export async function main(argv: string[]): Promise<void> {
     .requiredOption('--from <file>', 'the SQLite database (the server must be stopped)')
     .requiredOption('--to <url>', 'postgres://user:password@host:port/database')
     .option('--schema <name>', 'the PostgreSQL schema to fill', 'public')
-    .action(async (options: { from: string; to: string; schema: string }) => {
+    .addOption(configOption())
+    .action(async (options: { from: string; to: string; schema: string; config?: string }) => {
+      // The server's config says where its signing key and media store are (the closing advice
+      // names them); the databases are --from and --to, named by the migration itself.
+      const { config } = operatorConfig(options.config, { database: false });
       const { migrateToPostgres } = await import('./ops/migrate-to-postgres.js');
-      const ok = await migrateToPostgres(options, (line) => console.error(line));
+      const ok = await migrateToPostgres(options, (line) => console.error(line), config);
       if (!ok) process.exitCode = 1;
     });
 
@@ -365,16 +398,30 @@ async function withServices(configFile: string | undefined, work: (services: Ser
   }
 }
 
-/** Errors an operator can act on get one clear line; anything else keeps its stack. */
-export function describeFailure(err: unknown): string {
+/**
+ * The one place that words a failed command for the terminal: a human sentence, never an errcode
+ * (a Matrix error's code is for clients, not operators) and never stack frames, unless `--verbose`
+ * asks for them. Errors nobody planned for say so, and how to see more.
+ */
+export function describeFailure(err: unknown, withStack = verbose): string {
+  const sentence = failureSentence(err, !withStack);
+  if (!withStack || !(err instanceof Error) || err.stack === undefined) return sentence;
+  // The stack's first line repeats the message; the frames follow it (through the source map).
+  const frames = err.stack.split('\n').filter((line) => /^\s+at /.test(line));
+  const cause = err.cause instanceof Error && err.cause.stack ? `\ncaused by: ${err.cause.stack}` : '';
+  return [sentence, ...frames].join('\n') + cause;
+}
+
+function failureSentence(err: unknown, hint: boolean): string {
   // These are matched by name: their modules load with what uses them.
   const byName = ['FixturesError', 'SigningKeyError', 'BridgeHomeserverError', 'DatabaseInUseError', 'CopyRefused'];
-  if (err instanceof ConfigError || err instanceof MigrationError || (err instanceof Error && byName.includes(err.name))) return err.message;
-  if (err instanceof MatrixError) return `${err.message} (${err.errcode})`;
+  if (err instanceof ConfigError || err instanceof MigrationError || err instanceof CommandError || err instanceof MatrixError) return err.message;
+  if (err instanceof Error && byName.includes(err.name)) return err.message;
   if (err instanceof Error && 'code' in err && err.code === 'EADDRINUSE') return err.message;
   // PostgreSQL is not there (database.url): where it was looked for.
   if (err instanceof Error && 'code' in err && err.code === 'ECONNREFUSED' && 'port' in err) return `cannot reach the database: ${err.message}`;
-  // The database refused something (a locked or read-only file, a full disk): its words, no stack.
+  // The database refused something (a locked or read-only file, a full disk): its words.
   if (err instanceof Error && err.name === 'SqliteError') return `the database refused: ${err.message}`;
-  return err instanceof Error ? (err.stack ?? err.message) : String(err);
+  if (err instanceof Error) return hint ? `${err.message} (unexpected: run again with --verbose to see where it happened)` : err.message;
+  return String(err);
 }

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { buildApp, type App, type AppDependencies } from './app.js';
 import type { Config } from './config/index.js';
 import { baseUrlFor } from './server-info.js';
+import { VERSION } from './version.js';
 
 export interface RunningServer {
   app: App;
@@ -19,7 +20,8 @@ export async function startServer(config: Config, deps: AppDependencies = {}): P
     await app.listen({
       host: config.listen.host,
       port: config.listen.port,
-      listenTextResolver: (address) => `bot-homeserver listening on ${address}`,
+      // The version in the start line: which build wrote a log is the first thing to know of it.
+      listenTextResolver: (address) => `bot-homeserver ${VERSION} listening on ${address}`,
     });
   } catch (err) {
     await app.close();
@@ -29,6 +31,6 @@ export async function startServer(config: Config, deps: AppDependencies = {}): P
   const url = baseUrlFor(config.listen.host, port, config.tls_certificate_path !== null);
   const info = app.homeserver.server;
   if (!info.fixedBaseUrl) info.publicBaseUrl = url;
-  app.log.info({ port, server_name: config.server_name, public_baseurl: info.publicBaseUrl }, 'ready');
+  app.log.info({ version: VERSION, port, server_name: config.server_name, public_baseurl: info.publicBaseUrl }, 'ready');
   return { app, port, url, close: () => app.close() };
 }

@@ -33,15 +33,31 @@ export interface ConfigSource {
  * command run beside a server uses the server's database.
  */
 export function findConfigFile(option: string | undefined, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): ConfigSource {
-  if (option) return { file: option, description: `${option} (--config)` };
+  // Variables that set keys are named too: "built-in defaults" alone hid a database URL given so.
+  const variables = overrideVariables(env);
+  const withVariables = (source: ConfigSource): ConfigSource =>
+    variables.length === 0 ? source : { ...source, description: `${source.description}, with ${variables.map((name) => `$${name}`).join(', ')} from the environment` };
+  if (option) return withVariables({ file: option, description: `${option} (--config)` });
   const fromEnv = env[CONFIG_FILE_ENV];
-  if (fromEnv) return { file: fromEnv, description: `${fromEnv} ($${CONFIG_FILE_ENV})` };
+  if (fromEnv) return withVariables({ file: fromEnv, description: `${fromEnv} ($${CONFIG_FILE_ENV})` });
   const local = resolvePath(cwd, DEFAULT_CONFIG_FILE);
-  if (existsSync(local)) return { file: local, description: `${local} (found in the working directory)` };
-  return {
+  if (existsSync(local)) return withVariables({ file: local, description: `${local} (found in the working directory)` });
+  return withVariables({
     file: undefined,
     description: `built-in defaults (no --config, no $${CONFIG_FILE_ENV}, no ./${DEFAULT_CONFIG_FILE})`,
-  };
+  });
+}
+
+/** The environment variables that set config keys (their names only: values may be secrets). */
+function overrideVariables(env: NodeJS.ProcessEnv): string[] {
+  return Object.keys(env)
+    .filter((name) => isOverride(name, env[name]))
+    .sort();
+}
+
+function isOverride(name: string, value: string | undefined): boolean {
+  // An empty variable is an unset one (`FOO= cmd` is how shells clear a value).
+  return name.startsWith(ENV_PREFIX) && name !== CONFIG_FILE_ENV && value !== undefined && value !== '';
 }
 
 export class ConfigError extends Error {
@@ -191,8 +207,7 @@ function readConfigFile(file: string): Record<string, unknown> {
 function envOverrides(env: NodeJS.ProcessEnv, sources: Map<string, string>): Record<string, unknown> {
   const result: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(env)) {
-    // An empty variable is an unset one (`FOO= cmd` is how shells clear a value).
-    if (!name.startsWith(ENV_PREFIX) || name === CONFIG_FILE_ENV || value === undefined || value === '') continue;
+    if (!isOverride(name, value) || value === undefined) continue;
     const path = name.slice(ENV_PREFIX.length).toLowerCase().split('__');
     let target = result;
     for (const key of path.slice(0, -1)) {

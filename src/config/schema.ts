@@ -322,6 +322,8 @@ export const ConfigSchema = Type.Object(
     logging: Type.Object(
       {
         level: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, { default: 'info' }),
+        // json: one JSON object per line; pretty: readable lines; auto: pretty on a terminal, else json.
+        format: StringEnum(['auto', 'json', 'pretty'] as const, { default: 'auto' }),
       },
       { additionalProperties: false, default: {} },
     ),

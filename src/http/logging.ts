@@ -6,6 +6,7 @@
  * line each when answered, with those replaced, rather than letting Fastify log the raw request.
  */
 import { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { pino } from 'pino';
 import { clientErrorHandler } from './connections.js';
 import { isEnabled, requestLoggerFactory } from './request-logger.js';
 
@@ -64,6 +65,30 @@ function decodeName(name: string): string {
 
 export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   return { level, redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '<redacted>' } };
+}
+
+/** `logging.format`: JSON lines for machines, one readable line per entry for people. */
+export type LogFormat = 'auto' | 'json' | 'pretty';
+
+/** `auto` is pretty on a terminal and JSON anywhere else (a pipe, a file, journald, a container's log). */
+export function isPretty(format: LogFormat, stream: { isTTY?: boolean } = process.stdout): boolean {
+  return format === 'pretty' || (format === 'auto' && stream.isTTY === true);
+}
+
+/**
+ * The logger of a server that was given none: undefined for JSON (Fastify makes pino on stdout from
+ * loggerOptions), or pino writing through pino-pretty on stdout. The redaction is pino's, applied
+ * before a line is written in either format, and URLs are redacted before they are logged at all,
+ * so the pretty output holds no more than the JSON would. pino-pretty is loaded only when used.
+ */
+export async function prettyLogger(logging: { level: string; format: LogFormat }): Promise<FastifyBaseLogger | undefined> {
+  if (logging.level === 'silent' || !isPretty(logging.format)) return undefined;
+  const { default: pretty } = await import('pino-pretty');
+  // sync: the last lines before an exit (a failed start, a shutdown) are written, not lost in a buffer.
+  // Colours on a terminal only (pino-pretty's own test also colours wherever $CI is set, files too).
+  const colorize = process.stdout.isTTY === true && !('NO_COLOR' in process.env);
+  const stream = pretty({ destination: 1, sync: true, colorize, translateTime: 'SYS:yyyy-mm-dd HH:MM:ss.l', ignore: 'pid,hostname', singleLine: true });
+  return pino(loggerOptions(logging.level) as object, stream) as FastifyBaseLogger;
 }
 
 /**

@@ -40,7 +40,7 @@ export function blobStoreFor(config: Config): BlobStore {
 }
 
 /** The folder uploads are kept in, or null when they are kept in memory. */
-export function mediaStorePathFor(config: Pick<Config, 'media_store_path' | 'database'>): string | null {
+export function mediaStorePathFor(config: { media_store_path: string | null; database: { path: string } }): string | null {
   if (config.media_store_path !== null) return resolve(config.media_store_path);
   if (config.database.path === ':memory:') return null;
   return join(dirname(resolve(config.database.path)), 'media_store');

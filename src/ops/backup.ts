@@ -6,9 +6,9 @@
  * accept this server's events as the same server's).
  */
 import { chmodSync, cpSync, copyFileSync, existsSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import type { Config } from '../config/index.js';
-import { MatrixError } from '../core/errors.js';
+import { CommandError } from './command-error.js';
 import { signingKeyPathFor } from '../federation/signing-key.js';
 import { mediaStorePathFor } from '../media/media-service.js';
 import { backupDatabase, type Storage } from '../storage/index.js';
@@ -21,13 +21,22 @@ export interface BackupResult {
 }
 
 export async function backup(config: Config, storage: Storage, target: string): Promise<BackupResult> {
-  if (config.database.path === ':memory:') throw new MatrixError('M_UNKNOWN', 'an in-memory database has nothing to back up');
+  if (config.database.url !== null) throw new CommandError('the database is PostgreSQL: back it up with pg_dump, and copy the media store and the signing key beside it (docs/scaling.md)');
+  if (config.database.path === ':memory:') throw new CommandError('an in-memory database has nothing to back up');
   const mediaTarget = `${target}.media`;
   const keyTarget = `${target}.signing.key`;
   for (const path of [target, mediaTarget, keyTarget]) {
-    if (existsSync(path)) throw new MatrixError('M_UNKNOWN', `${path} exists; a backup never overwrites anything`);
+    if (existsSync(path)) throw new CommandError(`${path} exists; a backup never overwrites anything`);
   }
-  await backupDatabase(storage.db, target);
+  // The backup makes files, not folders: a mistyped folder is said as such, before anything is written.
+  const folder = dirname(resolve(target));
+  if (!existsSync(folder)) throw new CommandError(`cannot write the backup to ${target}: the folder ${folder} does not exist (create it first)`);
+  if (!statSync(folder).isDirectory()) throw new CommandError(`cannot write the backup to ${target}: ${folder} is not a folder`);
+  try {
+    await backupDatabase(storage.db, target);
+  } catch (err) {
+    throw new CommandError(`cannot write the backup to ${target}: ${(err as Error).message}`, { cause: err });
+  }
   // Password hashes and sealed secrets: readable by the operator only, as the key is.
   chmodSync(target, 0o600);
 

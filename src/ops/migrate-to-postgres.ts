@@ -6,12 +6,24 @@
  * database during the copy (it holds the lock a server takes).
  */
 import { existsSync } from 'node:fs';
-import { ConfigError } from '../config/index.js';
-import { copySqliteToPostgres, holdExclusiveUse, migrateToLatest, openDatabase } from '../storage/index.js';
+import { resolve } from 'node:path';
+import { ConfigError, describeDatabase, withoutPassword, type Config } from '../config/index.js';
+import { signingKeyPathFor } from '../federation/signing-key.js';
+import { mediaStorePathFor } from '../media/media-service.js';
+import { copySqliteToPostgres, holdExclusiveUse, migrateToLatest, openDatabase, recordedServerName } from '../storage/index.js';
 
-export async function migrateToPostgres(options: { from: string; to: string; schema: string }, say: (line: string) => void): Promise<boolean> {
+/** What the server's configuration says of the files that stay files (the key, the media store). */
+export type FilesConfig = Pick<Config, 'server_name' | 'signing_key_path' | 'media_store_path'>;
+
+export async function migrateToPostgres(
+  options: { from: string; to: string; schema: string },
+  say: (line: string) => void,
+  files: FilesConfig = { server_name: 'localhost', signing_key_path: null, media_store_path: null },
+): Promise<boolean> {
   if (!existsSync(options.from)) throw new ConfigError(`--from ${options.from}: no such file`);
-  if (!/^postgres(ql)?:\/\//.test(options.to)) throw new ConfigError(`--to ${options.to}: not a postgres:// URL`);
+  if (!/^postgres(ql)?:\/\//.test(options.to)) throw new ConfigError(`--to ${withoutPassword(options.to)}: not a postgres:// URL`);
+  say(`from: ${describeDatabase({ url: null, path: options.from, schema: 'public' })}`);
+  say(`to: ${describeDatabase({ url: options.to, path: ':memory:', schema: options.schema })}`);
   const source = openDatabase({ path: options.from, synchronous: 'full' });
   const target = openDatabase({ path: ':memory:', synchronous: 'full', url: options.to, schema: options.schema, pool_size: 3 });
   try {
@@ -27,17 +39,39 @@ export async function migrateToPostgres(options: { from: string; to: string; sch
     }).finally(release);
     const wrong = counts.filter((entry) => entry.source !== entry.target);
     for (const entry of counts) say(`${entry.table}: ${entry.source} → ${entry.target}${entry.source === entry.target ? '' : '  MISMATCH'}`);
-    say(wrong.length === 0 ? `done: ${counts.length} tables, every count matches. Set database.url to ${redacted(options.to)} and start the server.` : `${wrong.length} tables differ: do not switch.`);
-    return wrong.length === 0;
+    if (wrong.length > 0) {
+      say(`${wrong.length} tables differ: do not switch.`);
+      return false;
+    }
+    say(`done: ${counts.length} tables, every count matches.`);
+    const serverName = (await recordedServerName(source)) ?? files.server_name;
+    for (const line of switchInstructions(options, { ...files, server_name: serverName })) say(line);
+    return true;
   } finally {
     await source.destroy();
     await target.destroy();
   }
 }
 
-/** The URL without its password, for the closing line. */
-function redacted(url: string): string {
-  const parsed = new URL(url);
-  if (parsed.password) parsed.password = '***';
-  return parsed.toString();
+/**
+ * What to change in the configuration to switch. The signing key and the media store stay files,
+ * and by default they are found beside database.path: a configuration that drops the SQLite path
+ * would make the server look elsewhere, make a new key (other servers would refuse what it signs)
+ * and miss every upload. So their paths are written out in full, as they are now.
+ */
+function switchInstructions(options: { from: string; to: string; schema: string }, files: FilesConfig): string[] {
+  const before = { ...files, database: { path: resolve(options.from) } };
+  const key = resolve(signingKeyPathFor(before) ?? '');
+  const media = mediaStorePathFor(before) ?? '';
+  const missing = (path: string, what: string) => (existsSync(path) ? '' : `   # no ${what} there now: if yours is elsewhere, name that`);
+  return [
+    'To switch, set these in the server\'s configuration (or as BOT_HOMESERVER_... variables), then start it:',
+    '  database:',
+    `    url: ${withoutPassword(options.to)}   # with the real password`,
+    ...(options.schema === 'public' ? [] : [`    schema: ${options.schema}`]),
+    `  signing_key_path: ${key}${missing(key, 'key file')}`,
+    `  media_store_path: ${media}${missing(media, 'media store')}`,
+    'Keep the key and the media store where they are (they are not in the database), and keep the SQLite file until the server runs well on PostgreSQL.',
+    'Every command then names the database it uses on stderr ("database: PostgreSQL ..."): a command that still says SQLite is run without these settings.',
+  ];
 }

@@ -296,6 +296,12 @@ export class ServerNameMismatchError extends Error {
   }
 }
 
+/** The server name a database was made for, if it says (an empty or very old one may not). */
+export async function recordedServerName(db: Db): Promise<string | undefined> {
+  const row = await db.selectFrom('server_meta').select('value').where('key', '=', 'server_name').executeTakeFirst();
+  return row?.value;
+}
+
 /**
  * Records `serverName` in a new database, and refuses a database made for another name. A database
  * from before the name was recorded is judged by its users' ids.

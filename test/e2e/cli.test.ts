@@ -11,6 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Worker } from 'node:worker_threads';
 import { SqliteDriver } from '../../src/storage/database.js';
+import { dropSchemas, TEST_SCHEMA_PREFIX } from '../support/postgres-setup.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const BIN = join(ROOT, 'bin/bot-homeserver.js');
@@ -90,6 +91,10 @@ async function startServerWith(file: string, text: string): Promise<{ child: { p
   return { child: { process: proc, logLines } };
 }
 
+function lastLine(text: string): string {
+  return text.trimEnd().split('\n').at(-1)!;
+}
+
 function exited(child: ChildProcess): Promise<number | null> {
   return new Promise((done) => (child.exitCode !== null ? done(child.exitCode) : child.once('exit', (code) => done(code))));
 }
@@ -105,8 +110,8 @@ async function loginAs(url: string, user: string, password: string) {
 describe('bot-homeserver CLI', () => {
   it('creates a bot whose printed secret logs in, and rotates it when run again', async () => {
     const created = cli('create-bot', 'hello', '--config', config, '--json');
-    // stdout is the JSON alone; stderr says which config was used.
-    expect(created.stderr).toBe(`bot-homeserver: config: ${config} (--config)\n`);
+    // stdout is the JSON alone; stderr says which config and which database were used.
+    expect(created.stderr).toBe(`bot-homeserver: config: ${config} (--config)\nbot-homeserver: database: SQLite ${join(dir, 'data', 'homeserver.db')} (a new file: none there yet)\n`);
     expect(created.status).toBe(0);
     const bot = JSON.parse(created.stdout) as { user_id: string; password: string };
     expect(bot.user_id).toBe('@hello:cli.test');
@@ -177,6 +182,8 @@ describe('bot-homeserver CLI', () => {
     const again = cli('create-user', 'operator', '--config', config);
     expect(again.status).toBe(1);
     expect(again.stderr).toContain('User ID already taken.');
+    // A Matrix error code is for clients, not for the operator reading the terminal.
+    expect(again.stderr).not.toContain('M_');
 
     const bad = join(dir, 'bad.yaml');
     writeFileSync(bad, 'server_name: cli.test\nlisten:\n  port: 99999\n  hots: 127.0.0.1\n');
@@ -250,6 +257,56 @@ describe('bot-homeserver CLI', () => {
     expect(listed.stderr).toContain(`${named} ($BOT_HOMESERVER_CONFIG)`);
     expect(listed.stdout).toMatch(/^@first:example\.test\tbot\tactive\t/);
     expect(listed.stdout).not.toContain('oops');
+  });
+
+  it('names the database each command works on, never its password, and says what to change after migrate-to-postgres', async () => {
+    // A password in the URL, whatever the test server wants (trust authentication ignores it).
+    const url = new URL(process.env.BHS_TEST_POSTGRES ?? 'postgres://postgres@127.0.0.1:5432/test');
+    if (!url.password) url.password = 'never-printed-0123';
+    const password = decodeURIComponent(url.password);
+    const schema = `${TEST_SCHEMA_PREFIX}${process.pid}_cli`;
+    const shown = new URL(url);
+    shown.password = '***';
+    const site = mkdtempSync(join(dir, 'moving-'));
+    const sqlite = join(site, 'data', 'homeserver.db');
+    writeFileSync(join(site, 'homeserver.yaml'), 'server_name: moving.test\npassword_hashing: {memory_cost_kib: 64, time_cost: 1}\n');
+    const secretFree = (result: { stdout: string; stderr: string }) => {
+      expect(result.stdout + result.stderr).not.toContain(password);
+      expect(result.stdout + result.stderr).not.toContain(encodeURIComponent(password));
+    };
+    try {
+      const before = cliIn(site, {}, 'bots', 'create', 'mover');
+      expect(before.status).toBe(0);
+      expect(before.stderr).toContain(`bot-homeserver: database: SQLite ${sqlite}`);
+
+      const moved = cliIn(site, {}, 'migrate-to-postgres', '--from', sqlite, '--to', url.href, '--schema', schema);
+      expect(moved.status, moved.stderr).toBe(0);
+      secretFree(moved);
+      expect(moved.stderr).toContain(`from: SQLite ${sqlite}\nto: PostgreSQL ${shown.href} (schema ${schema})\n`);
+      // The closing advice: the URL, and the key and the media store where they are now.
+      const advice = moved.stderr.slice(moved.stderr.indexOf('To switch'));
+      expect(advice).toContain(`  database:\n    url: ${shown.href}   # with the real password\n    schema: ${schema}\n`);
+      expect(advice).toContain(`  signing_key_path: ${join(site, 'data', 'moving.test.signing.key')}\n`);
+      expect(advice).toContain(`  media_store_path: ${join(site, 'data', 'media_store')}   # no media store there now`);
+
+      // The database in the environment: named, with the variables that chose it.
+      const onPostgres = cliIn(site, { BOT_HOMESERVER_DATABASE__URL: url.href, BOT_HOMESERVER_DATABASE__SCHEMA: schema }, 'bots', 'list');
+      expect(onPostgres.status, onPostgres.stderr).toBe(0);
+      secretFree(onPostgres);
+      expect(onPostgres.stderr).toContain(', with $BOT_HOMESERVER_DATABASE__SCHEMA, $BOT_HOMESERVER_DATABASE__URL from the environment\n');
+      expect(onPostgres.stderr).toContain(`bot-homeserver: database: PostgreSQL ${shown.href} (schema ${schema})\n`);
+      expect(onPostgres.stdout).toMatch(/^@mover:moving\.test\tbot\t/);
+      // And a failure on it says no more: an unknown account, named with the database.
+      const refused = cliIn(site, { BOT_HOMESERVER_DATABASE__URL: url.href, BOT_HOMESERVER_DATABASE__SCHEMA: schema }, 'bots', 'deactivate', 'nobody');
+      expect(refused.status).toBe(1);
+      secretFree(refused);
+
+      // Without it, the old file, said as plainly.
+      const stale = cliIn(site, {}, 'bots', 'list');
+      expect(stale.stderr).toContain(`bot-homeserver: database: SQLite ${sqlite}\n`);
+    } finally {
+      await dropSchemas(url.href, [schema]);
+    }
   });
 
   it('lists and deactivates accounts, people and bots, with clear refusals', async () => {
@@ -329,8 +386,20 @@ describe('bot-homeserver CLI', () => {
       expect(taken.stdout).toContain(`Database: ${target}`);
       expect(taken.stdout).toMatch(/Media store: .*backup-1\.db\.media \(1 files, 18 bytes\)/);
       expect(taken.stdout).toContain('Signing key: ');
-      // Never overwrites.
-      expect(cli('backup', target, '--config', config).stderr).toContain('exists; a backup never overwrites anything');
+      // Never overwrites, and says so in one sentence: no error code, no stack.
+      const refused = cli('backup', target, '--config', config);
+      expect(refused.status).toBe(1);
+      expect(lastLine(refused.stderr)).toBe(`bot-homeserver: ${target} exists; a backup never overwrites anything`);
+      // A folder that does not exist is named as such (it was a TypeError and nine stack frames).
+      const nowhere = cli('backup', join(dir, 'no-such-folder', 'backup.db'), '--config', config);
+      expect(nowhere.status).toBe(1);
+      expect(lastLine(nowhere.stderr)).toBe(`bot-homeserver: cannot write the backup to ${join(dir, 'no-such-folder', 'backup.db')}: the folder ${join(dir, 'no-such-folder')} does not exist (create it first)`);
+      for (const failed of [refused, nowhere]) {
+        expect(failed.stderr).not.toMatch(/\n\s+at |M_[A-Z]|Error:/);
+        expect(failed.stderr.trim().split('\n')).toHaveLength(3); // the config, the database, the sentence
+      }
+      // --verbose adds where it happened.
+      expect(cli('backup', target, '--config', config, '--verbose').stderr).toMatch(/\n\s+at backup \(.*src\/ops\/backup\.ts:\d+:\d+\)/);
     } finally {
       child.kill('SIGTERM');
       await exited(child);
@@ -378,24 +447,32 @@ describe('bot-homeserver CLI', () => {
     expect(refused.stderr).toContain('line 1: expected "ed25519 <key version> <base64 seed>"');
     expect(refused.stderr).not.toMatch(/\n\s+at /);
 
-    // An error nobody planned for (the disk failing) keeps its stack, and the stack names our
-    // TypeScript sources through the bundle's source map, not minified chunks.
+    // An error nobody planned for (the disk failing) is one sentence that says how to see more;
+    // with --verbose, its stack names our TypeScript sources through the bundle's source map, not
+    // minified chunks.
     const failingDisk = join(dir, 'failing-disk.mjs');
     writeFileSync(
       failingDisk,
       "import fs from 'node:fs'; import { syncBuiltinESMExports } from 'node:module';\n" +
         "fs.mkdirSync = () => { const err = new Error('EIO: i/o error (injected)'); err.code = 'EIO'; throw err; }; syncBuiltinESMExports();\n",
     );
-    const crashed = spawnSync(process.execPath, ['--import', pathToFileURL(failingDisk).href, BIN, 'migrate', '--config', keyConfig], { encoding: 'utf8' });
+    const crash = (...extra: string[]) => spawnSync(process.execPath, ['--import', pathToFileURL(failingDisk).href, BIN, 'migrate', '--config', keyConfig, ...extra], { encoding: 'utf8' });
+    const crashed = crash();
     expect(crashed.status).toBe(1);
-    expect(crashed.stderr).toContain('EIO: i/o error (injected)');
-    expect(crashed.stderr).toMatch(/at openDatabase \(.*src\/storage\/database\.ts:\d+:\d+\)/);
-    expect(crashed.stderr).not.toMatch(/\.mjs:\d+:\d{4,}/);
+    expect(crashed.stderr.split('\n').at(-2)).toBe('bot-homeserver: EIO: i/o error (injected) (unexpected: run again with --verbose to see where it happened)');
+    expect(crashed.stderr).not.toMatch(/\n\s+at /);
+    const told = crash('--verbose');
+    expect(told.status).toBe(1);
+    expect(told.stderr).toContain('bot-homeserver: EIO: i/o error (injected)\n');
+    expect(told.stderr).toMatch(/at openDatabase \(.*src\/storage\/database\.ts:\d+:\d+\)/);
+    expect(told.stderr).not.toMatch(/\.mjs:\d+:\d{4,}/);
 
-    // server_name still localhost: start says so at warn.
+    // server_name still localhost: start says so at warn. Its log names the version and the database.
     const { child } = await startServerWith(join(dir, 'localhost.yaml'), `database: {path: ${join(dir, 'localhost', 'hs.db')}}\nlisten: {port: 0}\n`);
     try {
       expect(child.logLines.some((line) => line.level === 40 && String(line.msg).includes('server_name is still "localhost"'))).toBe(true);
+      expect(child.logLines[0]!.msg).toMatch(/^bot-homeserver \d+\.\d+\.\d+\S* listening on http:\/\/127\.0\.0\.1:\d+$/);
+      expect(child.logLines.find((line) => line.msg === 'configuration')?.database).toBe(`SQLite ${join(dir, 'localhost', 'hs.db')}`);
     } finally {
       child.process.kill('SIGTERM');
       await exited(child.process);

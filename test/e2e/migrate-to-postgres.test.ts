@@ -55,8 +55,11 @@ describe('migrate-to-postgres', () => {
     older.close();
 
     const said: string[] = [];
-    expect(await migrateToPostgres({ from: file, to: POSTGRES, schema }, (line) => said.push(line))).toBe(true);
-    expect(said.at(-1)).toMatch(/every count matches/);
+    expect(await migrateToPostgres({ from: file, to: POSTGRES, schema }, (line) => said.push(line), { server_name: 'localhost', signing_key_path: signingKey, media_store_path: join(dir, 'media') })).toBe(true);
+    expect(said).toContain(`done: ${said.filter((line) => line.includes(' → ')).length} tables, every count matches.`);
+    // Then what to change: the files that stay files, where they are.
+    expect(said).toContain(`  signing_key_path: ${signingKey}`);
+    expect(said.some((line) => line.startsWith(`  media_store_path: ${join(dir, 'media')}`))).toBe(true);
 
     const sqlite = new SqliteDriver(file, { readonly: true });
     const copy = new pg.Client({ connectionString: POSTGRES, options: `-c search_path=${schema}` });

@@ -66,7 +66,7 @@ function run(args: string[], ready: string): Promise<{ process: Process; entry: 
   const proc: Process = {
     child,
     output: () => output,
-    lines: () => output.split('\n').flatMap((line) => (line.startsWith('{') ? [JSON.parse(line) as Json] : [])),
+    lines: () => output.split('\n').flatMap((line) => parseLine(line)),
   };
   return new Promise((resolvePromise, reject) => {
     child.once('exit', (code) => reject(new Error(`${args[0]} exited with ${code}: ${output}`)));
@@ -78,6 +78,17 @@ function run(args: string[], ready: string): Promise<{ process: Process; entry: 
     child.stdout!.on('data', take);
     child.stderr!.on('data', take);
   });
+}
+
+/**
+ * A log line as an object: a JSON line as it is, a pretty one (`[time] LEVEL: msg {fields}`, see
+ * logging.format) as its fields and message.
+ */
+function parseLine(line: string): Json[] {
+  if (line.startsWith('{')) return [JSON.parse(line) as Json];
+  const pretty = /^\[[^\]]+\] ([A-Z]+): (.*?)(?: (\{.*\}))?$/.exec(line);
+  if (!pretty) return [];
+  return [{ ...(pretty[3] ? (JSON.parse(pretty[3]) as Json) : {}), levelName: pretty[1], msg: pretty[2] }];
 }
 
 async function stop(proc: Process): Promise<void> {
@@ -119,7 +130,8 @@ async function startAppservice(): Promise<{ url: string; transactions: string[] 
 }
 
 describe('the server, with the bridge in it', () => {
-  it('logs none of the secrets it was given or made', async () => {
+  // Pretty logs (logging.format) are written from the same redacted entries as JSON ones.
+  it.each(['json', 'pretty'] as const)('logs none of the secrets it was given or made, in %s', async (format) => {
     const appservice = await startAppservice();
     const registration = join(dir, 'appservice.yaml');
     writeFileSync(
@@ -137,7 +149,7 @@ describe('the server, with the bridge in it', () => {
         signing_key_path: signingKey,
         password_hashing: { memory_cost_kib: 64, time_cost: 1 },
         ratelimiting_enabled: false,
-        logging: { level: 'trace' },
+        logging: { level: 'trace', format },
         app_service_config_files: [registration],
       }),
     );
@@ -233,6 +245,9 @@ describe('the server, with the bridge in it', () => {
     ).toEqual([]);
     // The failed post is logged under the webhook's name, which the operator knows it by.
     expect(server.lines().find((line) => line.msg === 'request' && line.status === 400 && line.webhook === 'alerts')).toBeDefined();
+    // Each format is what it says, and the start line names the version.
+    expect(output.split('\n').filter((line) => line !== '').every((line) => line.startsWith('{') === (format === 'json'))).toBe(true);
+    expect(server.lines().filter((line) => /^bot-homeserver \d+\.\d+\.\d+\S* listening on http:\/\/127\.0\.0\.1:\d+$/.test(String(line.msg)))).toHaveLength(1);
   }, 60_000);
 });
 
