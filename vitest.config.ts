@@ -5,7 +5,7 @@ export default defineConfig({
   // these sources, so an edit is tested without a rebuild of dist/.
   resolve: { alias: { 'bot-homeserver/testing': new URL('./src/testing/index.ts', import.meta.url).pathname } },
   test: {
-    include: ['test/**/*.test.ts', 'examples/**/*.test.ts'],
+    include: ['test/**/*.test.ts', 'examples/**/*.test.ts', 'examples/**/*.test.js'],
     // Each file gets its own in-memory homeserver; files run in parallel workers.
     pool: 'forks',
     // On PostgreSQL (BHS_TEST_POSTGRES): checks the server and drops test schemas.

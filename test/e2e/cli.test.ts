@@ -3,7 +3,7 @@
  * a real crash. Runs the compiled build (`npm test` builds first).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -483,8 +483,11 @@ describe('bot-homeserver CLI', () => {
     // The renderers are split into chunks that load on first use, and feeds are parsed by a
     // worker of their own; code that cannot load would break webhooks or feeds only in the
     // installed command.
+    // This build's own chunks: the build keeps the previous one's beside them (scripts/build.mjs).
     const chunksDir = join(ROOT, 'dist/bundle/chunks');
-    const chunks = readdirSync(chunksDir).filter((name) => name.endsWith('.mjs'));
+    const own = (JSON.parse(readFileSync(join(ROOT, 'dist/bundle/chunks.json'), 'utf8')) as { chunks: string[] }).chunks;
+    const chunks = own.filter((name) => name.endsWith('.mjs'));
+    expect(chunks.every((name) => readdirSync(chunksDir).includes(name))).toBe(true);
     expect(chunks.some((name) => name.startsWith('renderers-'))).toBe(true);
     const loaded = new Map<string, Record<string, unknown>>();
     for (const name of chunks) loaded.set(name, (await import(pathToFileURL(join(chunksDir, name)).href)) as Record<string, unknown>);

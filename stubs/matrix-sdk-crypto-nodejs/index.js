@@ -1,6 +1,7 @@
 'use strict';
-// Stand-in for @matrix-org/matrix-sdk-crypto-nodejs, installed through the root package.json's
-// "overrides" so that matrix-bot-sdk and @vector-im/matrix-bot-sdk install offline and load.
+// Stand-in for @matrix-org/matrix-sdk-crypto-nodejs, installed through npm "overrides" so that
+// matrix-bot-sdk and @vector-im/matrix-bot-sdk install offline and load: in bot-homeserver's own
+// tests, and in bot projects' (bot-homeserver ships it; docs/testing-bots.md has the recipe).
 // The SDKs require() this module at load time but only touch its members when end-to-end
 // encryption is switched on (a crypto storage provider given to MatrixClient), so every class and
 // function here throws on use; the enums are plain objects with the real values.
@@ -8,7 +9,7 @@
 
 function unavailable(what) {
   return new Error(
-    `@matrix-org/matrix-sdk-crypto-nodejs is stubbed in bot-homeserver's tests (test/stubs/): ` +
+    `@matrix-org/matrix-sdk-crypto-nodejs is replaced by bot-homeserver's stand-in (stubs/matrix-sdk-crypto-nodejs): ` +
       `${what} is unavailable, so end-to-end encryption cannot be used`,
   );
 }
