@@ -349,7 +349,8 @@ describe('bot-homeserver CLI', () => {
       child.kill('SIGTERM');
       expect(await exited(child)).toBe(0);
     }
-  });
+    // Ten commands as processes and a server: slow on a loaded machine, not stuck.
+  }, 60_000);
 
   it('answers a parked /sync before it exits on SIGTERM, and exits promptly', async () => {
     const person = JSON.parse(cli('users', 'create', 'syncer', '--config', config, '--json').stdout) as { password: string };
