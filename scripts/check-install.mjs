@@ -17,7 +17,7 @@
 //             the package with its dev dependencies: minutes; not run in CI.
 // --keep      keep the throwaway projects and say where they are.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -93,6 +93,18 @@ try {
     const out = step(label, () => spawnSync(cmd, [...cmdArgs, 'create-bot', 'hello', '--json'], { cwd: project, encoding: 'utf8', timeout: 60_000 }));
     if (out.status !== 0 || !out.stdout.includes('"user_id":"@hello:localhost"')) fail(`${label} failed:\n${out.stdout}${out.stderr}`);
   }
+
+  // The Python example (docs/testing-bots.md) in the same project: pytest finds the installed
+  // command in node_modules/.bin. Every test must pass and none be skipped.
+  step('pytest (the docs\' Python example)', () => {
+    for (const file of ['test_bot.py', 'fixtures.yaml', 'pytest.ini']) copyFileSync(join(root, 'examples/python', file), join(project, file));
+    const out = spawnSync('/usr/bin/python3', ['-m', 'pytest', '-p', 'no:cacheprovider', '-rA', '--junitxml=report.xml'], { cwd: project, encoding: 'utf8', timeout: 120_000 });
+    const report = out.status === 0 ? readFileSync(join(project, 'report.xml'), 'utf8') : '';
+    const counts = Object.fromEntries(['tests', 'failures', 'errors', 'skipped'].map((name) => [name, Number(new RegExp(`${name}="(\\d+)"`).exec(report)?.[1] ?? -1)]));
+    if (out.status !== 0 || counts.tests < 1 || counts.failures !== 0 || counts.errors !== 0 || counts.skipped !== 0) {
+      fail(`the Python example did not pass in the bot project (${JSON.stringify(counts)}):\n${out.stdout}${out.stderr}`);
+    }
+  });
 
   // 4. From git (optional): npm clones, installs the dev dependencies and runs `prepare`.
   if (args.has('--git')) checkGit();
