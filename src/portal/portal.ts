@@ -142,11 +142,14 @@ export class BotPortal {
     const username = form.username.trim();
     const displayname = form.displayname.trim() || username;
     const description = form.description.trim();
+    // Every field's mistake at once, so the person fixes them in one go.
+    const problems: Partial<Record<FormField, string>> = {};
     const nameProblem = this.names.problem(username);
-    if (nameProblem) throw fieldError('username', nameProblem);
-    if (displayname.length > MAX_DISPLAYNAME_LENGTH) throw fieldError('displayname', `The display name is too long: at most ${MAX_DISPLAYNAME_LENGTH} characters.`);
-    if (description.length === 0) throw fieldError('description', 'Say in a few words what the bot is for.');
-    if (description.length > MAX_DESCRIPTION_LENGTH) throw fieldError('description', `The description is too long: at most ${MAX_DESCRIPTION_LENGTH} characters.`);
+    if (nameProblem) problems.username = nameProblem;
+    if (displayname.length > MAX_DISPLAYNAME_LENGTH) problems.displayname = `The display name is too long: at most ${MAX_DISPLAYNAME_LENGTH} characters.`;
+    if (description.length === 0) problems.description = 'Say in a few words what the bot is for.';
+    if (description.length > MAX_DESCRIPTION_LENGTH) problems.description = `The description is too long: at most ${MAX_DESCRIPTION_LENGTH} characters.`;
+    if (Object.keys(problems).length > 0) throw formError(problems);
     if ((await this.botsLeft(session)) === 0) {
       throw new MatrixError('M_FORBIDDEN', `You already have ${this.config.max_bots_per_owner} bots, the most one person may have. Deactivate one you no longer need first.`);
     }
@@ -201,5 +204,10 @@ export class BotPortal {
 }
 
 function fieldError(field: FormField, message: string): MatrixError {
-  return new MatrixError('M_INVALID_PARAM', message, { extra: { field } });
+  return formError({ [field]: message });
+}
+
+/** Mistakes in the form, by field (`extra.fields`); the message is the first of them. */
+function formError(problems: Partial<Record<FormField, string>>): MatrixError {
+  return new MatrixError('M_INVALID_PARAM', Object.values(problems)[0] ?? 'The form is not filled in as expected.', { extra: { fields: problems } });
 }

@@ -19,7 +19,8 @@ export interface TestOidcProvider {
   issuer: string;
   clientId: string;
   clientSecret: string;
-  /** Back-channel logouts the provider sent (their responses' statuses). */
+  /** What became of the back-channel logouts the provider sent: 'ok', or the error's message. */
+  backchannel: string[];
   close(): Promise<void>;
 }
 
@@ -79,15 +80,24 @@ export async function startOidcProvider(options: { portalBaseUrl: () => string; 
     pkce: { required: () => true },
     ttl: { Grant: 3600, Session: 3600, AccessToken: 600, IdToken: 600, Interaction: 600, AuthorizationCode: 60 },
     cookies: { keys: ['a-test-cookie-key-for-the-provider'] },
+    // The portal it calls back (back-channel logout) is on loopback, which the provider's own
+    // guard against server-side request forgery refuses; here that is the point.
+    fetch: (url: string | URL | Request, options?: RequestInit & { dispatcher?: unknown }) => {
+      const { dispatcher: _guarded, ...rest } = options ?? {};
+      return globalThis.fetch(url, rest);
+    },
   };
   const provider = new Provider(issuer, configuration);
-  // Its warnings about development keys and interactions are expected here.
-  (provider as unknown as { on: (event: string, listener: () => void) => void }).on('server_error', () => undefined);
+  const backchannel: string[] = [];
+  const events = provider as unknown as { on: (event: string, listener: (...args: unknown[]) => void) => void };
+  events.on('backchannel.success', () => backchannel.push('ok'));
+  events.on('backchannel.error', (_ctx, err) => backchannel.push((err as Error).message));
   handler = provider.callback();
   return {
     issuer,
     clientId,
     clientSecret,
+    backchannel,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -262,9 +262,9 @@ export function portalRoutes(portal: BotPortal, server: ServerInfo): FastifyPlug
         return html(reply, credentialsPage({ viewer: viewerOf(request, reply)!, userId: credentials.user_id, localpart, displayname: values.displayname.trim() || localpart, secret: credentials.password, serverUrl: server.publicBaseUrl, rotated: false }));
       } catch (err) {
         if (!(err instanceof MatrixError) || (err.errcode !== 'M_INVALID_PARAM' && !(err.errcode === 'M_FORBIDDEN' && (await portal.mayCreate(session))))) throw err;
-        const field = err.extra.field as keyof FieldErrors | undefined;
-        const errors: FieldErrors = field ? { [field]: err.message } : {};
-        return html(reply, newBotPage({ viewer: viewerOf(request, reply)!, values, errors, formError: field ? undefined : err.message, nameRule: portal.names.describe(), serverName: server.serverName, botsLeft: await portal.botsLeft(session) }), 400);
+        const errors = (err.extra.fields ?? {}) as FieldErrors;
+        const byField = Object.keys(errors).length > 0;
+        return html(reply, newBotPage({ viewer: viewerOf(request, reply)!, values, errors, formError: byField ? undefined : err.message, nameRule: portal.names.describe(), serverName: server.serverName, botsLeft: await portal.botsLeft(session) }), 400);
       }
     });
 
