@@ -24,7 +24,7 @@ export interface PortalWorld {
   close(): Promise<void>;
 }
 
-export async function startPortalWorld(portalOverrides: Record<string, unknown> = {}): Promise<PortalWorld> {
+export async function startPortalWorld(portalOverrides: Record<string, unknown> = {}, configOverrides: Record<string, unknown> = {}): Promise<PortalWorld> {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}/`;
   const oidc = await startOidcProvider({ portalBaseUrl: () => base });
@@ -55,6 +55,7 @@ export async function startPortalWorld(portalOverrides: Record<string, unknown> 
       ],
       ...portalOverrides,
     },
+    ...configOverrides,
   });
   const app = await buildApp(config, { clock });
   await app.listen({ host: '127.0.0.1', port });
