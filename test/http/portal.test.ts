@@ -4,6 +4,9 @@
  * against a real provider in a real browser, is test/portal/browser.test.ts.
  */
 import { sign } from '@fastify/cookie';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import { capturingLogger } from '../support/logs.js';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
@@ -146,6 +149,25 @@ describe('the bot portal over HTTP', () => {
     const third = await hs.http.get(`${PORTAL}/sign-in/corp`);
     expect(third.status).toBe(429);
     expect(third.headers['retry-after']).toBeDefined();
+  });
+
+  test('a session survives a restart (sessions and the cookie secret are in the database)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bhs-portal-'));
+    try {
+      // On PostgreSQL the test's schema persists the same way; SQLite needs a file for it.
+      const database = process.env.BHS_TEST_POSTGRES ? {} : { database: { path: join(dir, 'homeserver.db') } };
+      hs = await startTestHomeserver({ ...portalConfig(), ...database });
+      const cookie = await signedIn(hs);
+      const config = hs.config;
+      await hs.app.close();
+      const again = await startTestHomeserver({ ...portalConfig(), database: config.database });
+      hs = again;
+      const page = await again.http.get(`${PORTAL}/`).set('Cookie', cookie);
+      expect(page.text).toContain('Your bots');
+      expect(page.text).toContain('@alice:example.org');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('a callback without its sign-in cookie, or a bad back-channel logout token, is refused', async () => {

@@ -81,7 +81,8 @@ async function createBot(page: Page, username: string, description: string): Pro
   return { userId: await page.locator('#user-id').inputValue(), secret: await page.locator('#secret').inputValue() };
 }
 
-describe('the bot portal in Chromium', { timeout: 30_000 }, () => {
+// Generous: the whole suite runs files side by side on two cores.
+describe('the bot portal in Chromium', { timeout: 60_000 }, () => {
   /** Alice's browser: her stories follow one another in one sign-in, as a person's visit would. */
   let alice: { context: BrowserContext; page: Page };
   afterAll(async () => alice?.context.close());
