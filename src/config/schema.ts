@@ -397,7 +397,8 @@ export const ConfigSchema = Type.Object(
           session_idle_timeout: duration('30m'),
           // Signs the portal's cookies; null: a random secret kept in the database.
           cookie_secret: Type.Union([Type.String({ minLength: 32, [EXPECTED]: 'a random secret of at least 32 characters (openssl rand -hex 32)' }), Type.Null()], { default: null }),
-          rc_sign_in: rateLimit(0.1, 10),
+          // Sign-ins started per client address: an office behind one address signs in together.
+          rc_sign_in: rateLimit(0.2, 20),
           rc_bot_creation: rateLimit(0.01, 5),
         },
         { additionalProperties: false },

@@ -76,7 +76,7 @@ export class BotPortal {
     return provider;
   }
 
-  /** Sign-in attempts per client address (starting one and coming back both count). */
+  /** Sign-ins started per client address (coming back is bound to a start by its state). */
   limitSignIn(address: string): void {
     const decision = this.signInLimiter.check(address);
     if (!decision.allowed) throw rateLimitedError(decision.retryAfterMs);
@@ -89,8 +89,7 @@ export class BotPortal {
   }
 
   /** Back from the provider: a new session's id, or why the person may not sign in. */
-  async finishSignIn(pending: PendingSignIn, callbackUrl: URL, address: string): Promise<{ sessionId: string } | RefusedSignIn> {
-    this.limitSignIn(address);
+  async finishSignIn(pending: PendingSignIn, callbackUrl: URL): Promise<{ sessionId: string } | RefusedSignIn> {
     const provider = this.provider(pending.idp);
     const signedIn = await provider.finish(callbackUrl, pending);
     const claims: Claims = signedIn.claims;

@@ -194,7 +194,7 @@ export function portalRoutes(portal: BotPortal, server: ServerInfo): FastifyPlug
       callbackUrl.search = new URL(request.url, 'http://x').search;
       let result: Awaited<ReturnType<BotPortal['finishSignIn']>>;
       try {
-        result = await portal.finishSignIn(pending, callbackUrl, request.ip);
+        result = await portal.finishSignIn(pending, callbackUrl);
       } catch (err) {
         if (err instanceof MatrixError) throw err;
         // A wrong state or nonce, a bad ID token, a code already used: never accepted, never detailed.
