@@ -33,7 +33,6 @@ import { directoryLookupRoutes, roomRoutes } from './http/routes/rooms.js';
 import { syncRoutes } from './http/routes/sync.js';
 import { webhookRoutes } from './http/routes/webhooks.js';
 import { opsRoutes } from './http/routes/ops.js';
-import { PORTAL_PREFIX, portalRoutes } from './http/routes/portal.js';
 import { checkHealth } from './ops/health.js';
 import { Metrics } from './ops/metrics.js';
 import { Bridge, type BridgeOptions } from './bridge/bridge.js';
@@ -291,7 +290,11 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   await app.register(named('federationRoutes', federationRoutes(services)), { prefix: '/_matrix/federation' });
   await app.register(named('opsRoutes', opsRoutes(() => checkHealth(storage), metrics, config)));
   // The bot portal, only when configured: its cookies, forms and headers stay inside its prefix.
-  if (services.portal) await app.register(named('portalRoutes', portalRoutes(services.portal, server)), { prefix: PORTAL_PREFIX });
+  // (Loaded only then, with its cookie, CSRF and header plugins: no part of every start.)
+  if (services.portal) {
+    const { PORTAL_PREFIX, portalRoutes } = await import('./http/routes/portal.js');
+    await app.register(named('portalRoutes', portalRoutes(services.portal, server)), { prefix: PORTAL_PREFIX });
+  }
   if (bridge) await app.register(named('webhookRoutes', webhookRoutes(bridge, config.bridge.webhooks.max_body_bytes, metrics)));
   if (bridge && metrics) bridge.feeds.onPolled = (outcome) => metrics.feedPolls.inc({ outcome });
   return app;

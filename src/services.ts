@@ -53,7 +53,7 @@ import { Cluster, SHARED_LIMITERS } from './cluster/cluster.js';
 const APPSERVICE_TIMEOUT_MS = 30_000;
 import { DeviceService } from './users/device-service.js';
 import { BotOwnership } from './portal/bot-ownership.js';
-import { BotPortal } from './portal/portal.js';
+import type { BotPortal } from './portal/portal.js';
 import { PasswordAuth } from './users/password-auth.js';
 
 export interface Services {
@@ -227,7 +227,10 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
   if (cluster) shareAcrossProcesses(cluster, { graph, roomCache, notifier, typing, accountData, pushRules, toDevice, unread, keys, presence, limiters, federationSender, appserviceSender });
   const bots = new BotOwnership(storage, accounts, clock, (userId) => rooms.leaveAllRooms(userId));
-  const portal = config.portal ? new BotPortal(config.portal, storage, clock, accounts, bots, config.ratelimiting_enabled) : undefined;
+  // Loaded only when configured: the OpenID client and its crypto are no part of every start.
+  const portal = config.portal
+    ? new (await import('./portal/portal.js')).BotPortal(config.portal, storage, clock, accounts, bots, config.ratelimiting_enabled)
+    : undefined;
   return {
     cluster, bots, portal,
     config, clock, storage, limiters, accounts, sessions, registration, signer,
