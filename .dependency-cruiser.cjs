@@ -3,7 +3,7 @@
  * Domains sit above storage and below the HTTP layer; the room auth rules do no I/O; only storage
  * and migrations speak SQL; nothing imports in a circle.
  */
-const DOMAINS = 'users|rooms|sync|media|account-data|ratelimit|bridge|push|federation|appservice|ops';
+const DOMAINS = 'users|rooms|sync|media|account-data|ratelimit|bridge|push|federation|appservice|ops|portal';
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {

@@ -30,6 +30,7 @@ import * as cluster from './0024-cluster.js';
 import * as timelineGaps from './0025-timeline-gaps.js';
 import * as remoteMediaAccess from './0026-remote-media-access.js';
 import * as deviceInboxBySender from './0027-device-inbox-by-sender.js';
+import * as botPortal from './0029-bot-portal.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -59,4 +60,5 @@ export const migrations: Record<string, Migration> = {
   '0025-timeline-gaps': timelineGaps,
   '0026-remote-media-access': remoteMediaAccess,
   '0027-device-inbox-by-sender': deviceInboxBySender,
+  '0029-bot-portal': botPortal,
 };

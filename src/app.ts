@@ -289,6 +289,12 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   await app.register(named('federationKeyRoutes', federationKeyRoutes(services)));
   await app.register(named('federationRoutes', federationRoutes(services)), { prefix: '/_matrix/federation' });
   await app.register(named('opsRoutes', opsRoutes(() => checkHealth(storage), metrics, config)));
+  // The bot portal, only when configured: its cookies, forms and headers stay inside its prefix.
+  // (Loaded only then, with its cookie, CSRF and header plugins: no part of every start.)
+  if (services.portal) {
+    const { PORTAL_PREFIX, portalRoutes } = await import('./http/routes/portal.js');
+    await app.register(named('portalRoutes', portalRoutes(services.portal, server)), { prefix: PORTAL_PREFIX });
+  }
   if (bridge) await app.register(named('webhookRoutes', webhookRoutes(bridge, config.bridge.webhooks.max_body_bytes, metrics)));
   if (bridge && metrics) bridge.feeds.onPolled = (outcome) => metrics.feedPolls.inc({ outcome });
   return app;

@@ -4,6 +4,7 @@
  */
 import { Command, Option } from 'commander';
 import { randomBytes } from 'node:crypto';
+import { userInfo } from 'node:os';
 import { fstatSync, realpathSync } from 'node:fs';
 import { describeDatabase, findConfigFile, loadConfig, ConfigError, type Config, type ConfigSource } from './config/index.js';
 import { MatrixError } from './core/errors.js';
@@ -12,6 +13,7 @@ import { startServer } from './server.js';
 import { createServices, type Services } from './services.js';
 import { systemClock } from './core/clock.js';
 import { BOT_USER_TYPE } from './users/account-service.js';
+import { assertPersonId, personIdNamedBy } from './portal/bot-ownership.js';
 import { bindServerName, migrateToLatest, MigrationError, openDatabase, ServerNameMismatchError, Storage } from './storage/index.js';
 import { VERSION } from './version.js';
 import { pino } from 'pino';
@@ -250,7 +252,9 @@ export async function main(argv: string[]): Promise<void> {
       .option('--json', 'print one JSON object per line')
       .action(async (options: { config?: string; deactivated?: boolean; json?: boolean }) => {
         await withServices(options.config, async (services) => {
-          for await (const user of allUsers(services, { bots, includeDeactivated: options.deactivated === true })) {
+          for await (const page of allUsers(services, { bots, includeDeactivated: options.deactivated === true })) {
+          const owners = await services.bots.ownersOf(page.filter((user) => user.user_type === BOT_USER_TYPE).map((user) => user.user_id));
+          for (const user of page) {
             const entry = {
               user_id: user.user_id,
               type: user.user_type === BOT_USER_TYPE ? 'bot' : 'user',
@@ -258,9 +262,11 @@ export async function main(argv: string[]): Promise<void> {
               deactivated: user.deactivated === 1,
               created: new Date(user.created_ts).toISOString(),
               displayname: user.displayname,
+              ...(user.user_type === BOT_USER_TYPE ? { owner: owners.get(user.user_id) ?? null } : {}),
             };
             if (options.json) console.log(JSON.stringify(entry));
-            else console.log([entry.user_id, entry.type + (entry.admin ? ' admin' : ''), entry.deactivated ? 'deactivated' : 'active', entry.created].join('\t'));
+            else console.log([entry.user_id, entry.type + (entry.admin ? ' admin' : ''), entry.deactivated ? 'deactivated' : 'active', entry.created, ...(entry.type === 'bot' ? [`owner: ${entry.owner ?? '-'}`] : [])].join('\t'));
+          }
           }
         });
       });
@@ -286,7 +292,9 @@ export async function main(argv: string[]): Promise<void> {
             console.log(`${userId} was already deactivated.`);
             return;
           }
-          await services.accounts.deactivate(userId, { erase: options.erase === true });
+          // A bot's deactivation goes to the bot audit log; its rooms are left by the server (see above).
+          const audited = user.user_type === BOT_USER_TYPE ? services.bots.audited(cliActor(), 'deactivate', userId) : undefined;
+          await services.accounts.deactivate(userId, { erase: options.erase === true, also: audited });
           console.log(
             `Deactivated ${userId}: it can no longer log in and its sessions have ended. ` +
               'The server takes it out of its rooms within a minute (at its next start if it is not running).',
@@ -294,7 +302,95 @@ export async function main(argv: string[]): Promise<void> {
         });
       });
   }
+  defineOwnerCommands(program);
   await program.parseAsync(argv);
+}
+
+/** Who the audit log names for what the CLI did: the system user running it. */
+function cliActor(): string {
+  let name = 'unknown';
+  try {
+    name = userInfo().username;
+  } catch {
+    // No entry for this uid (a container): the log still says it was the CLI.
+  }
+  return `cli:${name}`;
+}
+
+/** `owners grant|revoke|list`, `bots set-owner`, `audit`: the bot portal's operator side. */
+function defineOwnerCommands(program: Command): void {
+  const owners = program.command('owners').description('who may create bots in the bot portal (docs/portal.md)');
+  owners
+    .command('grant')
+    .description('give a person the right to create bots (alice, or @alice:example.org)')
+    .argument('<person>', 'localpart on portal.people_server_name, or a full user id')
+    .addOption(configOption())
+    .option('--note <text>', 'why, e.g. the ticket that asked for it')
+    .action(async (person: string, options: { config?: string; note?: string }) => {
+      await withServices(options.config, async (services) => {
+        const userId = personIdNamedBy(person, services.config.portal?.people_server_name);
+        await services.bots.grant(userId, cliActor(), options.note ?? null);
+        console.log(`${userId} may now create bots.`);
+      });
+    });
+  owners
+    .command('revoke')
+    .description('take back the right to create bots (their bots stay theirs)')
+    .argument('<person>', 'localpart on portal.people_server_name, or a full user id')
+    .addOption(configOption())
+    .action(async (person: string, options: { config?: string }) => {
+      await withServices(options.config, async (services) => {
+        const userId = personIdNamedBy(person, services.config.portal?.people_server_name);
+        const revoked = await services.bots.revoke(userId, cliActor());
+        console.log(revoked ? `${userId} may no longer create bots (unless the sign-in provider's attributes allow it).` : `${userId} had no grant.`);
+      });
+    });
+  owners
+    .command('list')
+    .description('list the grants of the right to create bots')
+    .addOption(configOption())
+    .option('--json', 'print one JSON object per line')
+    .action(async (options: { config?: string; json?: boolean }) => {
+      await withServices(options.config, async (services) => {
+        for (const grant of await services.bots.listGrants()) {
+          const entry = { user_id: grant.user_id, granted_by: grant.granted_by, granted: new Date(grant.granted_ts).toISOString(), note: grant.note };
+          console.log(options.json ? JSON.stringify(entry) : [entry.user_id, entry.granted, `by ${entry.granted_by}`, entry.note ?? ''].join('\t'));
+        }
+      });
+    });
+
+  const bots = program.commands.find((command) => command.name() === 'bots');
+  bots
+    ?.command('set-owner')
+    .description('give a bot to another owner (or its first, for a bot made before the portal)')
+    .argument('<bot>', 'localpart or full user id of the bot')
+    .argument('<person>', 'the new owner: localpart on portal.people_server_name, or a full user id')
+    .addOption(configOption())
+    .action(async (bot: string, person: string, options: { config?: string }) => {
+      await withServices(options.config, async (services) => {
+        const botId = services.accounts.userIdFor(services.accounts.localpartNamedBy(bot));
+        const owner = personIdNamedBy(person, services.config.portal?.people_server_name);
+        const moved = await services.bots.move(botId, owner, cliActor());
+        console.log(`${botId} now belongs to ${moved.to}${moved.from ? ` (before: ${moved.from})` : ''}.`);
+      });
+    });
+
+  program
+    .command('audit')
+    .description('the bot audit log, newest first: every create, rotate, deactivate, move, grant and revoke')
+    .addOption(configOption())
+    .option('--limit <n>', 'how many entries', (value: string) => Number(value), 50)
+    .option('--target <id>', 'only entries about this bot or person')
+    .option('--json', 'print one JSON object per line')
+    .action(async (options: { config?: string; limit: number; target?: string; json?: boolean }) => {
+      if (!Number.isInteger(options.limit) || options.limit < 1 || options.limit > 100_000) throw new ConfigError('--limit must be a whole number from 1 to 100000');
+      await withServices(options.config, async (services) => {
+        for (const entry of await services.bots.auditLog({ limit: options.limit, target: options.target })) {
+          const when = new Date(entry.ts).toISOString();
+          console.log(options.json ? JSON.stringify({ ...entry, time: when }) : [when, entry.actor, entry.action, entry.target, entry.detail ? JSON.stringify(entry.detail) : ''].join('\t'));
+        }
+      });
+    });
 }
 
 function defineCreateBot(command: Command): Command {
@@ -303,9 +399,12 @@ function defineCreateBot(command: Command): Command {
     .argument('<name>', 'localpart or full user id of the bot')
     .addOption(configOption())
     .option('--json', 'print one line of JSON: {"user_id": ..., "password": ...}')
-    .action(async (name: string, options: { config?: string; json?: boolean }) => {
+    .option('--owner <person>', "a new bot's owner, as the bot portal shows it (alice, or @alice:example.org)")
+    .action(async (name: string, options: { config?: string; json?: boolean; owner?: string }) => {
       await withServices(options.config, async (services) => {
-        const bot = await services.accounts.createOrRotateBot(name);
+        const owner = options.owner === undefined ? undefined : personIdNamedBy(options.owner, services.config.portal?.people_server_name);
+        if (owner !== undefined) assertPersonId(owner);
+        const bot = await services.bots.createOrRotate(name, cliActor(), owner);
         if (options.json) {
           console.log(JSON.stringify({ user_id: bot.user_id, password: bot.password }));
           return;
@@ -344,7 +443,7 @@ function defineCreateUser(command: Command): Command {
     });
 }
 
-/** Every account, a page at a time, in user id order. */
+/** Every account, in pages, in user id order. */
 async function* allUsers(services: Services, options: { bots: boolean; includeDeactivated: boolean }) {
   const page = 500;
   for (let from = 0; ; from += page) {
@@ -356,7 +455,7 @@ async function* allUsers(services: Services, options: { bots: boolean; includeDe
       orderBy: 'name',
       direction: 'asc',
     });
-    yield* users;
+    yield users;
     if (users.length < page) return;
   }
 }

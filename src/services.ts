@@ -52,6 +52,8 @@ import { Cluster, SHARED_LIMITERS } from './cluster/cluster.js';
 /** How long a request to an application service may take. */
 const APPSERVICE_TIMEOUT_MS = 30_000;
 import { DeviceService } from './users/device-service.js';
+import { BotOwnership } from './portal/bot-ownership.js';
+import type { BotPortal } from './portal/portal.js';
 import { PasswordAuth } from './users/password-auth.js';
 
 export interface Services {
@@ -98,6 +100,10 @@ export interface Services {
   keyBackup: KeyBackupService;
   /** The other processes on the same PostgreSQL database (started by the app); undefined on SQLite. */
   cluster: Cluster | undefined;
+  /** Bots' owners, grants of the right to create bots, the audit log (CLI, admin API, portal). */
+  bots: BotOwnership;
+  /** The bot portal, when `portal:` is configured. */
+  portal: BotPortal | undefined;
 }
 
 export interface ServiceOptions {
@@ -220,8 +226,13 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence, async (userId) => (await pushRules.ruleset(userId)) as unknown as JsonObject, keys);
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
   if (cluster) shareAcrossProcesses(cluster, { graph, roomCache, notifier, typing, accountData, pushRules, toDevice, unread, keys, presence, limiters, federationSender, appserviceSender });
+  const bots = new BotOwnership(storage, accounts, clock, (userId) => rooms.leaveAllRooms(userId));
+  // Loaded only when configured: the OpenID client and its crypto are no part of every start.
+  const portal = config.portal
+    ? new (await import('./portal/portal.js')).BotPortal(config.portal, storage, clock, accounts, bots, config.ratelimiting_enabled)
+    : undefined;
   return {
-    cluster,
+    cluster, bots, portal,
     config, clock, storage, limiters, accounts, sessions, registration, signer,
     devices: new DeviceService(storage, (userId) => keys.devicesRemoved(userId)),
     keys, keyBackup: new KeyBackupService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),

@@ -7,11 +7,12 @@ import { resolve as resolvePath } from 'node:path';
 import { Value } from '@sinclair/typebox/value';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
-import { ConfigSchema, EXPECTED, type Config, type RawConfig } from './schema.js';
+import { ConfigSchema, EXPECTED, type AttributeRequirement, type Config, type PortalConfig, type RawConfig } from './schema.js';
 import { parseDuration } from './duration.js';
 import { loadAppServiceRegistrations, RegistrationFileError, type AppServiceRegistration } from './appservices.js';
 import { DEFAULT_IP_RANGE_BLACKLIST, invalidRanges } from '../net/address-guard.js';
 import { nearest } from '../core/edit-distance.js';
+import { compileNamespaceRegex } from './namespace-regex.js';
 
 /** Prefix of environment variables that override config keys; `__` separates nesting levels. */
 export const ENV_PREFIX = 'BOT_HOMESERVER_';
@@ -129,11 +130,56 @@ export function finishConfig(raw: Record<string, unknown>, envSources: ReadonlyM
     },
     ip_range_blacklist: checkedRanges('ip_range_blacklist', config.ip_range_blacklist ?? [...DEFAULT_IP_RANGE_BLACKLIST]),
     app_services: appServicesOf(config.app_service_config_files),
+    portal: config.portal === undefined ? undefined : portalConfig(config.portal),
   };
   checkedRanges('ip_range_whitelist', finished.ip_range_whitelist);
   checkedRanges('metrics.allowed_addresses', finished.metrics.allowed_addresses);
   checkBridgeUser(finished);
   return finished;
+}
+
+/** The portal's durations in milliseconds, its pattern checked, client secrets read from their files. */
+function portalConfig(portal: NonNullable<RawConfig['portal']>): PortalConfig {
+  const ids = new Set<string>();
+  const providers = portal.oidc_providers.map((provider, index) => {
+    const key = `portal.oidc_providers[${index}]`;
+    if (ids.has(provider.idp_id)) throw new ConfigError(`invalid configuration:\n  ${key}.idp_id: ${provider.idp_id} is used twice`);
+    ids.add(provider.idp_id);
+    for (const requirement of provider.attribute_requirements) checkRequirement(`${key}.attribute_requirements`, requirement);
+    let clientSecret = provider.client_secret ?? null;
+    if (provider.client_secret_path) {
+      try {
+        clientSecret = readFileSync(provider.client_secret_path, 'utf8').trim();
+      } catch (err) {
+        throw new ConfigError(`${key}.client_secret_path: cannot read ${provider.client_secret_path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+      }
+    }
+    if (provider.client_auth_method !== 'none' && !clientSecret) {
+      throw new ConfigError(`invalid configuration:\n  ${key}: client_secret (or client_secret_path) is needed unless client_auth_method is none`);
+    }
+    return { ...provider, client_secret: clientSecret };
+  });
+  for (const requirement of portal.creator_attribute_requirements ?? []) checkRequirement('portal.creator_attribute_requirements', requirement);
+  if (!portal.bot_username_pattern.startsWith('^') || !portal.bot_username_pattern.endsWith('$')) {
+    throw new ConfigError('invalid configuration:\n  portal.bot_username_pattern: must match the whole name (start with ^ and end with $)');
+  }
+  try {
+    compileNamespaceRegex(portal.bot_username_pattern);
+  } catch (err) {
+    throw new ConfigError(`invalid configuration:\n  portal.bot_username_pattern: ${(err as Error).message}`);
+  }
+  return {
+    ...portal,
+    oidc_providers: providers,
+    session_lifetime: durationOrNull('portal.session_lifetime', portal.session_lifetime) ?? 0,
+    session_idle_timeout: durationOrNull('portal.session_idle_timeout', portal.session_idle_timeout) ?? 0,
+  };
+}
+
+function checkRequirement(key: string, requirement: AttributeRequirement): void {
+  if ((requirement.value === undefined) === (requirement.one_of === undefined)) {
+    throw new ConfigError(`invalid configuration:\n  ${key}: each requirement has an attribute and either value or one_of`);
+  }
 }
 
 /**

@@ -44,6 +44,58 @@ const rateLimit = (per_second: number, burst_count: number) =>
     { additionalProperties: false, default: {} },
   );
 
+/**
+ * A Synapse `attribute_requirements` entry: the claim `attribute` equals `value` (or, for a list
+ * claim such as `groups`, contains it), or equals / contains one of `one_of`.
+ */
+const AttributeRequirementSchema = Type.Object(
+  {
+    attribute: Type.String({ minLength: 1 }),
+    value: Type.Optional(Type.String()),
+    one_of: Type.Optional(Type.Array(Type.String(), { minItems: 1 })),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * One entry of Synapse's `oidc_providers`, so an operator can paste the block of the main
+ * homeserver. Keys Synapse knows and the portal has no use for (idp_icon, allow_existing_users...)
+ * are accepted and ignored; docs/portal.md lists those it reads.
+ */
+const OidcProviderSchema = Type.Object(
+  {
+    idp_id: Type.String({ pattern: '^[A-Za-z0-9._~-]{1,64}$', default: 'oidc', [EXPECTED]: 'a short id of letters, digits and . _ ~ -' }),
+    idp_name: Type.String({ minLength: 1, maxLength: 100, default: 'your organisation' }),
+    issuer: Type.String({ pattern: '^https?://[^\\s]+$', [EXPECTED]: "the provider's issuer URL, https://" }),
+    client_id: Type.String({ minLength: 1 }),
+    client_secret: Type.Optional(Type.Union([Type.String({ minLength: 1 }), Type.Null()])),
+    client_secret_path: Type.Optional(Type.Union([Type.String({ minLength: 1 }), Type.Null()])),
+    client_auth_method: StringEnum(['client_secret_basic', 'client_secret_post', 'none'] as const, { default: 'client_secret_basic' }),
+    scopes: Type.Array(Type.String({ minLength: 1 }), { default: ['openid', 'profile'] }),
+    // Synapse's switch for what discovery and the library check (https issuer, ...); tests and labs only.
+    skip_verification: Type.Boolean({ default: false }),
+    user_profile_method: StringEnum(['auto', 'userinfo_endpoint'] as const, { default: 'auto' }),
+    user_mapping_provider: Type.Object(
+      {
+        config: Type.Object(
+          {
+            subject_claim: Type.String({ minLength: 1, default: 'sub' }),
+            localpart_template: Type.String({ minLength: 1, default: '{{ user.preferred_username }}' }),
+            display_name_template: Type.Optional(Type.String({ minLength: 1 })),
+          },
+          { default: {} },
+        ),
+      },
+      { default: {} },
+    ),
+    // Who may sign in to the portal at all (as Synapse: every requirement must hold).
+    attribute_requirements: Type.Array(AttributeRequirementSchema, { default: [] }),
+    backchannel_logout_enabled: Type.Boolean({ default: false }),
+    backchannel_logout_ignore_sub: Type.Boolean({ default: false }),
+  },
+  { additionalProperties: true },
+);
+
 export const ConfigSchema = Type.Object(
   {
     server_name: Type.String({
@@ -319,6 +371,39 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    // The bot portal (docs/portal.md): people sign in with the organisation's OpenID Connect
+    // provider and make their own bots. Off unless configured.
+    portal: Type.Optional(
+      Type.Object(
+        {
+          // The server of the people's own user ids (@alice:example.org): owners are recorded so.
+          people_server_name: Type.String({
+            minLength: 1,
+            maxLength: 255,
+            pattern: '^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$',
+            [EXPECTED]: 'the server name of the organisation’s homeserver, such as example.org',
+          }),
+          oidc_providers: Type.Array(OidcProviderSchema, { minItems: 1, maxItems: 10 }),
+          // Where someone without the right to create bots asks for it (a ticket form, a mail address).
+          request_access_url: Type.Union([Type.String({ pattern: '^(https?|mailto):[^\\s]+$', [EXPECTED]: 'an https:// or mailto: URL' }), Type.Null()], { default: null }),
+          // The right to create bots by the provider's attributes (all must hold); null: by grants only.
+          creator_attribute_requirements: Type.Union([Type.Array(AttributeRequirementSchema, { minItems: 1 }), Type.Null()], { default: null }),
+          max_bots_per_owner: Type.Integer({ minimum: 0, maximum: 10_000, default: 10 }),
+          bot_username_pattern: Type.String({ minLength: 1, maxLength: 500, default: '^[a-z][a-z0-9._-]{1,62}$' }),
+          reserved_usernames: Type.Array(Type.String({ minLength: 1 }), {
+            default: ['admin', 'administrator', 'root', 'support', 'security', 'abuse', 'postmaster', 'webmaster', 'help', 'info', 'noreply', 'no-reply', 'system', 'server', 'matrix', 'bridge', 'bot', 'bots'],
+          }),
+          session_lifetime: duration('8h'),
+          session_idle_timeout: duration('30m'),
+          // Signs the portal's cookies; null: a random secret kept in the database.
+          cookie_secret: Type.Union([Type.String({ minLength: 32, [EXPECTED]: 'a random secret of at least 32 characters (openssl rand -hex 32)' }), Type.Null()], { default: null }),
+          // Sign-ins started per client address: an office behind one address signs in together.
+          rc_sign_in: rateLimit(0.2, 20),
+          rc_bot_creation: rateLimit(0.01, 5),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     logging: Type.Object(
       {
         level: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, { default: 'info' }),
@@ -337,8 +422,10 @@ export type RawConfig = Static<typeof ConfigSchema>;
 /** The configuration the server runs with: defaults applied, durations in milliseconds. */
 export interface Config extends Omit<
   RawConfig,
-  'app_service_config_files' | 'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen' | 'key_refresh_interval' | 'federation' | 'ip_range_blacklist' | 'database' | 'media_retention' | 'media'
+  'app_service_config_files' | 'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen' | 'key_refresh_interval' | 'federation' | 'ip_range_blacklist' | 'database' | 'media_retention' | 'media' | 'portal'
 > {
+  /** The bot portal; undefined: off. */
+  portal: PortalConfig | undefined;
   database: Omit<RawConfig['database'], 'statement_timeout'> & {
     /** Milliseconds. */
     statement_timeout: number;
@@ -377,3 +464,15 @@ export interface Config extends Omit<
   /** The registrations those files hold, read and checked. */
   app_services: AppServiceRegistration[];
 }
+
+/** `portal:` as the server runs with it: durations in milliseconds. */
+export interface PortalConfig extends Omit<NonNullable<RawConfig['portal']>, 'session_lifetime' | 'session_idle_timeout' | 'oidc_providers'> {
+  /** Milliseconds. */
+  session_lifetime: number;
+  /** Milliseconds. */
+  session_idle_timeout: number;
+  oidc_providers: OidcProviderConfig[];
+}
+
+export type OidcProviderConfig = Static<typeof OidcProviderSchema>;
+export type AttributeRequirement = Static<typeof AttributeRequirementSchema>;

@@ -17,7 +17,8 @@ declare module 'fastify' {
   }
 }
 
-const SECRET_QUERY_PARAMS = new Set(['access_token', 'refresh_token']);
+// `code`: the authorization code the OpenID provider sends to the bot portal's callback.
+const SECRET_QUERY_PARAMS = new Set(['access_token', 'refresh_token', 'code']);
 
 /**
  * The URL with the values of secret query parameters replaced. Names are compared decoded, as the

@@ -18,6 +18,7 @@ import { DeviceInboxStore } from './device-inbox-store.js';
 import { AppserviceStore } from './appservice-store.js';
 import { E2eStore } from './e2e-store.js';
 import { ClusterStore } from './cluster-store.js';
+import { PortalStore } from './portal-store.js';
 
 export interface StorageOptions {
   /** Index events for full-text search as they are stored (default true; `enable_search`). */
@@ -38,6 +39,8 @@ export interface Stores {
   e2e: E2eStore;
   /** PostgreSQL only: what several processes share (the stream head, notifications, id blocks). */
   cluster: ClusterStore;
+  /** The bot portal: owners of bots, grants, the audit log, portal sessions. */
+  portal: PortalStore;
 }
 
 function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTransaction: boolean, options: StorageOptions): Stores {
@@ -54,6 +57,7 @@ function createStores(db: Kysely<Database>, tokenCache: AccessTokenCache, inTran
     appservices: new AppserviceStore(db),
     e2e: new E2eStore(db),
     cluster: new ClusterStore(db),
+    portal: new PortalStore(db),
   };
 }
 
@@ -70,6 +74,7 @@ export class Storage implements Stores {
   readonly appservices: AppserviceStore;
   readonly e2e: E2eStore;
   readonly cluster: ClusterStore;
+  readonly portal: PortalStore;
 
   private readonly tokenCache: AccessTokenCache;
 
@@ -91,6 +96,7 @@ export class Storage implements Stores {
       appservices: this.appservices,
       e2e: this.e2e,
       cluster: this.cluster,
+      portal: this.portal,
     } = createStores(db, this.tokenCache, false, options));
   }
 
@@ -122,4 +128,5 @@ export type { MediaRow, RemoteMediaKey, RemoteMediaRow } from './media-store.js'
 export type { ServerKeyRow, OutboxRow, DestinationRow, RemoteMembershipRow } from './federation-store.js';
 export type { BackupVersionRow, RoomKeyRow } from './e2e-store.js';
 export { GLOBAL_ACCOUNT_DATA } from './user-data-store.js';
+export type { BotOwnerRow, CreatorGrantRow, AuditRow, PortalSessionRow, OwnedBotRow } from './portal-store.js';
 export type { DeviceInboxRow, NewToDeviceMessage } from './device-inbox-store.js';

@@ -436,7 +436,66 @@ export interface StreamHeadTable {
   position: number;
 }
 
+/** Who owns a bot made in (or given an owner through) the bot portal (migration 0029). */
+export interface BotOwnersTable {
+  user_id: string;
+  owner_id: string;
+  description: string;
+  created_ts: number;
+}
+
+/** People an operator gave the right to create bots. */
+export interface BotCreatorGrantsTable {
+  user_id: string;
+  granted_by: string;
+  granted_ts: number;
+  note: string | null;
+}
+
+/** Every create, rotate, deactivate, move and grant: who, what, when. */
+export interface BotAuditLogTable {
+  id: Generated<number>;
+  ts: number;
+  actor: string;
+  action: string;
+  target: string;
+  detail: string | null;
+}
+
+/** The bot portal's sign-in sessions, by the hash of the id the cookie carries. */
+export interface PortalSessionsTable {
+  id_hash: string;
+  owner_id: string;
+  display_name: string | null;
+  idp_id: string;
+  sub: string;
+  sid: string | null;
+  id_token: string | null;
+  attributes_grant: number;
+  created_ts: number;
+  last_seen_ts: number;
+  expires_ts: number;
+}
+
+export interface PortalSecretsTable {
+  name: string;
+  value: string;
+}
+
+/** When an account last logged in and was last seen using a token. */
+export interface UserActivityTable {
+  user_id: string;
+  last_login_ts: number | null;
+  last_seen_ts: number | null;
+}
+
 export interface Database {
+  bot_owners: BotOwnersTable;
+  bot_creator_grants: BotCreatorGrantsTable;
+  bot_audit_log: BotAuditLogTable;
+  portal_sessions: PortalSessionsTable;
+  portal_secrets: PortalSecretsTable;
+  user_activity: UserActivityTable;
   stream_head: StreamHeadTable;
   server_meta: ServerMetaTable;
   push_rule_changes: PushRuleChangesTable;

@@ -47,6 +47,24 @@ export class UserStore {
     await this.db.updateTable('users').set(patch).where('user_id', '=', userId).execute();
   }
 
+  /** A password login (a bot's secret) succeeded. */
+  async recordLogin(userId: string, ts: number): Promise<void> {
+    await this.db
+      .insertInto('user_activity')
+      .values({ user_id: userId, last_login_ts: ts, last_seen_ts: ts })
+      .onConflict((oc) => oc.column('user_id').doUpdateSet({ last_login_ts: ts, last_seen_ts: ts }))
+      .execute();
+  }
+
+  /** The account used one of its tokens. */
+  async recordSeen(userId: string, ts: number): Promise<void> {
+    await this.db
+      .insertInto('user_activity')
+      .values({ user_id: userId, last_login_ts: null, last_seen_ts: ts })
+      .onConflict((oc) => oc.column('user_id').doUpdateSet({ last_seen_ts: ts }))
+      .execute();
+  }
+
   async list(query: UserListQuery): Promise<{ users: UserRow[]; total: number }> {
     let filtered = this.db.selectFrom('users');
     if (!query.includeDeactivated) filtered = filtered.where('deactivated', '=', 0);

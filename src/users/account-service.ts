@@ -4,7 +4,7 @@
  */
 import type { Clock } from '../core/clock.js';
 import { MatrixError } from '../core/errors.js';
-import type { Storage, UserListQuery, UserPatch, UserRow } from '../storage/index.js';
+import type { Storage, Stores, UserListQuery, UserPatch, UserRow } from '../storage/index.js';
 import { assertPasswordLength, type PasswordHasher } from './passwords.js';
 import { generateBotSecret } from './secrets.js';
 import { assertValidLocalpart, localpartOf, resolveLocalUserId, userIdFor } from './user-ids.js';
@@ -26,7 +26,12 @@ export interface NewUser {
   service?: boolean | undefined;
   /** Registered by an application service in its own namespace (checked by the caller); no password. */
   appservice?: boolean | undefined;
+  /** Written in the same transaction as the account (the bot portal's owner and audit entry). */
+  also?: ((stores: Stores) => Promise<void>) | undefined;
 }
+
+/** What else is written in the same transaction as an account change (an audit entry). */
+export type AlsoWrite = (stores: Stores) => Promise<void>;
 
 export interface BotCredentials {
   user_id: string;
@@ -46,6 +51,8 @@ export interface AccountChanges {
   admin?: boolean | undefined;
   deactivated?: boolean | undefined;
   userType?: string | null | undefined;
+  /** Written in the same transaction as the change. */
+  also?: AlsoWrite | undefined;
 }
 
 export class AccountService {
@@ -106,7 +113,15 @@ export class AccountService {
       created_ts: this.clock.now(),
     };
     try {
-      await this.storage.users.insert(row);
+      const also = user.also;
+      if (also) {
+        await this.storage.transaction(async (stores) => {
+          await stores.users.insert(row);
+          await also(stores);
+        });
+      } else {
+        await this.storage.users.insert(row);
+      }
     } catch (err) {
       // Two registrations of one name at once: the unique key decides, the loser is told why.
       if (await this.storage.users.get(row.user_id)) throw new MatrixError('M_USER_IN_USE', 'User ID already taken.');
@@ -119,21 +134,21 @@ export class AccountService {
    * Creates a bot with a fresh secret, or gives an existing bot a new one. Rotating ends the bot's
    * sessions: a rotation usually means the old secret leaked, so its tokens should die with it.
    */
-  async createOrRotateBot(name: string): Promise<BotCredentials> {
+  async createOrRotateBot(name: string, also?: (credentials: Omit<BotCredentials, 'password'>) => AlsoWrite): Promise<BotCredentials> {
     const localpart = this.localpartNamedBy(name);
     const userId = this.userIdFor(localpart);
     if (this.isReserved(localpart)) throw reservedError(userId);
     const secret = generateBotSecret();
     const existing = await this.storage.users.get(userId);
     if (!existing) {
-      await this.createUser({ localpart, password: secret, userType: BOT_USER_TYPE });
+      await this.createUser({ localpart, password: secret, userType: BOT_USER_TYPE, also: also?.({ user_id: userId, created: true }) });
       return { user_id: userId, password: secret, created: true };
     }
     if (existing.user_type !== BOT_USER_TYPE) {
       throw new MatrixError('M_USER_IN_USE', `${userId} exists and is not a bot account`);
     }
     if (existing.deactivated) throw new MatrixError('M_USER_DEACTIVATED', `${userId} has been deactivated`);
-    await this.setPassword(userId, secret, { logoutDevices: true });
+    await this.updateAccount(userId, { password: secret, logoutDevices: true, also: also?.({ user_id: userId, created: false }) });
     return { user_id: userId, password: secret, created: false };
   }
 
@@ -204,9 +219,9 @@ export class AccountService {
    * Deactivation: the account keeps its id (ids are never reused) but loses its password and
    * every session; `erase` also forgets its profile.
    */
-  async deactivate(userId: string, options: { erase?: boolean } = {}): Promise<void> {
+  async deactivate(userId: string, options: { erase?: boolean; also?: AlsoWrite | undefined } = {}): Promise<void> {
     const erased = options.erase ? { displayname: null, avatarUrl: null } : {};
-    await this.updateAccount(userId, { deactivated: true, ...erased });
+    await this.updateAccount(userId, { deactivated: true, ...erased, also: options.also });
   }
 
   /**
@@ -245,6 +260,7 @@ export class AccountService {
     await this.storage.transaction(async (stores) => {
       await stores.users.update(userId, patch);
       if (endSessions) await stores.sessions.deleteAllDevices(userId);
+      await changes.also?.(stores);
     });
     if (endSessions) await this.devicesRemoved(userId);
   }

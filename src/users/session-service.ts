@@ -62,6 +62,11 @@ export const MAX_DEVICE_ID_LENGTH = 512;
 
 const INVALID_LOGIN = 'Invalid username or password';
 
+/** How often an account's last activity is written (Synapse batches its user_ips likewise). */
+const ACTIVITY_WRITE_INTERVAL_MS = 60_000;
+/** Accounts whose last write is remembered; past it the memory starts over (costing one write each). */
+const MAX_ACTIVITY_ENTRIES = 10_000;
+
 export class SessionService {
   constructor(
     private readonly storage: Storage,
@@ -75,6 +80,8 @@ export class SessionService {
   }
 
   private readonly serviceUserIds: ReadonlySet<string>;
+  /** When each account's activity was last written. */
+  private readonly activityWritten = new Map<string, number>();
 
   async loginWithPassword(login: PasswordLogin): Promise<IssuedSession> {
     this.limiters.loginAddress.enforce(login.address);
@@ -114,6 +121,8 @@ export class SessionService {
         if (!user || user.deactivated || user.password_hash !== options.verifiedPasswordHash) {
           throw new MatrixError('M_FORBIDDEN', INVALID_LOGIN);
         }
+        // Owners see when their bots last logged in (the bot portal).
+        await stores.users.recordLogin(userId, now);
       }
       const deviceId = options.deviceId ?? generateDeviceId();
       // A known device is reused as it is (its other tokens stay valid, as in Synapse).
@@ -175,7 +184,18 @@ export class SessionService {
         throw new MatrixError('M_UNKNOWN_TOKEN', 'Invalid access token passed.', { extra: { soft_logout: false } });
       }
     }
+    await this.noteActivity(token.user_id);
     return { userId: token.user_id, deviceId: token.device_id, accessTokenId: token.id };
+  }
+
+  /** Records that an account used a token, at most once a minute per account. */
+  private async noteActivity(userId: string): Promise<void> {
+    const now = this.clock.now();
+    const last = this.activityWritten.get(userId);
+    if (last !== undefined && now - last < ACTIVITY_WRITE_INTERVAL_MS && now >= last) return;
+    if (this.activityWritten.size >= MAX_ACTIVITY_ENTRIES) this.activityWritten.clear();
+    this.activityWritten.set(userId, now);
+    await this.storage.users.recordSeen(userId, now);
   }
 
   /** `POST /refresh`: trades a refresh token for a new access token and refresh token. */

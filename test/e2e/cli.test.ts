@@ -150,6 +150,27 @@ describe('bot-homeserver CLI', () => {
     }
   });
 
+  it('records owners, grants and an audit log of what operators do to bots (the bot portal’s operator side)', () => {
+    expect(cli('create-bot', 'owned-bot', '--owner', '@alice:example.org', '--config', config).status).toBe(0);
+    const listed = cli('bots', 'list', '--json', '--config', config);
+    expect(listed.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { user_id: string; owner: string | null })).toContainEqual(
+      expect.objectContaining({ user_id: '@owned-bot:cli.test', owner: '@alice:example.org' }),
+    );
+    const moved = cli('bots', 'set-owner', 'owned-bot', '@bob:example.org', '--config', config);
+    expect(moved.stdout).toContain('@owned-bot:cli.test now belongs to @bob:example.org (before: @alice:example.org)');
+    // Without portal.people_server_name, a person is named by a full user id.
+    expect(cli('owners', 'grant', 'carol', '--config', config).stderr).toContain('full user id');
+    expect(cli('owners', 'grant', '@carol:example.org', '--note', 'ticket 7', '--config', config).stdout).toContain('@carol:example.org may now create bots.');
+    expect(cli('owners', 'list', '--config', config).stdout).toMatch(/@carol:example\.org\t\S+\tby cli:\S+\tticket 7/);
+    expect(cli('owners', 'revoke', '@carol:example.org', '--config', config).stdout).toContain('may no longer create bots');
+    expect(cli('bots', 'deactivate', 'owned-bot', '--config', config).status).toBe(0);
+    const audit = cli('audit', '--json', '--target', '@owned-bot:cli.test', '--config', config);
+    const actions = audit.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { action: string; actor: string });
+    expect(actions.map((entry) => entry.action)).toEqual(['deactivate', 'move', 'create']);
+    expect(actions.every((entry) => entry.actor.startsWith('cli:'))).toBe(true);
+    expect(cli('audit', '--config', config).stdout).toMatch(/\trevoke\t@carol:example\.org/);
+  });
+
   it('keeps a write it acknowledged when the server is killed', async () => {
     const admin = JSON.parse(cli('create-user', 'operator', '--admin', '--config', config, '--json').stdout) as {
       user_id: string;

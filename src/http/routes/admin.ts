@@ -7,13 +7,14 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Services } from '../../services.js';
-import type { UserRow } from '../../users/account-service.js';
+import { BOT_USER_TYPE, type UserRow } from '../../users/account-service.js';
 import { localpartOf } from '../../users/user-ids.js';
 import { VERSION } from '../../version.js';
 import { authenticate, requesterOf } from '../auth.js';
 import { MatrixError } from '../../core/errors.js';
 import { StringEnum } from '../../schemas.js';
 import { optionalBody } from '../validation.js';
+import { assertPersonId } from '../../portal/bot-ownership.js';
 
 const UserIdParams = Type.Object({ userId: Type.String() });
 const Nullable = <T extends ReturnType<typeof Type.String>>(schema: T) => Type.Union([schema, Type.Null()]);
@@ -45,6 +46,19 @@ const ListUsersQuerySchema = Type.Object({
     default: 'name',
   }),
   dir: StringEnum(['f', 'b'] as const, { default: 'f' }),
+});
+
+const ListBotsQuerySchema = Type.Object({
+  from: Type.Integer({ minimum: 0, maximum: 2 ** 31, default: 0 }),
+  limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
+  deactivated: Type.Boolean({ default: false }),
+});
+
+const AuditQuerySchema = Type.Object({
+  limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
+  from: Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$' })),
+  target: Type.Optional(Type.String({ maxLength: 255 })),
+  actor: Type.Optional(Type.String({ maxLength: 255 })),
 });
 
 export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
@@ -116,6 +130,8 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
           if (body.admin === false && userId === requesterOf(request).userId) {
             throw new MatrixError('M_UNKNOWN', 'You may not demote yourself.');
           }
+          // A bot's deactivation or new secret goes to the bot audit log, as from any other way.
+          const botChange = existing.user_type !== BOT_USER_TYPE ? undefined : body.deactivated === true && existing.deactivated === 0 ? 'deactivate' : body.password ? 'rotate' : undefined;
           await services.accounts.updateAccount(userId, {
             password: body.password,
             logoutDevices: body.logout_devices,
@@ -124,6 +140,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
             admin: body.admin,
             deactivated: body.deactivated,
             userType: body.user_type,
+            also: botChange ? services.bots.audited(requesterOf(request).userId, botChange, userId) : undefined,
           });
           // Rooms see what the admin changed: a deactivated user leaves them, a new name shows there.
           if (body.deactivated === true && existing.deactivated === 0) await services.rooms.leaveAllRooms(userId);
@@ -152,7 +169,8 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
       },
       async (request) => {
         const user = await existingUser(request.params.userId);
-        await services.accounts.deactivate(user.user_id, { erase: request.body?.erase === true });
+        const audited = user.user_type === BOT_USER_TYPE && user.deactivated === 0 ? services.bots.audited(requesterOf(request).userId, 'deactivate', user.user_id) : undefined;
+        await services.accounts.deactivate(user.user_id, { erase: request.body?.erase === true, also: audited });
         await services.rooms.leaveAllRooms(user.user_id);
         return { id_server_unbind_result: 'success' };
       },
@@ -189,12 +207,66 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
      */
     app.post(
       '/_bot_homeserver/admin/v1/bots',
-      { onRequest: requireAdmin, schema: { body: Type.Object({ name: Type.String({ minLength: 1 }) }) } },
+      { onRequest: requireAdmin, schema: { body: Type.Object({ name: Type.String({ minLength: 1 }), owner: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })) }) } },
       async (request, reply) => {
-        const credentials = await services.accounts.createOrRotateBot(request.body.name);
+        const owner = request.body.owner;
+        if (owner !== undefined) assertPersonId(owner);
+        const credentials = await services.bots.createOrRotate(request.body.name, requesterOf(request).userId, owner);
         return reply.code(credentials.created ? 201 : 200).send(credentials);
       },
     );
+
+    /** GET /_bot_homeserver/admin/v1/bots: bot accounts with their owners, a page at a time. */
+    app.get('/_bot_homeserver/admin/v1/bots', { onRequest: requireAdmin, schema: { querystring: ListBotsQuerySchema } }, async (request) => {
+      const { from, limit, deactivated } = request.query;
+      const { users, total } = await services.accounts.listUsers({ from, limit, includeDeactivated: deactivated, userType: BOT_USER_TYPE, orderBy: 'name', direction: 'asc' });
+      const owners = await services.bots.ownersOf(users.map((user) => user.user_id));
+      const page: Record<string, unknown> = {
+        bots: users.map((user) => ({ user_id: user.user_id, displayname: user.displayname, owner: owners.get(user.user_id) ?? null, deactivated: user.deactivated === 1, creation_ts: user.created_ts })),
+        total,
+      };
+      if (from + limit < total) page.next_token = String(from + users.length);
+      return page;
+    });
+
+    /** PUT /_bot_homeserver/admin/v1/bots/<user_id>/owner {"owner": "@bob:example.org"}: moves a bot to another owner. */
+    app.put(
+      '/_bot_homeserver/admin/v1/bots/:userId/owner',
+      { onRequest: requireAdmin, schema: { params: UserIdParams, body: Type.Object({ owner: Type.String({ minLength: 1, maxLength: 255 }) }) } },
+      async (request) => services.bots.move(localUser(request.params.userId), request.body.owner, requesterOf(request).userId),
+    );
+
+    /** GET /_bot_homeserver/admin/v1/owners/grants: who an operator gave the right to create bots. */
+    app.get('/_bot_homeserver/admin/v1/owners/grants', { onRequest: requireAdmin }, async () => {
+      const grants = await services.bots.listGrants();
+      return { grants: grants.map((grant) => ({ user_id: grant.user_id, granted_by: grant.granted_by, granted_ts: grant.granted_ts, note: grant.note })) };
+    });
+
+    /** PUT /_bot_homeserver/admin/v1/owners/grants/<user_id> {"note": "ticket 1234"}: gives the right to create bots. */
+    app.put(
+      '/_bot_homeserver/admin/v1/owners/grants/:userId',
+      { onRequest: requireAdmin, schema: { params: UserIdParams, body: optionalBody(Type.Object({ note: Type.Optional(Type.String({ maxLength: 500 })) })) } },
+      async (request) => {
+        const grant = await services.bots.grant(request.params.userId, requesterOf(request).userId, request.body?.note ?? null);
+        return { user_id: grant.user_id, granted_by: grant.granted_by, granted_ts: grant.granted_ts, note: grant.note };
+      },
+    );
+
+    /** DELETE /_bot_homeserver/admin/v1/owners/grants/<user_id>: takes the right back (their bots stay theirs). */
+    app.delete('/_bot_homeserver/admin/v1/owners/grants/:userId', { onRequest: requireAdmin, schema: { params: UserIdParams } }, async (request) => {
+      if (!(await services.bots.revoke(request.params.userId, requesterOf(request).userId))) throw new MatrixError('M_NOT_FOUND', 'This person has no grant');
+      return {};
+    });
+
+    /** GET /_bot_homeserver/admin/v1/audit: the bot audit log, newest first (`next_token` pages on). */
+    app.get('/_bot_homeserver/admin/v1/audit', { onRequest: requireAdmin, schema: { querystring: AuditQuerySchema } }, async (request) => {
+      const { limit, from, target, actor } = request.query;
+      const entries = await services.bots.auditLog({ limit, before: from === undefined ? undefined : Number(from), target, actor });
+      const page: Record<string, unknown> = { entries };
+      const last = entries.at(-1);
+      if (entries.length === limit && last) page.next_token = String(last.id);
+      return page;
+    });
 
     /** GET /_synapse/admin/v1/federation/destinations: servers we send to, with their backoff and queue. */
     app.get('/_synapse/admin/v1/federation/destinations', { onRequest: requireAdmin }, async () => {

@@ -1,0 +1,206 @@
+/**
+ * Bots and their owners, the right to create bots, and the audit log. The portal, the CLI and the
+ * admin API all change bots through here, so every create, rotate, deactivate, move and grant
+ * is written to the audit log in the same transaction as the change itself.
+ */
+import type { Clock } from '../core/clock.js';
+import { MatrixError } from '../core/errors.js';
+import type { AuditRow, CreatorGrantRow, OwnedBotRow, Storage, Stores } from '../storage/index.js';
+import { BOT_USER_TYPE, type AccountService, type AlsoWrite, type BotCredentials } from '../users/account-service.js';
+import { generateBotSecret } from '../users/secrets.js';
+import { localpartProblem, userIdFor } from '../users/user-ids.js';
+
+/** Who did something: a person's or an admin's user id, or `cli:<system user>` for the CLI. */
+export type Actor = string;
+
+export type AuditAction = 'create' | 'rotate' | 'deactivate' | 'move' | 'grant' | 'revoke';
+
+export interface AuditEntry {
+  id: number;
+  ts: number;
+  actor: string;
+  action: string;
+  target: string;
+  detail: Record<string, unknown> | null;
+}
+
+export interface NewBot {
+  owner: string;
+  localpart: string;
+  displayname: string;
+  description: string;
+}
+
+/** An owner sees this many of their bots at most (deactivated ones included). */
+export const MAX_LISTED_BOTS = 500;
+/** The longest description kept. */
+export const MAX_DESCRIPTION_LENGTH = 500;
+export const MAX_DISPLAYNAME_LENGTH = 100;
+
+export class BotOwnership {
+  constructor(
+    private readonly storage: Storage,
+    private readonly accounts: AccountService,
+    private readonly clock: Clock,
+    /** Takes a deactivated bot out of its rooms (the room service). */
+    private readonly leaveRooms: (userId: string) => Promise<void>,
+  ) {}
+
+  /** A bot made by its owner in the portal, with a fresh secret. Checks of the name are the caller's. */
+  async createOwned(bot: NewBot, actor: Actor): Promise<BotCredentials> {
+    const secret = generateBotSecret();
+    const userId = this.accounts.userIdFor(bot.localpart);
+    const now = this.clock.now();
+    await this.accounts.createUser({
+      localpart: bot.localpart,
+      password: secret,
+      userType: BOT_USER_TYPE,
+      displayname: bot.displayname,
+      also: async (stores) => {
+        await stores.portal.setOwner({ user_id: userId, owner_id: bot.owner, description: bot.description, created_ts: now });
+        await this.audit(stores, actor, 'create', userId, { owner: bot.owner });
+      },
+    });
+    return { user_id: userId, password: secret, created: true };
+  }
+
+  /**
+   * The operator's create-or-rotate (`create-bot`, the admin API), audited; `owner` gives a new
+   * bot an owner.
+   */
+  async createOrRotate(name: string, actor: Actor, owner?: string): Promise<BotCredentials> {
+    const now = this.clock.now();
+    return this.accounts.createOrRotateBot(name, ({ user_id, created }) => async (stores) => {
+      if (created && owner !== undefined) await stores.portal.setOwner({ user_id, owner_id: owner, description: '', created_ts: now });
+      await this.audit(stores, actor, created ? 'create' : 'rotate', user_id, created && owner !== undefined ? { owner } : null);
+    });
+  }
+
+  /** A new secret for a bot; its sessions end. `owner`: refused unless the bot is theirs. */
+  async rotate(userId: string, actor: Actor, owner?: string): Promise<BotCredentials> {
+    const bot = await this.activeBot(userId, owner);
+    const secret = generateBotSecret();
+    await this.accounts.updateAccount(bot, { password: secret, logoutDevices: true, also: this.audited(actor, 'rotate', bot) });
+    return { user_id: bot, password: secret, created: false };
+  }
+
+  /** Deactivates a bot (its secret and sessions stop working) and takes it out of its rooms. */
+  async deactivate(userId: string, actor: Actor, options: { owner?: string; erase?: boolean } = {}): Promise<void> {
+    const bot = await this.activeBot(userId, options.owner);
+    await this.accounts.deactivate(bot, { erase: options.erase === true, also: this.audited(actor, 'deactivate', bot) });
+    await this.leaveRooms(bot);
+  }
+
+  /** What an account's deactivation by other means (the Synapse admin API) writes to the log. */
+  audited(actor: Actor, action: AuditAction, target: string, detail: Record<string, unknown> | null = null): AlsoWrite {
+    return (stores) => this.audit(stores, actor, action, target, detail);
+  }
+
+  /** Gives a bot to another owner (also a bot made before the portal: its first owner). */
+  async move(userId: string, newOwner: string, actor: Actor): Promise<{ from: string | null; to: string }> {
+    const user = await this.accounts.getUser(userId);
+    if (!user || user.user_type !== BOT_USER_TYPE) throw new MatrixError('M_NOT_FOUND', `${userId} is not a bot on this server`);
+    assertPersonId(newOwner);
+    return this.storage.transaction(async (stores) => {
+      const previous = await stores.portal.ownerOf(userId);
+      await stores.portal.setOwner({ user_id: userId, owner_id: newOwner, description: previous?.description ?? '', created_ts: previous?.created_ts ?? user.created_ts });
+      await this.audit(stores, actor, 'move', userId, { from: previous?.owner_id ?? null, to: newOwner });
+      return { from: previous?.owner_id ?? null, to: newOwner };
+    });
+  }
+
+  async ownerOf(userId: string): Promise<string | undefined> {
+    return (await this.storage.portal.ownerOf(userId))?.owner_id;
+  }
+
+  ownersOf(userIds: readonly string[]): Promise<Map<string, string>> {
+    return this.storage.portal.ownersOf(userIds);
+  }
+
+  botsOf(owner: string, includeDeactivated = true): Promise<OwnedBotRow[]> {
+    return this.storage.portal.botsOf(owner, { includeDeactivated, limit: MAX_LISTED_BOTS });
+  }
+
+  countActiveBotsOf(owner: string): Promise<number> {
+    return this.storage.portal.countActiveBotsOf(owner);
+  }
+
+  /** One of the owner's bots, deactivated or not; undefined when it is not theirs. */
+  async ownedBot(owner: string, userId: string): Promise<OwnedBotRow | undefined> {
+    const bots = await this.storage.portal.botsOf(owner, { includeDeactivated: true, limit: MAX_LISTED_BOTS });
+    return bots.find((bot) => bot.user_id === userId);
+  }
+
+  async grant(person: string, actor: Actor, note: string | null = null): Promise<CreatorGrantRow> {
+    assertPersonId(person);
+    const row: CreatorGrantRow = { user_id: person, granted_by: actor, granted_ts: this.clock.now(), note };
+    await this.storage.transaction(async (stores) => {
+      await stores.portal.grant(row);
+      await this.audit(stores, actor, 'grant', person, note === null ? null : { note });
+    });
+    return row;
+  }
+
+  /** False when the person had no grant (nothing is logged then). */
+  async revoke(person: string, actor: Actor): Promise<boolean> {
+    return this.storage.transaction(async (stores) => {
+      const revoked = await stores.portal.revoke(person);
+      if (revoked) await this.audit(stores, actor, 'revoke', person);
+      return revoked;
+    });
+  }
+
+  async hasGrant(person: string): Promise<boolean> {
+    return (await this.storage.portal.grantOf(person)) !== undefined;
+  }
+
+  listGrants(limit = 10_000): Promise<CreatorGrantRow[]> {
+    return this.storage.portal.listGrants(limit);
+  }
+
+  async auditLog(query: { limit: number; before?: number | undefined; target?: string | undefined; actor?: string | undefined }): Promise<AuditEntry[]> {
+    const rows = await this.storage.portal.listAudit(query);
+    return rows.map(auditEntry);
+  }
+
+  private async audit(stores: Stores, actor: Actor, action: AuditAction, target: string, detail: Record<string, unknown> | null = null): Promise<void> {
+    await stores.portal.appendAudit({ ts: this.clock.now(), actor, action, target, detail: detail === null ? null : JSON.stringify(detail) });
+  }
+
+  /** A bot that is not deactivated, and the owner's when an owner is given. */
+  private async activeBot(userId: string, owner: string | undefined): Promise<string> {
+    const user = await this.accounts.getUser(userId);
+    if (!user || user.user_type !== BOT_USER_TYPE) throw new MatrixError('M_NOT_FOUND', 'There is no such bot.');
+    if (owner !== undefined && (await this.ownerOf(userId)) !== owner) throw new MatrixError('M_NOT_FOUND', 'There is no such bot among yours.');
+    if (user.deactivated) throw new MatrixError('M_USER_DEACTIVATED', 'This bot has been deactivated.');
+    return userId;
+  }
+}
+
+function auditEntry(row: AuditRow): AuditEntry {
+  let detail: Record<string, unknown> | null = null;
+  if (row.detail !== null) {
+    try {
+      detail = JSON.parse(row.detail) as Record<string, unknown>;
+    } catch {
+      detail = null;
+    }
+  }
+  return { id: row.id, ts: row.ts, actor: row.actor, action: row.action, target: row.target, detail };
+}
+
+/** A person is named by a full user id (@alice:example.org). */
+export function assertPersonId(userId: string): void {
+  const match = /^@([^:]+):(.+)$/.exec(userId);
+  if (!match || localpartProblem(match[1] ?? '', match[2] ?? '') !== null) {
+    throw new MatrixError('M_INVALID_PARAM', `${userId} is not a user id such as @alice:example.org`);
+  }
+}
+
+/** `alice` on the people's server, or a full user id as it is. */
+export function personIdNamedBy(name: string, peopleServerName: string | undefined): string {
+  const trimmed = name.trim();
+  if (trimmed.startsWith('@')) return trimmed;
+  if (peopleServerName === undefined) throw new MatrixError('M_INVALID_PARAM', `name the person by a full user id such as @${trimmed}:example.org (portal.people_server_name is not set)`);
+  return userIdFor(trimmed.toLowerCase(), peopleServerName);
+}

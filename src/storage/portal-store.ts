@@ -1,0 +1,172 @@
+/**
+ * The bot portal's tables: owners of bots, operators' grants of the right to create bots, the
+ * audit log, the portal's sign-in sessions and the secret its cookies are signed with.
+ */
+import type { Insertable, Kysely, Selectable } from 'kysely';
+import type { BotAuditLogTable, BotCreatorGrantsTable, BotOwnersTable, Database, PortalSessionsTable } from './schema.js';
+
+export type BotOwnerRow = Selectable<BotOwnersTable>;
+export type CreatorGrantRow = Selectable<BotCreatorGrantsTable>;
+export type AuditRow = Selectable<BotAuditLogTable>;
+export type NewAuditRow = Insertable<BotAuditLogTable>;
+export type PortalSessionRow = Selectable<PortalSessionsTable>;
+
+/** A bot with its owner, as an owner's list shows it. */
+export interface OwnedBotRow {
+  user_id: string;
+  owner_id: string;
+  description: string;
+  displayname: string | null;
+  deactivated: number;
+  created_ts: number;
+  last_login_ts: number | null;
+  last_seen_ts: number | null;
+}
+
+export class PortalStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insertOwner(row: BotOwnerRow): Promise<void> {
+    await this.db.insertInto('bot_owners').values(row).execute();
+  }
+
+  /** Gives a bot an owner, or another one (a bot made before the portal gets its first). */
+  async setOwner(row: BotOwnerRow): Promise<void> {
+    await this.db
+      .insertInto('bot_owners')
+      .values(row)
+      .onConflict((oc) => oc.column('user_id').doUpdateSet({ owner_id: row.owner_id }))
+      .execute();
+  }
+
+  async ownerOf(userId: string): Promise<BotOwnerRow | undefined> {
+    return this.db.selectFrom('bot_owners').selectAll().where('user_id', '=', userId).executeTakeFirst();
+  }
+
+  /** The owners of these bots (those that have one). */
+  async ownersOf(userIds: readonly string[]): Promise<Map<string, string>> {
+    if (userIds.length === 0) return new Map();
+    const rows = await this.db.selectFrom('bot_owners').select(['user_id', 'owner_id']).where('user_id', 'in', userIds).execute();
+    return new Map(rows.map((row) => [row.user_id, row.owner_id]));
+  }
+
+  /** An owner's bots, newest first, with when each last logged in and was last active. */
+  async botsOf(ownerId: string, options: { includeDeactivated: boolean; limit: number }): Promise<OwnedBotRow[]> {
+    let query = this.db
+      .selectFrom('bot_owners')
+      .innerJoin('users', 'users.user_id', 'bot_owners.user_id')
+      .leftJoin('user_activity', 'user_activity.user_id', 'bot_owners.user_id')
+      .select([
+        'bot_owners.user_id',
+        'bot_owners.owner_id',
+        'bot_owners.description',
+        'users.displayname',
+        'users.deactivated',
+        'users.created_ts',
+        'user_activity.last_login_ts',
+        'user_activity.last_seen_ts',
+      ])
+      .where('bot_owners.owner_id', '=', ownerId);
+    if (!options.includeDeactivated) query = query.where('users.deactivated', '=', 0);
+    return query.orderBy('users.deactivated').orderBy('users.created_ts', 'desc').orderBy('bot_owners.user_id').limit(options.limit).execute();
+  }
+
+  /** How many bots an owner has that are not deactivated. */
+  async countActiveBotsOf(ownerId: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('bot_owners')
+      .innerJoin('users', 'users.user_id', 'bot_owners.user_id')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('bot_owners.owner_id', '=', ownerId)
+      .where('users.deactivated', '=', 0)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  async grant(row: CreatorGrantRow): Promise<void> {
+    await this.db
+      .insertInto('bot_creator_grants')
+      .values(row)
+      .onConflict((oc) => oc.column('user_id').doUpdateSet({ granted_by: row.granted_by, granted_ts: row.granted_ts, note: row.note }))
+      .execute();
+  }
+
+  /** True when there was a grant to take back. */
+  async revoke(userId: string): Promise<boolean> {
+    const result = await this.db.deleteFrom('bot_creator_grants').where('user_id', '=', userId).executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
+  async grantOf(userId: string): Promise<CreatorGrantRow | undefined> {
+    return this.db.selectFrom('bot_creator_grants').selectAll().where('user_id', '=', userId).executeTakeFirst();
+  }
+
+  async listGrants(limit: number): Promise<CreatorGrantRow[]> {
+    return this.db.selectFrom('bot_creator_grants').selectAll().orderBy('user_id').limit(limit).execute();
+  }
+
+  async appendAudit(row: NewAuditRow): Promise<void> {
+    await this.db.insertInto('bot_audit_log').values(row).execute();
+  }
+
+  /** Newest first; `before`: only entries older than that id (the next page). */
+  async listAudit(query: { limit: number; before?: number | undefined; target?: string | undefined; actor?: string | undefined }): Promise<AuditRow[]> {
+    let select = this.db.selectFrom('bot_audit_log').selectAll();
+    if (query.before !== undefined) select = select.where('id', '<', query.before);
+    if (query.target !== undefined) select = select.where('target', '=', query.target);
+    if (query.actor !== undefined) select = select.where('actor', '=', query.actor);
+    return select.orderBy('id', 'desc').limit(query.limit).execute();
+  }
+
+  async insertSession(row: PortalSessionRow): Promise<void> {
+    await this.db.insertInto('portal_sessions').values(row).execute();
+  }
+
+  async getSession(idHash: string): Promise<PortalSessionRow | undefined> {
+    return this.db.selectFrom('portal_sessions').selectAll().where('id_hash', '=', idHash).executeTakeFirst();
+  }
+
+  async touchSession(idHash: string, lastSeenTs: number): Promise<void> {
+    await this.db.updateTable('portal_sessions').set({ last_seen_ts: lastSeenTs }).where('id_hash', '=', idHash).execute();
+  }
+
+  async deleteSession(idHash: string): Promise<void> {
+    await this.db.deleteFrom('portal_sessions').where('id_hash', '=', idHash).execute();
+  }
+
+  /** Back-channel logout: the sessions of one provider session, or of one person at the provider. */
+  async deleteSessionsAt(idpId: string, by: { sid?: string | undefined; sub?: string | undefined }): Promise<number> {
+    let query = this.db.deleteFrom('portal_sessions').where('idp_id', '=', idpId);
+    if (by.sid !== undefined) query = query.where('sid', '=', by.sid);
+    if (by.sub !== undefined) query = query.where('sub', '=', by.sub);
+    if (by.sid === undefined && by.sub === undefined) return 0;
+    const result = await query.executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
+  /** Sessions past their end, and a person's oldest beyond `keep` (a bound on what one person holds). */
+  async pruneSessions(now: number, ownerId: string, keep: number): Promise<void> {
+    await this.db.deleteFrom('portal_sessions').where('expires_ts', '<=', now).execute();
+    const kept = await this.db
+      .selectFrom('portal_sessions')
+      .select('id_hash')
+      .where('owner_id', '=', ownerId)
+      .orderBy('created_ts', 'desc')
+      .orderBy('id_hash')
+      .limit(keep)
+      .execute();
+    if (kept.length < keep) return;
+    await this.db
+      .deleteFrom('portal_sessions')
+      .where('owner_id', '=', ownerId)
+      .where('id_hash', 'not in', kept.map((row) => row.id_hash))
+      .execute();
+  }
+
+  /** The named secret, made by `make` the first time (the first process to ask wins). */
+  async secret(name: string, make: () => string): Promise<string> {
+    await this.db.insertInto('portal_secrets').values({ name, value: make() }).onConflict((oc) => oc.column('name').doNothing()).execute();
+    const row = await this.db.selectFrom('portal_secrets').select('value').where('name', '=', name).executeTakeFirstOrThrow();
+    return row.value;
+  }
+}

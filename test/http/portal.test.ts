@@ -1,0 +1,230 @@
+/**
+ * The bot portal over HTTP: off unless configured, its headers, cookies and CSRF checks, limits,
+ * and the operator's side (owners, grants, the audit log) in the admin API. The sign-in itself,
+ * against a real provider in a real browser, is test/portal/browser.test.ts.
+ */
+import { sign } from '@fastify/cookie';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, test } from 'vitest';
+import { capturingLogger } from '../support/logs.js';
+import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
+
+const PORTAL = '/_bot_homeserver/portal';
+
+/** A provider nobody answers at: the portal reaches it only when someone signs in. */
+function portalConfig(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    portal: {
+      people_server_name: 'example.org',
+      request_access_url: 'https://tickets.example.org/new',
+      creator_attribute_requirements: [{ attribute: 'groups', value: 'bot-creators' }],
+      oidc_providers: [{ idp_id: 'corp', idp_name: 'Corp', issuer: 'http://127.0.0.1:9/', client_id: 'portal', client_secret: 'secret', skip_verification: true }],
+      ...overrides,
+    },
+  };
+}
+
+let hs: TestHomeserver | undefined;
+afterEach(async () => {
+  await hs?.close();
+  hs = undefined;
+});
+
+/** A signed-in person's cookie header, made as the callback would (the provider is not needed here). */
+async function signedIn(server: TestHomeserver, person = '@alice:example.org', attributesGrant = true): Promise<string> {
+  const portal = server.services.portal!;
+  const id = await portal.sessions.create({ person, displayName: null, idp: 'corp', sub: person, sid: 'sid-1', idToken: undefined, attributesGrant });
+  return `bhs_portal_session=${encodeURIComponent(sign(id, await portal.cookieSecret()))}`;
+}
+
+/** The CSRF token of a page and the CSRF cookie that goes with it. */
+async function formToken(server: TestHomeserver, cookie: string): Promise<{ token: string; cookie: string }> {
+  const page = await server.http.get(`${PORTAL}/bots/new`).set('Cookie', cookie);
+  expect(page.status).toBe(200);
+  const token = /name="_csrf" value="([^"]+)"/.exec(page.text)?.[1];
+  const csrfCookie = (page.headers['set-cookie'] as unknown as string[]).find((c) => c.startsWith('bhs_portal_csrf='))!.split(';')[0]!;
+  return { token: token!, cookie: `${cookie}; ${csrfCookie}` };
+}
+
+describe('the bot portal over HTTP', () => {
+  test('is off unless configured', async () => {
+    hs = await startTestHomeserver();
+    const res = await hs.http.get(`${PORTAL}/`);
+    expect(res.status).toBe(404);
+    expect(res.body.errcode).toBe('M_UNRECOGNIZED');
+  });
+
+  test('answers with strict security headers and a content security policy; the Matrix API keeps its own', async () => {
+    hs = await startTestHomeserver(portalConfig());
+    const res = await hs.http.get(`${PORTAL}/`);
+    expect(res.status).toBe(200);
+    expect(res.headers['content-type']).toBe('text/html; charset=utf-8');
+    const csp = res.headers['content-security-policy'] as string;
+    for (const directive of ["default-src 'none'", "script-src 'self'", "style-src 'self'", "form-action 'self'", "frame-ancestors 'none'", "base-uri 'none'"]) expect(csp).toContain(directive);
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
+    expect(res.headers['referrer-policy']).toBe('no-referrer');
+    expect(res.headers['strict-transport-security']).toMatch(/max-age=/);
+    expect(res.headers['cache-control']).toBe('no-cache, no-store, must-revalidate');
+    expect(res.text).toContain('Sign in with Corp');
+    const api = await hs.http.get('/_matrix/client/versions');
+    expect(api.headers['content-security-policy']).toBeUndefined();
+  });
+
+  test('sets its cookies signed, HttpOnly, SameSite=Strict, and Secure only over HTTPS (x_forwarded respected)', async () => {
+    hs = await startTestHomeserver({ ...portalConfig(), listen: { x_forwarded: true } });
+    const cookie = await signedIn(hs);
+    const plain = await hs.http.get(`${PORTAL}/`).set('Cookie', cookie);
+    const csrf = (plain.headers['set-cookie'] as unknown as string[]).find((c) => c.startsWith('bhs_portal_csrf='))!;
+    expect(csrf).toMatch(/; HttpOnly/);
+    expect(csrf).toMatch(/; SameSite=Strict/);
+    expect(csrf).toMatch(/; Path=\/_bot_homeserver\/portal/);
+    expect(csrf).not.toMatch(/; Secure/);
+    const viaProxy = await hs.http.get(`${PORTAL}/`).set('Cookie', cookie).set('X-Forwarded-Proto', 'https');
+    expect((viaProxy.headers['set-cookie'] as unknown as string[]).find((c) => c.startsWith('bhs_portal_csrf='))).toMatch(/; Secure/);
+    // A session cookie whose signature is wrong is no session.
+    const forged = await hs.http.get(`${PORTAL}/`).set('Cookie', cookie.replace(/.$/, (c) => (c === 'A' ? 'B' : 'A')));
+    expect(forged.text).toContain('Your session has ended');
+  });
+
+  test('refuses a form without the CSRF token, or with another session’s; makes the bot with it, and never logs the secret', async () => {
+    const { logger, lines } = capturingLogger('trace');
+    hs = await startTestHomeserver(portalConfig(), { logger });
+    const cookie = await signedIn(hs);
+    const form = { username: 'hello-bot', description: 'Says hello.' };
+    const missing = await hs.http.post(`${PORTAL}/bots`).type('form').set('Cookie', cookie).send(form);
+    expect(missing.status).toBe(403);
+    expect(missing.text).toContain('This form has expired');
+    const other = await formToken(hs, await signedIn(hs, '@alice:example.org'));
+    const mine = await formToken(hs, cookie);
+    const foreign = await hs.http.post(`${PORTAL}/bots`).type('form').set('Cookie', mine.cookie).send({ ...form, _csrf: other.token });
+    expect(foreign.status).toBe(403);
+    expect(await hs.services.accounts.getUser('@hello-bot:test.local')).toBeUndefined();
+
+    const made = await hs.http.post(`${PORTAL}/bots`).type('form').set('Cookie', mine.cookie).send({ ...form, _csrf: mine.token });
+    expect(made.status).toBe(200);
+    const secret = /id="secret" type="text" readonly value="([^"]+)"/.exec(made.text)?.[1];
+    expect(secret).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(lines.join('')).not.toContain(secret!);
+    const stored = await hs.services.accounts.getUser('@hello-bot:test.local');
+    expect(stored?.password_hash).toMatch(/^\$argon2id\$/);
+    expect(await hs.services.bots.ownerOf('@hello-bot:test.local')).toBe('@alice:example.org');
+  });
+
+  test('holds each person to max_bots_per_owner, and the username rules and reserved names', async () => {
+    hs = await startTestHomeserver(portalConfig({ max_bots_per_owner: 1, reserved_usernames: ['payroll'] }));
+    const { token, cookie } = await formToken(hs, await signedIn(hs));
+    const post = (username: string) => hs!.http.post(`${PORTAL}/bots`).type('form').set('Cookie', cookie).send({ username, description: 'x', _csrf: token });
+    const reserved = await post('payroll');
+    expect(reserved.status).toBe(400);
+    expect(reserved.text).toContain('This user name is reserved');
+    expect((await post('_under')).text).toContain('This user name is not allowed here');
+    expect((await post('first-bot')).status).toBe(200);
+    const second = await post('second-bot');
+    expect(second.status).toBe(400);
+    expect(second.text).toContain('the most one person may have');
+    expect(await hs.services.accounts.getUser('@second-bot:test.local')).toBeUndefined();
+  });
+
+  test('a person without the right is refused creation even by a hand-made post, and shown where to ask', async () => {
+    hs = await startTestHomeserver(portalConfig());
+    const cookie = await signedIn(hs, '@bob:example.org', false);
+    const home = await hs.http.get(`${PORTAL}/`).set('Cookie', cookie);
+    expect(home.text).toContain("You can't create bots yet");
+    expect(home.text).toContain('href="https://tickets.example.org/new"');
+    const token = /name="_csrf" value="([^"]+)"/.exec(home.text)![1]!;
+    const csrfCookie = (home.headers['set-cookie'] as unknown as string[]).find((c) => c.startsWith('bhs_portal_csrf='))!.split(';')[0]!;
+    const res = await hs.http.post(`${PORTAL}/bots`).type('form').set('Cookie', `${cookie}; ${csrfCookie}`).send({ username: 'sneaky-bot', description: 'x', _csrf: token });
+    expect(res.status).toBe(403);
+    expect(await hs.services.accounts.getUser('@sneaky-bot:test.local')).toBeUndefined();
+  });
+
+  test('limits sign-in attempts per address; a provider that cannot be reached is said plainly', async () => {
+    hs = await startTestHomeserver({ ...portalConfig({ rc_sign_in: { per_second: 0.001, burst_count: 2 } }), ratelimiting_enabled: true });
+    expect((await hs.http.get(`${PORTAL}/sign-in/corp`)).status).toBe(502);
+    const second = await hs.http.get(`${PORTAL}/sign-in/corp`);
+    expect(second.status).toBe(502);
+    expect(second.text).toContain('We could not reach the sign-in service');
+    const third = await hs.http.get(`${PORTAL}/sign-in/corp`);
+    expect(third.status).toBe(429);
+    expect(third.headers['retry-after']).toBeDefined();
+  });
+
+  test('a session survives a restart (sessions and the cookie secret are in the database)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bhs-portal-'));
+    try {
+      // On PostgreSQL the test's schema persists the same way; SQLite needs a file for it.
+      const database = process.env.BHS_TEST_POSTGRES ? {} : { database: { path: join(dir, 'homeserver.db') } };
+      hs = await startTestHomeserver({ ...portalConfig(), ...database });
+      const cookie = await signedIn(hs);
+      const config = hs.config;
+      await hs.app.close();
+      const again = await startTestHomeserver({ ...portalConfig(), database: config.database });
+      hs = again;
+      const page = await again.http.get(`${PORTAL}/`).set('Cookie', cookie);
+      expect(page.text).toContain('Your bots');
+      expect(page.text).toContain('@alice:example.org');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a callback without its sign-in cookie, or a bad back-channel logout token, is refused', async () => {
+    hs = await startTestHomeserver(portalConfig());
+    const callback = await hs.http.get(`${PORTAL}/callback?code=abc&state=def`);
+    expect(callback.status).toBe(400);
+    expect(callback.text).toContain('Sign-in did not finish');
+    const logout = await hs.http.post(`${PORTAL}/backchannel-logout/corp`).type('form').send({ logout_token: 'not.a.token' });
+    expect(logout.status).toBe(404);
+  });
+});
+
+describe('the operator’s side: owners, grants and the audit log', () => {
+  test('the admin API lists bots with owners, moves bots, grants and revokes, and shows the audit log', async () => {
+    hs = await startTestHomeserver(portalConfig());
+    const admin = await createUser(hs, 'admin', { admin: true });
+    const auth = (req: ReturnType<TestHomeserver['http']['get']>) => req.auth(admin.accessToken, { type: 'bearer' });
+
+    const created = await auth(hs.http.post('/_bot_homeserver/admin/v1/bots')).send({ name: 'ops-bot', owner: '@alice:example.org' });
+    expect(created.status).toBe(201);
+    expect((await auth(hs.http.post('/_bot_homeserver/admin/v1/bots')).send({ name: 'bad', owner: 'alice' })).status).toBe(400);
+    const list = await auth(hs.http.get('/_bot_homeserver/admin/v1/bots'));
+    expect(list.body.bots).toEqual([expect.objectContaining({ user_id: '@ops-bot:test.local', owner: '@alice:example.org', deactivated: false })]);
+
+    const moved = await auth(hs.http.put('/_bot_homeserver/admin/v1/bots/@ops-bot:test.local/owner')).send({ owner: '@bob:example.org' });
+    expect(moved.body).toEqual({ from: '@alice:example.org', to: '@bob:example.org' });
+    expect((await auth(hs.http.put('/_bot_homeserver/admin/v1/bots/@admin:test.local/owner')).send({ owner: '@bob:example.org' })).status).toBe(404);
+
+    const granted = await auth(hs.http.put('/_bot_homeserver/admin/v1/owners/grants/@carol:example.org')).send({ note: 'ticket 42' });
+    expect(granted.body).toMatchObject({ user_id: '@carol:example.org', granted_by: admin.userId, note: 'ticket 42' });
+    expect((await auth(hs.http.get('/_bot_homeserver/admin/v1/owners/grants'))).body.grants).toHaveLength(1);
+    expect(await hs.services.portal!.mayCreate({ idHash: 'x', person: '@carol:example.org', displayName: null, idp: 'corp', attributesGrant: false, idToken: null, expiresTs: 0 })).toBe(true);
+    expect((await auth(hs.http.delete('/_bot_homeserver/admin/v1/owners/grants/@carol:example.org'))).status).toBe(200);
+    expect((await auth(hs.http.delete('/_bot_homeserver/admin/v1/owners/grants/@carol:example.org'))).status).toBe(404);
+
+    expect((await auth(hs.http.post('/_bot_homeserver/admin/v1/bots')).send({ name: 'ops-bot' })).status).toBe(200);
+    expect((await auth(hs.http.post('/_synapse/admin/v1/deactivate/@ops-bot:test.local')).send({})).status).toBe(200);
+
+    const audit = await auth(hs.http.get('/_bot_homeserver/admin/v1/audit'));
+    expect(audit.status).toBe(200);
+    const entries = audit.body.entries as Array<{ actor: string; action: string; target: string; detail: unknown; ts: number }>;
+    expect(entries.map((e) => [e.action, e.target])).toEqual([
+      ['deactivate', '@ops-bot:test.local'],
+      ['rotate', '@ops-bot:test.local'],
+      ['revoke', '@carol:example.org'],
+      ['grant', '@carol:example.org'],
+      ['move', '@ops-bot:test.local'],
+      ['create', '@ops-bot:test.local'],
+    ]);
+    expect(entries.every((e) => e.actor === admin.userId && e.ts === hs!.clock.now())).toBe(true);
+    expect(entries[4]!.detail).toEqual({ from: '@alice:example.org', to: '@bob:example.org' });
+    const paged = await auth(hs.http.get('/_bot_homeserver/admin/v1/audit?limit=2'));
+    expect(paged.body.entries).toHaveLength(2);
+    const next = await auth(hs.http.get(`/_bot_homeserver/admin/v1/audit?limit=10&from=${paged.body.next_token}`));
+    expect(next.body.entries.map((e: { action: string }) => e.action)).toEqual(['revoke', 'grant', 'move', 'create']);
+    // Not for people who are not admins.
+    const bob = await createUser(hs, 'bob');
+    expect((await hs.http.get('/_bot_homeserver/admin/v1/audit').auth(bob.accessToken, { type: 'bearer' })).status).toBe(403);
+  });
+});
