@@ -199,6 +199,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     services.federationSender.log = app.log;
     services.roomFederation.useLogger(app.log);
     services.backfiller.useLogger(app.log);
+    services.searchIndexer.log = app.log;
+    await services.searchIndexer.start();
     await runOnce('federation-sender', { start: () => services.federationSender.start(), stop: () => services.federationSender.stop() });
     services.appservices.sender.log = app.log;
     await runOnce('appservice-sender', {
@@ -226,6 +228,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     clearInterval(presenceSweep);
     services.federationSender.stop();
     services.appservices.sender.stop();
+    await services.searchIndexer.close().catch((err: unknown) => app.log.error({ err }, 'search: indexing at shutdown failed; the next start does it'));
     // What a fill was writing is done before storage goes (it waits a few seconds at most).
     const backfills = services.backfiller.close();
     services.federation.close();

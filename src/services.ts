@@ -20,6 +20,7 @@ import { FederatedMembership } from './federation/membership.js';
 import { FederatedMediaSource } from './federation/media.js';
 import { RoomFederation } from './federation/room-federation.js';
 import { Backfiller } from './federation/backfill.js';
+import { SearchIndexer } from './rooms/search-indexer.js';
 import { RateLimiter } from './ratelimit/rate-limiter.js';
 import { ProfileService } from './rooms/profile-service.js';
 import { ReceiptService } from './rooms/receipts-service.js';
@@ -90,6 +91,7 @@ export interface Services {
   /** The room side of federation as served to other servers. */
   roomFederation: RoomFederation;
   backfiller: Backfiller;
+  searchIndexer: SearchIndexer;
   /** Outbound federation: a queue per destination. */
   federationSender: FederationSender;
   /** Application services registered by `app_service_config_files`. */
@@ -161,6 +163,12 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const appservices = new AppServices(appserviceRegistry, appserviceSender, appserviceClient, accounts, sessions, config.server_name);
   const membership = new FederatedMembership({ signer, client: federation.client, keyRing: federation.keyRing, remote: remoteEvents, storage, cache: roomCache, stream, notifier, clock });
   const roomReader = new RoomReader(storage, roomCache, stream, clock);
+  // SQLite: search rows follow the commit, a batch at a time.
+  const searchIndexer = new SearchIndexer(storage, stream);
+  if (searchIndexer.active) {
+    writer.onCommit(() => searchIndexer.committed());
+    roomReader.useSearchIndexer(searchIndexer);
+  }
   // Set below, once account data exists (history hides the messages of ignored users).
   let ignoredUsersOf = async (_userId: string): Promise<ReadonlySet<string>> => new Set();
   const history = new RoomHistory(roomReader, stream, (userId) => ignoredUsersOf(userId));
@@ -239,7 +247,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, toDevice, presence, media,
     userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000)),
     pushRules,
-    roomFederation, federationSender, appservices, backfiller,
+    roomFederation, federationSender, appservices, backfiller, searchIndexer,
   };
 }
 

@@ -10,7 +10,8 @@ import { resolve } from 'node:path';
 import { ConfigError, describeDatabase, withoutPassword, type Config } from '../config/index.js';
 import { signingKeyPathFor } from '../federation/signing-key.js';
 import { mediaStorePathFor } from '../media/media-service.js';
-import { copySqliteToPostgres, holdExclusiveUse, migrateToLatest, openDatabase, recordedServerName } from '../storage/index.js';
+import { copySqliteToPostgres, holdExclusiveUse, migrateToLatest, openDatabase, recordedServerName, Storage } from '../storage/index.js';
+import { indexAllForSearch } from '../rooms/search-indexer.js';
 
 /** What the server's configuration says of the files that stay files (the key, the media store). */
 export type FilesConfig = Pick<Config, 'server_name' | 'signing_key_path' | 'media_store_path'>;
@@ -29,6 +30,9 @@ export async function migrateToPostgres(
   try {
     const applied = await migrateToLatest(source);
     if (applied.length > 0) say(`SQLite: applied ${applied.join(', ')} first`);
+    // Search rows follow commits on SQLite: a server that stopped by a crash may have left some to add.
+    const sourceStorage = new Storage(source);
+    await indexAllForSearch(sourceStorage, await sourceStorage.rooms.maxStreamOrdering());
     await migrateToLatest(target);
     // No server may start on the target while it is being filled.
     const release = await holdExclusiveUse(target);

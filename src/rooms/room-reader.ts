@@ -145,8 +145,16 @@ export class RoomReader {
     return (await this.storage.rooms.eventsNearTime(roomId, ts, dir, limit)).map(eventFromRow);
   }
 
-  /** Full-text search hits (see RoomStore.searchEvents). */
-  searchEvents(options: Parameters<Storage['rooms']['searchEvents']>[0]): ReturnType<Storage['rooms']['searchEvents']> {
+  private searchIndexer: { catchUp(): Promise<void> } | undefined;
+
+  /** Where search rows that follow commits come from (SQLite): a search waits for them first. */
+  useSearchIndexer(indexer: { catchUp(): Promise<void> }): void {
+    this.searchIndexer = indexer;
+  }
+
+  /** Full-text search hits (see RoomStore.searchEvents), what was sent before included. */
+  async searchEvents(options: Parameters<Storage['rooms']['searchEvents']>[0]): ReturnType<Storage['rooms']['searchEvents']> {
+    await this.searchIndexer?.catchUp();
     return this.storage.rooms.searchEvents(options);
   }
 

@@ -97,13 +97,68 @@ export class RoomStore {
   private readonly postgres: boolean;
   private readonly searchKey: RawBuilder<unknown>;
 
+  /**
+   * Whether events' search rows are written with them. On PostgreSQL they are (one statement with
+   * the events: no round trip of their own); on SQLite they follow the commit
+   * (`indexSearchAfter`, rooms/search-indexer.ts): an FTS5 insert dirties several pages, which a
+   * send's commit would write for one message instead of a batch's.
+   */
+  readonly searchInline: boolean;
+
   constructor(
     private readonly db: Kysely<Database>,
-    /** Index messages, room names and topics for full-text search as they are stored (`enable_search`). */
+    /** Index messages, room names and topics for full-text search (`enable_search`). */
     private readonly indexSearch = true,
   ) {
     this.postgres = isPostgres(db);
     this.searchKey = this.postgres ? sql`stream_ordering` : sql`rowid`;
+    this.searchInline = this.indexSearch && this.postgres;
+  }
+
+  /** Whether events are indexed for search at all (`enable_search`). */
+  get searchEnabled(): boolean {
+    return this.indexSearch;
+  }
+
+  /**
+   * Indexes for search the shown events after position `after` up to `upTo`, at most `limit`
+   * of them (SQLite: search rows follow the commit). Returns the position indexed up to.
+   */
+  async indexSearchAfter(after: number, upTo: number, limit: number): Promise<number> {
+    const rows = await this.db
+      .selectFrom('events')
+      .select(['stream_ordering', 'event_id', 'room_id', 'type', 'content'])
+      .where('stream_ordering', '>', after)
+      .where('stream_ordering', '<=', upTo)
+      .where('outlier', '=', 0)
+      .where('rejected', 'is', null)
+      .orderBy('stream_ordering')
+      .limit(limit)
+      .execute();
+    const searchRows: Array<{ key: number; value: string; event_id: string; room_id: string; type: string }> = [];
+    for (const event of rows) {
+      const searchable = SEARCHED_FIELDS[event.type];
+      const value = searchable ? searchedText(event.content, searchable) : undefined;
+      if (value !== undefined) searchRows.push({ key: Number(event.stream_ordering), value, event_id: event.event_id, room_id: event.room_id, type: event.type });
+    }
+    for (let start = 0; start < searchRows.length; start += ROWS_PER_STATEMENT) {
+      await this.searchInsert(searchRows.slice(start, start + ROWS_PER_STATEMENT)).execute(this.db);
+    }
+    return rows.length < limit ? upTo : Number(rows.at(-1)!.stream_ordering);
+  }
+
+  /** Where search indexing stands (SQLite; undefined before it was first recorded). */
+  async searchIndexedUpTo(): Promise<number | undefined> {
+    const row = await this.db.selectFrom('server_meta').select('value').where('key', '=', 'search_indexed_upto').executeTakeFirst();
+    return row ? Number(row.value) : undefined;
+  }
+
+  async setSearchIndexedUpTo(position: number): Promise<void> {
+    await this.db
+      .insertInto('server_meta')
+      .values({ key: 'search_indexed_upto', value: String(position) })
+      .onConflict((c) => c.column('key').doUpdateSet({ value: String(position) }))
+      .execute();
   }
 
   /** Rooms published in the directory, by id, after `afterRoomId` (paging), at most `limit`. */
@@ -199,7 +254,7 @@ export class RoomStore {
     const relationRows: Array<{ event_id: string; relates_to_id: string; rel_type: string; room_id: string; stream_ordering: number }> = [];
     for (const event of events) {
       const shown = event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0;
-      const searchable = this.indexSearch && shown ? SEARCHED_FIELDS[event.type] : undefined;
+      const searchable = this.searchInline && shown ? SEARCHED_FIELDS[event.type] : undefined;
       const value = searchable ? searchedText(event.content, searchable) : undefined;
       // Text with U+0000 is stored escaped in the event's JSON; PostgreSQL's index keeps what it can hold.
       if (value !== undefined) searchRows.push({ key: Number(event.stream_ordering), value: this.postgres ? value.replaceAll('\u0000', '') : value, event_id: event.event_id, room_id: event.room_id, type: event.type });

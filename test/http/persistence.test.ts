@@ -37,6 +37,24 @@ describe('a file database', () => {
     await hs.close();
   });
 
+  it('indexes for search at start what was committed and not yet indexed when the server died', async () => {
+    const path = join(dir, 'homeserver.db');
+    let hs = await startTestHomeserver({ database: { path } });
+    const auth = { Authorization: `Bearer ${(await createUser(hs, 'searcher')).accessToken}` };
+    const roomId = (await hs.http.post('/_matrix/client/v3/createRoom').set(auth).send({})).body.room_id as string;
+    await hs.http.put(`/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/t1`).set(auth).send({ msgtype: 'm.text', body: 'porcupine on the lawn' });
+    await hs.close();
+    // As if the process had died between the send's commit and the indexing that follows it.
+    const sqlite = new Database(path);
+    sqlite.exec("DELETE FROM event_search; UPDATE server_meta SET value = '0' WHERE key = 'search_indexed_upto'");
+    sqlite.close();
+    hs = await startTestHomeserver({ database: { path } });
+    const found = await hs.http.post('/_matrix/client/v3/search').set(auth).send({ search_categories: { room_events: { search_term: 'porcupine' } } });
+    expect(found.status).toBe(200);
+    expect(found.body.search_categories.room_events.results.map((result: { result: { content: { body: string } } }) => result.result.content.body)).toEqual(['porcupine on the lawn']);
+    await hs.close();
+  });
+
   it('belongs to one server name: another is refused, also for a database from before the name was recorded', async () => {
     const path = join(dir, 'homeserver.db');
     const hs = await startTestHomeserver({ database: { path } });
