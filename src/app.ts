@@ -37,6 +37,7 @@ import { checkHealth } from './ops/health.js';
 import { Metrics } from './ops/metrics.js';
 import { Bridge, type BridgeOptions } from './bridge/bridge.js';
 import { LocalHomeserver } from './bridge/local-homeserver.js';
+import { bridgeCryptoKeyPath } from './bridge/crypto/store-key.js';
 import { serverInfoFor, withTrailingSlash, type ServerInfo } from './server-info.js';
 import { createServices, type Services } from './services.js';
 import { bindServerName, migrateToLatest, observeQueries, openDatabase, Storage } from './storage/index.js';
@@ -144,6 +145,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
           rateLimits: config.ratelimiting_enabled,
           webhookBaseUrl: () => withTrailingSlash(config.bridge.webhook_base_url ?? server.publicBaseUrl),
           log: app.log,
+          cryptoKeyPath: bridgeCryptoKeyPath(config),
         },
         deps.bridge,
       )

@@ -10,6 +10,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { ERRCODE_STATUS, MatrixError, type Errcode } from '../core/errors.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { BridgeStorage } from '../storage/bridge-store.js';
+import type { CryptoRequest } from './crypto/crypto-device.js';
 import type { ActivityHandler, BridgeHomeserver, RoomActivity, RoomMessage, RoomPowers } from './homeserver.js';
 
 /** The last transaction taken: the homeserver sends them one at a time, so a repeat is this one. */
@@ -111,8 +112,9 @@ export class AppserviceHomeserver implements BridgeHomeserver {
     await this.request('PUT', `${CLIENT}/rooms/${encodeURIComponent(roomId)}/redact/${encodeURIComponent(eventId)}/${randomUUID()}`, { reason });
   }
 
-  async createDirectRoom(userId: string): Promise<string> {
-    const answer = await this.request('POST', `${CLIENT}/createRoom`, { preset: 'trusted_private_chat', is_direct: true, invite: [userId] });
+  async createDirectRoom(userId: string, encrypted = false): Promise<string> {
+    const initialState = encrypted ? [{ type: 'm.room.encryption', state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } }] : [];
+    const answer = await this.request('POST', `${CLIENT}/createRoom`, { preset: 'trusted_private_chat', is_direct: true, invite: [userId], initial_state: initialState });
     const roomId = String(answer.room_id);
     this.joined.add(roomId);
     return roomId;
@@ -149,11 +151,32 @@ export class AppserviceHomeserver implements BridgeHomeserver {
     return { name: typeof name === 'string' ? name : undefined, alias: typeof alias === 'string' ? alias : undefined };
   }
 
-  async event(roomId: string, eventId: string): Promise<{ sender: string; content: JsonObject; redacted: boolean } | undefined> {
+  async event(roomId: string, eventId: string): Promise<{ sender: string; type: string; content: JsonObject; redacted: boolean; event: JsonObject } | undefined> {
     const event = await this.request('GET', `${CLIENT}/rooms/${encodeURIComponent(roomId)}/event/${encodeURIComponent(eventId)}`).catch(notFoundAsUndefined);
     if (!event) return undefined;
     const unsigned = (event.unsigned ?? {}) as JsonObject;
-    return { sender: String(event.sender), content: (event.content ?? {}) as JsonObject, redacted: unsigned.redacted_because !== undefined };
+    return { sender: String(event.sender), type: String(event.type), content: (event.content ?? {}) as JsonObject, redacted: unsigned.redacted_because !== undefined, event: { ...event, room_id: roomId } };
+  }
+
+  async useDevice(): Promise<void> {
+    throw new BridgeHomeserverError('encrypted rooms are not supported yet when the bridge is an application service');
+  }
+
+  cryptoRequest(request: CryptoRequest): Promise<JsonObject> {
+    return Promise.reject(new BridgeHomeserverError(`no crypto device: ${request.kind}`));
+  }
+
+  async encryption(roomId: string): Promise<JsonObject | undefined> {
+    return this.state(roomId, 'm.room.encryption', '');
+  }
+
+  async members(roomId: string): Promise<string[]> {
+    const answer = await this.request('GET', `${CLIENT}/rooms/${encodeURIComponent(roomId)}/members?not_membership=leave`).catch(notFoundAsUndefined);
+    const chunk = Array.isArray(answer?.chunk) ? (answer.chunk as JsonObject[]) : [];
+    return chunk.filter((event) => {
+      const membership = (event.content as JsonObject | undefined)?.membership;
+      return membership === 'join' || membership === 'invite';
+    }).map((event) => String(event.state_key));
   }
 
   async hasAnswered(roomId: string, eventId: string): Promise<boolean> {
@@ -194,8 +217,8 @@ export class AppserviceHomeserver implements BridgeHomeserver {
           this.joined.delete(roomId);
           leaves.push(roomId);
         }
-      } else if (event.type === 'm.room.message' && this.joined.has(roomId)) {
-        messages.push({ roomId, sender: String(event.sender), eventId: String(event.event_id), content });
+      } else if ((event.type === 'm.room.message' || event.type === 'm.room.encrypted') && this.joined.has(roomId)) {
+        messages.push({ roomId, sender: String(event.sender), eventId: String(event.event_id), type: String(event.type), content, event });
       }
     }
     return { messages, invites, leaves, initial: false };

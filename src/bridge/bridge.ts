@@ -12,6 +12,7 @@ import { RateLimiter } from '../ratelimit/rate-limiter.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { BridgeStorage } from '../storage/bridge-store.js';
 import { holdsSecret, parseCommand, type BridgeCommand, type SecretRequest } from './commands.js';
+import { BRIDGE_DEVICE_NAME, CryptoDevice, type DecryptionFailure } from './crypto/crypto-device.js';
 import { DirectMessages } from './direct-messages.js';
 import { feedFailureReason, FeedService, SubscriptionRefused, type FeedFetcher } from './feeds/service.js';
 import { clip } from './matrix-html.js';
@@ -19,13 +20,25 @@ import { FeedError } from './feeds/error.js';
 import { fetchFeed } from './feeds/fetch.js';
 import { FeedParserThread } from './feeds/parser-thread.js';
 import { HELP_LINES, joinGreeting } from './help.js';
-import type { BridgeHomeserver, Checkpoint, RoomActivity } from './homeserver.js';
+import type { BridgeHomeserver, Checkpoint, RoomActivity, RoomMessage } from './homeserver.js';
 import type { BridgePoster } from './poster.js';
 import { generateSecret } from './webhooks/secrets.js';
 import { WebhookService } from './webhooks/service.js';
 
 /** Power the bridge needs in a room to act there (Moderator). */
 export const BRIDGE_REQUIRED_POWER = 50;
+/** How long an encrypted message waits for its key before the bridge says it cannot read it. */
+const UNDECRYPTABLE_WAIT_MS = 60_000;
+/** At most one "I cannot read that" per room in this long. */
+const UNDECRYPTABLE_REPLY_INTERVAL_MS = 10 * 60_000;
+/** Encrypted messages waiting for their keys, at most (the oldest are given up). */
+const MAX_WAITING_FOR_KEYS = 1_000;
+
+/** An encrypted message whose key has not come (yet). */
+interface WaitingForKey {
+  message: RoomMessage;
+  timer: NodeJS.Timeout;
+}
 
 /** A `!bridge` command as a sync or a transaction brought it. */
 interface ReceivedCommand {
@@ -40,6 +53,8 @@ export interface BridgeOptions {
   /** Replaces the network fetch of feeds (tests). */
   fetchFeed?: FeedFetcher | undefined;
   random?: (() => number) | undefined;
+  /** How long an undecryptable message waits for its key before the bridge says so (tests). */
+  undecryptableWaitMs?: number | undefined;
 }
 
 /** Where the bridge lives and what it is allowed. */
@@ -54,6 +69,8 @@ export interface BridgeSetup {
   /** Where webhook URLs point (ends with a slash); asked each time, as the listening port may be known only once the server listens. */
   webhookBaseUrl: () => string;
   log: FastifyBaseLogger;
+  /** The key file that seals the crypto store's key (`bridge.encryption.key_path` resolved); null: in memory. */
+  cryptoKeyPath?: string | null | undefined;
 }
 
 export class Bridge implements BridgePoster {
@@ -72,6 +89,12 @@ export class Bridge implements BridgePoster {
   private loop: Promise<void> | undefined;
   /** Each room's commands run one after another; rooms do not wait for each other. */
   private readonly roomQueues = new Map<string, Promise<void>>();
+  /** The bridge's crypto device (`bridge.encryption.enabled`); usable once `cryptoReady`. */
+  private readonly crypto: CryptoDevice | undefined;
+  private cryptoReady = false;
+  private readonly waitingForKeys = new Map<string, WaitingForKey>();
+  private readonly undecryptableReplied = new Map<string, number>();
+  private readonly undecryptableWaitMs: number;
 
   constructor(setup: BridgeSetup, options: BridgeOptions = {}) {
     ({ homeserver: this.homeserver, storage: this.storage, clock: this.clock, log: this.log, webhookBaseUrl: this.webhookBaseUrl } = setup);
@@ -81,6 +104,15 @@ export class Bridge implements BridgePoster {
     this.feedParser = new FeedParserThread({ deadlineMs: setup.config.feeds.parse_timeout_seconds * 1000 });
     this.feeds = new FeedService(setup.storage, setup.config.feeds, setup.clock, this, options.fetchFeed ?? fetchFeed, this.feedParser.parse, setup.log, options.random);
     this.directMessages = new DirectMessages(setup.homeserver);
+    this.undecryptableWaitMs = options.undecryptableWaitMs ?? UNDECRYPTABLE_WAIT_MS;
+    if (setup.config.encryption.enabled) {
+      this.crypto = new CryptoDevice({ userId: this.userId, storage: setup.storage, transport: setup.homeserver, keyPath: setup.cryptoKeyPath ?? null, log: setup.log });
+    }
+  }
+
+  /** The bridge's crypto device id, once it has one. */
+  get deviceId(): string | undefined {
+    return this.cryptoReady ? this.crypto?.deviceId : undefined;
   }
 
   /**
@@ -90,6 +122,7 @@ export class Bridge implements BridgePoster {
   async start(): Promise<void> {
     if (this.abort.signal.aborted) this.abort = new AbortController();
     await this.homeserver.prepare();
+    await this.startCrypto();
     // Commands seen before a restart and not finished run first, in their rooms' queues.
     await this.resumeCommands();
     this.loop = this.homeserver.follow((activity, checkpoint) => this.take(activity, checkpoint), this.abort.signal);
@@ -103,12 +136,33 @@ export class Bridge implements BridgePoster {
     this.loop = undefined;
     await Promise.allSettled([...this.roomQueues.values()]);
     await this.feeds.stop();
+    for (const waiting of this.waitingForKeys.values()) clearTimeout(waiting.timer);
+    this.waitingForKeys.clear();
   }
 
-  /** Stops for good: the feed parser's thread ends too. */
+  /** Stops for good: the feed parser's thread ends too, and the crypto device is closed. */
   async close(): Promise<void> {
     await this.stop();
     await this.feedParser.close();
+    await this.crypto?.close();
+    this.cryptoReady = false;
+  }
+
+  /**
+   * Opens the crypto device (once per process) and makes it the bridge's device on the
+   * homeserver. Without it the bridge still works, in rooms that are not encrypted.
+   */
+  private async startCrypto(): Promise<void> {
+    if (!this.crypto || this.cryptoReady) return;
+    try {
+      await this.crypto.open();
+      await this.homeserver.useDevice(this.crypto.deviceId, BRIDGE_DEVICE_NAME);
+      await this.crypto.start();
+      this.cryptoReady = true;
+      this.log.info({ device: this.crypto.deviceId }, 'bridge crypto device ready: encrypted rooms are supported');
+    } catch (err) {
+      this.log.error({ err }, 'the bridge’s crypto device could not start: it cannot read or post in encrypted rooms');
+    }
   }
 
   // ---- BridgePoster ----
@@ -122,6 +176,13 @@ export class Bridge implements BridgePoster {
     // m.mentions (intentional mentions) keeps an "@room" in it from notifying the whole room, which
     // the bridge, as Moderator, otherwise could.
     const withMentions = 'm.mentions' in content ? content : { ...content, 'm.mentions': {} };
+    // In an encrypted room, encrypted for its members' devices (people's clients warn of anything else).
+    const encryption = this.crypto && this.cryptoReady ? await this.homeserver.encryption(roomId) : undefined;
+    if (encryption && this.crypto) {
+      const members = await this.homeserver.members(roomId);
+      const encrypted = await this.crypto.encrypt(roomId, 'm.room.message', withMentions, members, encryption);
+      return this.homeserver.send(roomId, 'm.room.encrypted', encrypted, txnId);
+    }
     return this.homeserver.send(roomId, 'm.room.message', withMentions, txnId);
   }
 
@@ -133,8 +194,13 @@ export class Bridge implements BridgePoster {
    * commands run (resumeCommands), none lost.
    */
   private async take(activity: RoomActivity, checkpoint: Checkpoint): Promise<void> {
+    // Room keys first (and written to the database before the checkpoint below commits), so the
+    // batch's own encrypted messages can be read.
+    if (activity.device && this.crypto && this.cryptoReady) await this.crypto.receive(activity.device);
     // The first batch ever is history: commands in it were meant for nobody here yet.
-    const commands = activity.initial ? [] : activity.messages.flatMap((message) => (message.sender === this.userId ? [] : (this.commandOf(message.roomId, message.sender, message.eventId, message.content) ?? [])));
+    const messages = activity.initial ? [] : await this.readable(activity.messages.filter((message) => message.sender !== this.userId));
+    if (activity.device && activity.device.toDevice.length > 0) messages.push(...(await this.retryWaiting()));
+    const commands = messages.flatMap((message) => this.commandOf(message.roomId, message.sender, message.eventId, message.content) ?? []);
     const now = this.clock.now();
     await this.storage.transaction(async (stores) => {
       if (commands.length > 0) await stores.bridge.insertCommands(commands.map((command) => ({ event_id: command.eventId, room_id: command.roomId, received_ts: now })));
@@ -143,6 +209,87 @@ export class Bridge implements BridgePoster {
     for (const roomId of activity.invites) this.inRoom(roomId, () => this.acceptInvite(roomId));
     for (const roomId of activity.leaves) this.inRoom(roomId, () => this.leftRoom(roomId));
     for (const command of commands) this.inRoom(command.roomId, () => this.runRecorded(command));
+  }
+
+  // ---- encrypted messages ----
+
+  /** The messages as the bridge can read them: encrypted ones decrypted; those without a key yet wait for it. */
+  private async readable(messages: readonly RoomMessage[]): Promise<RoomMessage[]> {
+    const readable: RoomMessage[] = [];
+    for (const message of messages) {
+      if (message.type !== 'm.room.encrypted') {
+        readable.push(message);
+        continue;
+      }
+      if (!this.crypto || !this.cryptoReady) continue;
+      const result = await this.crypto.decrypt(message.roomId, message.event);
+      if ('content' in result) {
+        if (result.type === 'm.room.message') readable.push({ ...message, type: result.type, content: result.content });
+      } else {
+        this.cannotDecrypt(message, result);
+      }
+    }
+    return readable;
+  }
+
+  /** Messages that waited for their keys and can now be read (keys came with this batch). */
+  private async retryWaiting(): Promise<RoomMessage[]> {
+    if (!this.crypto || this.waitingForKeys.size === 0) return [];
+    const readable: RoomMessage[] = [];
+    for (const [eventId, waiting] of [...this.waitingForKeys]) {
+      const result = await this.crypto.decrypt(waiting.message.roomId, waiting.message.event);
+      if (!('content' in result)) {
+        if (result.reason === 'withheld') this.cannotDecrypt(waiting.message, result);
+        continue;
+      }
+      clearTimeout(waiting.timer);
+      this.waitingForKeys.delete(eventId);
+      if (result.type === 'm.room.message') readable.push({ ...waiting.message, type: result.type, content: result.content });
+    }
+    return readable;
+  }
+
+  /**
+   * A message the bridge cannot read. A key that may still come is waited for (a sender's client
+   * shares it just after sending, sometimes later); one that was withheld, or has not come after
+   * a minute, gets one short reply, as the message may have been a command.
+   */
+  private cannotDecrypt(message: RoomMessage, failure: DecryptionFailure): void {
+    const existing = this.waitingForKeys.get(message.eventId);
+    if (failure.reason === 'missing-key') {
+      if (existing) return;
+      if (this.waitingForKeys.size >= MAX_WAITING_FOR_KEYS) {
+        const [oldest] = this.waitingForKeys.keys();
+        clearTimeout(this.waitingForKeys.get(oldest!)!.timer);
+        this.waitingForKeys.delete(oldest!);
+      }
+      const timer = setTimeout(() => {
+        if (this.waitingForKeys.delete(message.eventId)) this.inRoom(message.roomId, () => this.sayUndecryptable(message, 'its key never reached my device'));
+      }, this.undecryptableWaitMs);
+      timer.unref();
+      this.waitingForKeys.set(message.eventId, { message, timer });
+      return;
+    }
+    if (existing) {
+      clearTimeout(existing.timer);
+      this.waitingForKeys.delete(message.eventId);
+    }
+    this.log.warn({ room: message.roomId, event: message.eventId, reason: failure.message }, 'bridge could not decrypt a message');
+    const why = failure.reason === 'withheld' ? `the sender’s client withheld its key (${failure.message})` : 'it did not decrypt';
+    this.inRoom(message.roomId, () => this.sayUndecryptable(message, why));
+  }
+
+  private async sayUndecryptable(message: RoomMessage, why: string): Promise<void> {
+    const now = Date.now();
+    const last = this.undecryptableReplied.get(message.roomId);
+    if (last !== undefined && now - last < UNDECRYPTABLE_REPLY_INTERVAL_MS) return;
+    this.undecryptableReplied.set(message.roomId, now);
+    this.log.info({ room: message.roomId, event: message.eventId }, 'bridge could not read an encrypted message; said so');
+    await this.notice(
+      message.roomId,
+      `I could not read this encrypted message: ${why}. If it was a !bridge command, please send it again (your client shares its keys with my device, ${this.crypto?.deviceId ?? 'unknown'}, when it sends).`,
+      message.eventId,
+    );
   }
 
   private commandOf(roomId: string, sender: string, eventId: string, content: JsonObject): ReceivedCommand | undefined {
@@ -172,7 +319,12 @@ export class Bridge implements BridgePoster {
         const done = () => this.storage.bridge.deleteCommand(row.event_id);
         const event = await this.homeserver.event(row.room_id, row.event_id);
         if (!event || (await this.homeserver.hasAnswered(row.room_id, row.event_id))) return done();
-        const received = this.commandOf(row.room_id, event.sender, row.event_id, event.content);
+        let content = event.content;
+        if (event.type === 'm.room.encrypted' && this.crypto && this.cryptoReady) {
+          const decrypted = await this.crypto.decrypt(row.room_id, event.event);
+          content = 'content' in decrypted ? decrypted.content : {};
+        }
+        const received = this.commandOf(row.room_id, event.sender, row.event_id, content);
         if (received) return this.runRecorded(received);
         if (event.redacted) await this.notice(row.room_id, 'I was restarted before I could finish that command; please say it again.', row.event_id);
         return done();
@@ -328,7 +480,9 @@ export class Bridge implements BridgePoster {
     }
     lines.push(`To revoke it, say "!bridge webhook remove ${name}" in the room.`);
     try {
-      const dm = await this.directMessages.roomWith(sender);
+      // A new DM is encrypted when the command came from an encrypted room; an existing one is used as it is.
+      const encrypted = this.cryptoReady && (await this.homeserver.encryption(roomId)) !== undefined;
+      const dm = await this.directMessages.roomWith(sender, encrypted);
       await this.post(dm, { msgtype: 'm.notice', body: lines.join('\n') });
       return true;
     } catch (err) {

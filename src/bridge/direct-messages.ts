@@ -20,21 +20,24 @@ export class DirectMessages {
     return Object.values(direct).some((rooms) => Array.isArray(rooms) && rooms.includes(roomId));
   }
 
-  /** A DM room with `userId`: an existing one the user is still joined or invited to, or a new one. */
-  roomWith(userId: string): Promise<string> {
-    const next = this.queue.catch(() => undefined).then(() => this.findOrCreate(userId));
+  /**
+   * A DM room with `userId`: an existing one the user is still joined or invited to, or a new one
+   * (encrypted when asked: what the bridge posts there follows the room's encryption).
+   */
+  roomWith(userId: string, encrypted = false): Promise<string> {
+    const next = this.queue.catch(() => undefined).then(() => this.findOrCreate(userId, encrypted));
     this.queue = next;
     return next;
   }
 
-  private async findOrCreate(userId: string): Promise<string> {
+  private async findOrCreate(userId: string, encrypted: boolean): Promise<string> {
     const direct = await this.directRooms();
     const known = Array.isArray(direct[userId]) ? (direct[userId] as unknown[]).filter((id): id is string => typeof id === 'string') : [];
     for (const roomId of [...known].reverse()) {
       const theirs = await this.homeserver.membership(roomId, userId);
       if ((await this.homeserver.membership(roomId, this.homeserver.userId)) === 'join' && (theirs === 'join' || theirs === 'invite')) return roomId;
     }
-    const roomId = await this.homeserver.createDirectRoom(userId);
+    const roomId = await this.homeserver.createDirectRoom(userId, encrypted);
     const updated = await this.directRooms();
     const rooms = Array.isArray(updated[userId]) ? (updated[userId] as unknown[]) : [];
     await this.homeserver.setAccountData('m.direct', { ...updated, [userId]: [...rooms, roomId] });

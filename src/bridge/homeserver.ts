@@ -6,13 +6,20 @@
  */
 import type { JsonObject } from '../rooms/events.js';
 import type { BridgeStore } from '../storage/bridge-store.js';
+import type { CryptoTransport, DeviceDelivery } from './crypto/crypto-device.js';
 
-/** A message in a room the bridge is joined to, sent after it joined (a candidate command). */
+/**
+ * A message in a room the bridge is joined to, sent after it joined (a candidate command):
+ * `m.room.message`, or `m.room.encrypted` for the bridge's crypto device to decrypt.
+ */
 export interface RoomMessage {
   roomId: string;
   sender: string;
   eventId: string;
+  type: string;
   content: JsonObject;
+  /** The whole event as delivered (what decryption needs). */
+  event: JsonObject;
 }
 
 /** What happened in the bridge's rooms since the last batch, in order. */
@@ -24,6 +31,8 @@ export interface RoomActivity {
   leaves: string[];
   /** True for the first batch ever: history, in which no command was meant for the bridge. */
   initial: boolean;
+  /** What came for the bridge's crypto device (to-device messages, device lists, key counts). */
+  device?: DeviceDelivery | undefined;
 }
 
 /**
@@ -42,7 +51,7 @@ export interface RoomPowers {
   stateDefault: number;
 }
 
-export interface BridgeHomeserver {
+export interface BridgeHomeserver extends CryptoTransport {
   /** The bridge user. */
   readonly userId: string;
   /** Before following: the bridge's account is usable (created, if the homeserver is this one). */
@@ -56,15 +65,24 @@ export interface BridgeHomeserver {
    */
   send(roomId: string, type: string, content: JsonObject, txnId?: string): Promise<string>;
   redact(roomId: string, eventId: string, reason: string): Promise<void>;
-  /** A new direct-message room with `userId`, invited. */
-  createDirectRoom(userId: string): Promise<string>;
+  /** A new direct-message room with `userId`, invited; encrypted when asked. */
+  createDirectRoom(userId: string, encrypted?: boolean): Promise<string>;
   /** A user's membership in a room (`join`, `invite`, `leave`, `ban`), or undefined if none. */
   membership(roomId: string, userId: string): Promise<string | undefined>;
   powers(roomId: string): Promise<RoomPowers | undefined>;
   /** The room's name and canonical alias, where set. */
   roomNames(roomId: string): Promise<{ name?: string | undefined; alias?: string | undefined }>;
   /** An event of a room as the bridge may see it, or undefined. */
-  event(roomId: string, eventId: string): Promise<{ sender: string; content: JsonObject; redacted: boolean } | undefined>;
+  event(roomId: string, eventId: string): Promise<{ sender: string; type: string; content: JsonObject; redacted: boolean; event: JsonObject } | undefined>;
+  /**
+   * The bridge's crypto device from now on: it exists on the homeserver (with this display
+   * name), its requests are made as it, and what comes for it is delivered in `RoomActivity.device`.
+   */
+  useDevice(deviceId: string, displayName: string): Promise<void>;
+  /** The room's `m.room.encryption` content, or undefined for a room that is not encrypted. */
+  encryption(roomId: string): Promise<JsonObject | undefined>;
+  /** Who a message in the room is encrypted for: its joined and invited members. */
+  members(roomId: string): Promise<string[]>;
   /** Whether the bridge has answered (replied to) the event already. */
   hasAnswered(roomId: string, eventId: string): Promise<boolean>;
   /** The bridge's global account data of `type`, or undefined. */

@@ -13,17 +13,18 @@ import type { Services } from '../services.js';
 import { BOT_USER_TYPE } from '../users/account-service.js';
 import type { Requester } from '../users/session-service.js';
 import { userIdFor } from '../users/user-ids.js';
+import type { CryptoRequest, DeviceDelivery } from './crypto/crypto-device.js';
 import type { ActivityHandler, BridgeHomeserver, RoomActivity, RoomMessage, RoomPowers } from './homeserver.js';
 
 const SYNC_TOKEN_KEY = 'sync_token';
 const SYNC_TIMEOUT_MS = 30_000;
 const RETRY_AFTER_ERROR_MS = 1_000;
-/** Only what the bridge reacts to: messages and membership, nothing ephemeral. */
+/** Only what the bridge reacts to: messages (encrypted or not) and membership, nothing ephemeral. */
 const SYNC_FILTER: FilterDefinition = {
   presence: { not_types: ['*'] },
   account_data: { not_types: ['*'] },
   room: {
-    timeline: { limit: 100, types: ['m.room.message', 'm.room.member'] },
+    timeline: { limit: 100, types: ['m.room.message', 'm.room.encrypted', 'm.room.member'] },
     state: { not_types: ['*'] },
     ephemeral: { not_types: ['*'] },
     account_data: { not_types: ['*'] },
@@ -32,7 +33,9 @@ const SYNC_FILTER: FilterDefinition = {
 
 export class LocalHomeserver implements BridgeHomeserver {
   readonly userId: string;
-  private readonly requester: Requester;
+  private requester: Requester;
+  /** Set once the bridge has a crypto device: syncs then carry what comes for it. */
+  private cryptoDevice = false;
 
   constructor(
     private readonly services: Services,
@@ -68,7 +71,7 @@ export class LocalHomeserver implements BridgeHomeserver {
         const next = String(body.next_batch);
         const activity = this.activityIn(body, since === undefined);
         // Nothing new and the same position: nothing to take.
-        if (next !== since || activity.messages.length > 0 || activity.invites.length > 0 || activity.leaves.length > 0) {
+        if (next !== since || activity.messages.length > 0 || activity.invites.length > 0 || activity.leaves.length > 0 || activity.device !== undefined) {
           await handler(activity, (stores) => stores.bridge.setValue(SYNC_TOKEN_KEY, next));
         }
         since = next;
@@ -93,8 +96,49 @@ export class LocalHomeserver implements BridgeHomeserver {
     await this.services.rooms.redact(this.requester, roomId, eventId, randomUUID(), reason);
   }
 
-  createDirectRoom(userId: string): Promise<string> {
-    return this.services.rooms.createRoom(this.requester, { preset: 'trusted_private_chat', is_direct: true, invite: [userId] });
+  createDirectRoom(userId: string, encrypted = false): Promise<string> {
+    const initialState = encrypted ? [{ type: 'm.room.encryption', state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } }] : [];
+    return this.services.rooms.createRoom(this.requester, { preset: 'trusted_private_chat', is_direct: true, invite: [userId], initial_state: initialState });
+  }
+
+  async useDevice(deviceId: string, displayName: string): Promise<void> {
+    await this.services.devices.ensure(this.userId, deviceId, displayName, this.services.clock.now());
+    this.requester = { ...this.requester, deviceId };
+    this.cryptoDevice = true;
+  }
+
+  /** The crypto device's requests, answered by the services the client API's routes call. */
+  async cryptoRequest(request: CryptoRequest): Promise<JsonObject> {
+    const { keys, toDevice } = this.services;
+    const { userId, deviceId } = this.requester;
+    switch (request.kind) {
+      case 'keys_upload':
+        return keys.upload({ userId, deviceId }, request.body);
+      case 'keys_query':
+        return keys.query(userId, request.body);
+      case 'keys_claim':
+        return keys.claim(request.body);
+      case 'signatures_upload':
+        return keys.crossSigning.uploadSignatures(userId, request.body);
+      case 'signing_keys_upload':
+        // The route asks for the password before replacing keys; the server trusts its own bridge.
+        await keys.crossSigning.upload(userId, request.body);
+        return {};
+      case 'to_device':
+        await toDevice.send({ userId, deviceId }, request.eventType, request.txnId, (request.body.messages ?? {}) as Record<string, Record<string, JsonObject>>);
+        return {};
+    }
+  }
+
+  async encryption(roomId: string): Promise<JsonObject | undefined> {
+    const room = this.services.roomCache.peek(roomId) ?? (await this.services.roomCache.room(roomId));
+    return room?.get('m.room.encryption')?.content;
+  }
+
+  async members(roomId: string): Promise<string[]> {
+    const room = this.services.roomCache.peek(roomId) ?? (await this.services.roomCache.room(roomId));
+    if (!room) return [];
+    return [...room.joinedUsers(), ...room.invitedUsers()];
   }
 
   async membership(roomId: string, userId: string): Promise<string | undefined> {
@@ -118,10 +162,11 @@ export class LocalHomeserver implements BridgeHomeserver {
     return { name: typeof name === 'string' ? name : undefined, alias: typeof alias === 'string' ? alias : undefined };
   }
 
-  async event(roomId: string, eventId: string): Promise<{ sender: string; content: JsonObject; redacted: boolean } | undefined> {
+  async event(roomId: string, eventId: string): Promise<{ sender: string; type: string; content: JsonObject; redacted: boolean; event: JsonObject } | undefined> {
     const event = await this.services.roomReader.getEvent(eventId);
     if (!event || event.roomId !== roomId) return undefined;
-    return { sender: event.sender, content: event.content, redacted: event.redactedBy !== undefined };
+    const whole: JsonObject = { type: event.type, sender: event.sender, event_id: eventId, room_id: roomId, origin_server_ts: event.originServerTs, content: event.content };
+    return { sender: event.sender, type: event.type, content: event.content, redacted: event.redactedBy !== undefined, event: whole };
   }
 
   async hasAnswered(roomId: string, eventId: string): Promise<boolean> {
@@ -147,11 +192,11 @@ export class LocalHomeserver implements BridgeHomeserver {
     const messages: RoomMessage[] = [];
     for (const [roomId, room] of Object.entries(rooms.join ?? {})) {
       for (const event of this.eventsSinceJoining(room as JsonObject)) {
-        if (event.type !== 'm.room.message') continue;
-        messages.push({ roomId, sender: String(event.sender), eventId: String(event.event_id), content: (event.content ?? {}) as JsonObject });
+        if (event.type !== 'm.room.message' && event.type !== 'm.room.encrypted') continue;
+        messages.push({ roomId, sender: String(event.sender), eventId: String(event.event_id), type: String(event.type), content: (event.content ?? {}) as JsonObject, event: { ...event, room_id: roomId } });
       }
     }
-    return { messages, invites: Object.keys(rooms.invite ?? {}), leaves: Object.keys(rooms.leave ?? {}), initial };
+    return { messages, invites: Object.keys(rooms.invite ?? {}), leaves: Object.keys(rooms.leave ?? {}), initial, device: this.cryptoDevice ? deviceDeliveryOf(body) : undefined };
   }
 
   /**
@@ -168,4 +213,21 @@ export class LocalHomeserver implements BridgeHomeserver {
     });
     return events.slice(start);
   }
+}
+
+/** What a sync brought for the crypto device; undefined when nothing (most syncs). */
+export function deviceDeliveryOf(body: JsonObject): DeviceDelivery | undefined {
+  const toDevice = ((body.to_device as JsonObject | undefined)?.events ?? []) as JsonObject[];
+  const lists = (body.device_lists ?? {}) as { changed?: unknown; left?: unknown };
+  const strings = (value: unknown) => (Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : []);
+  const counts = (body.device_one_time_keys_count ?? {}) as Record<string, number>;
+  const fallback = body.device_unused_fallback_key_types;
+  const delivery: DeviceDelivery = {
+    toDevice: Array.isArray(toDevice) ? toDevice : [],
+    changed: strings(lists.changed),
+    left: strings(lists.left),
+    oneTimeKeyCounts: typeof counts === 'object' && counts !== null ? counts : {},
+    unusedFallbackKeyTypes: Array.isArray(fallback) ? strings(fallback) : undefined,
+  };
+  return delivery;
 }

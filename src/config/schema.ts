@@ -314,6 +314,16 @@ export const ConfigSchema = Type.Object(
           },
           { additionalProperties: false, default: {} },
         ),
+        // The bridge's crypto device (docs/bridge.md, "Encrypted rooms"): it reads commands and posts
+        // in encrypted rooms. Its store lives in the database, its key sealed with the key file
+        // (null: `<server_name>.bridge-crypto.key` beside the signing key; in memory when that is).
+        encryption: Type.Object(
+          {
+            enabled: Type.Boolean({ default: true }),
+            key_path: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
         // `bot-homeserver bridge`: the bridge alone, as an application service of another
         // homeserver (the organisation's main one); see docs/bridge.md. The bridge user is
         // @<localpart>:<server_name of that homeserver>.

@@ -1,10 +1,11 @@
 /** The bridge user's records: its sync position, webhooks, feeds, subscriptions and seen items. */
 import type { Kysely, Selectable } from 'kysely';
 import { QueryTemplate } from './database.js';
-import type { BridgeCommandsTable, BridgeFeedsTable, BridgeRoomFeedsTable, BridgeWebhooksTable, Database } from './schema.js';
+import type { BridgeCommandsTable, BridgeCryptoRecordsTable, BridgeFeedsTable, BridgeRoomFeedsTable, BridgeWebhooksTable, Database } from './schema.js';
 
 export type WebhookRow = Selectable<BridgeWebhooksTable>;
 export type CommandRow = Selectable<BridgeCommandsTable>;
+export type CryptoRecordRow = Selectable<BridgeCryptoRecordsTable>;
 export type FeedRow = Selectable<BridgeFeedsTable>;
 export type RoomFeedRow = Selectable<BridgeRoomFeedsTable>;
 export type FeedPatch = Partial<Omit<FeedRow, 'url'>>;
@@ -42,6 +43,40 @@ export class BridgeStore {
       .values({ key, value })
       .onConflict((oc) => oc.column('key').doUpdateSet({ value }))
       .execute();
+  }
+
+  // ---- the crypto device's store (bridge/crypto/indexeddb.ts) ----
+
+  async cryptoRecords(): Promise<CryptoRecordRow[]> {
+    return this.db.selectFrom('bridge_crypto_records').selectAll().execute();
+  }
+
+  /** Empties object stores of the crypto store (before they are written whole again). */
+  async clearCryptoStores(stores: ReadonlyArray<{ database: string; objectStore: string }>): Promise<void> {
+    for (const { database, objectStore } of stores) {
+      await this.db.deleteFrom('bridge_crypto_records').where('database', '=', database).where('object_store', '=', objectStore).execute();
+    }
+  }
+
+  async upsertCryptoRecords(rows: readonly CryptoRecordRow[]): Promise<void> {
+    for (let i = 0; i < rows.length; i += IDS_PER_QUERY / 5) {
+      await this.db
+        .insertInto('bridge_crypto_records')
+        .values(rows.slice(i, i + IDS_PER_QUERY / 5))
+        .onConflict((oc) => oc.columns(['database', 'object_store', 'record_key']).doUpdateSet((eb) => ({ value: eb.ref('excluded.value') })))
+        .execute();
+    }
+  }
+
+  async deleteCryptoRecords(keys: ReadonlyArray<{ database: string; objectStore: string; key: string }>): Promise<void> {
+    for (const { database, objectStore, key } of keys) {
+      await this.db.deleteFrom('bridge_crypto_records').where('database', '=', database).where('object_store', '=', objectStore).where('record_key', '=', key).execute();
+    }
+  }
+
+  /** Forgets the crypto store entirely (its key is lost: a new device starts). */
+  async deleteAllCryptoRecords(): Promise<void> {
+    await this.db.deleteFrom('bridge_crypto_records').execute();
   }
 
   // ---- commands seen and not yet done ----

@@ -178,6 +178,14 @@ export interface BridgeStateTable {
   value: string;
 }
 
+/** One record of the bridge's crypto store (migration 0030): serialised key and value, base64. */
+export interface BridgeCryptoRecordsTable {
+  database: string;
+  object_store: string;
+  record_key: string;
+  value: string;
+}
+
 export interface BridgeCommandsTable {
   event_id: string;
   room_id: string;
@@ -528,6 +536,7 @@ export interface Database {
   receipts: ReceiptsTable;
   filters: FiltersTable;
   bridge_state: BridgeStateTable;
+  bridge_crypto_records: BridgeCryptoRecordsTable;
   bridge_commands: BridgeCommandsTable;
   bridge_webhooks: BridgeWebhooksTable;
   bridge_feeds: BridgeFeedsTable;

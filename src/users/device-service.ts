@@ -41,6 +41,21 @@ export class DeviceService {
     if (!(await this.storage.sessions.renameDevice(userId, deviceId, displayName))) throw new MatrixError('M_NOT_FOUND', 'No device found');
   }
 
+  /**
+   * A device that holds no token: the bridge's crypto device on this server, which acts in
+   * process. Made once; its name is kept up to date.
+   */
+  async ensure(userId: string, deviceId: string, displayName: string, now: number): Promise<void> {
+    await this.storage.transaction(async (stores) => {
+      const existing = await stores.sessions.getDevice(userId, deviceId);
+      if (!existing) {
+        await stores.sessions.insertDevice({ user_id: userId, device_id: deviceId, display_name: displayName, created_ts: now, last_seen_ts: null, last_seen_ip: null });
+      } else if (existing.display_name !== displayName) {
+        await stores.sessions.renameDevice(userId, deviceId, displayName);
+      }
+    });
+  }
+
   /** Deletes the devices with their tokens; devices that do not exist are skipped (deleting is idempotent). */
   async delete(userId: string, deviceIds: readonly string[]): Promise<void> {
     await this.storage.transaction(async (stores) => {

@@ -1,0 +1,128 @@
+/**
+ * The bridge in encrypted rooms (issue 31), lived by a matrix-js-sdk client with Rust crypto, as
+ * Element users live it: an encrypted room, the bridge invited, `!bridge webhook ci` sent
+ * encrypted, the URL read from the bridge's encrypted direct message, a post to it decrypted in
+ * the room; then a feed item; then the same after the server restarts (same device, and the
+ * messages from before still decrypt).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import * as sdk from 'matrix-js-sdk';
+import { logger } from 'matrix-js-sdk/lib/logger.js';
+import { startTestHomeserver, type TestAccount, type TestHomeserver } from '../../../src/testing/index.js';
+import { encryptedRoomWith, encryptionReady, startCryptoClient } from '../../support/crypto-clients.js';
+import { startFeedServer, type FeedServer } from '../../support/feed-server.js';
+
+/** Resolves with the first event in `roomId` from `sender` that decrypts to a body `accept` takes. */
+function decryptedWhere(client: sdk.MatrixClient, roomId: string | (() => string | undefined), sender: string, accept: (body: string) => boolean, what: string): Promise<sdk.MatrixEvent> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${client.getUserId()} did not decrypt ${what} within 60 s`)), 60_000);
+    const check = async (event: sdk.MatrixEvent) => {
+      const room = typeof roomId === 'string' ? roomId : roomId();
+      if ((room !== undefined && event.getRoomId() !== room) || event.getSender() !== sender) return;
+      await client.decryptEventIfNeeded(event);
+      const body = event.getContent().body;
+      if (event.isEncrypted() && typeof body === 'string' && accept(body)) {
+        clearTimeout(timer);
+        resolve(event);
+      }
+    };
+    const seen = () => {
+      for (const room of client.getRooms()) for (const event of room.getLiveTimeline().getEvents()) void check(event);
+    };
+    client.on(sdk.RoomEvent.Timeline, (event) => void check(event));
+    client.on(sdk.MatrixEventEvent.Decrypted, (event) => void check(event));
+    seen();
+  });
+}
+
+function rss(items: Array<{ id: string; title: string }>): string {
+  const entries = items.map((item) => `<item><guid>${item.id}</guid><title>${item.title}</title><link>https://example.org/${item.id}</link></item>`).join('');
+  return `<?xml version="1.0"?><rss version="2.0"><channel><title>Releases</title><link>https://example.org/</link>${entries}</channel></rss>`;
+}
+
+describe('the bridge in an encrypted room, with a matrix-js-sdk Rust crypto client', () => {
+  let dir: string;
+  let hs: TestHomeserver | undefined;
+  let feeds: FeedServer;
+  const clients: sdk.MatrixClient[] = [];
+  beforeAll(async () => {
+    (logger as unknown as { disableAll(): void }).disableAll();
+    feeds = await startFeedServer();
+  });
+  afterAll(async () => {
+    await feeds.close();
+  });
+  afterEach(async () => {
+    for (const client of clients.splice(0)) client.stopClient();
+    await hs?.close();
+    hs = undefined;
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const start = (port = 0) => startTestHomeserver({ port, config: { database: { path: join(dir, 'homeserver.db') } } });
+
+  async function client(account: TestAccount): Promise<sdk.MatrixClient> {
+    const started = await startCryptoClient(hs!.baseUrl, account);
+    clients.push(started);
+    return started;
+  }
+
+  /** Alice's encrypted room with the bridge joined and made Moderator. */
+  async function encryptedRoomWithBridge(alice: sdk.MatrixClient): Promise<string> {
+    const bridgeId = hs!.bridgeUserId!;
+    const roomId = await encryptedRoomWith(alice, bridgeId);
+    await alice.setPowerLevel(roomId, bridgeId, 50);
+    await encryptionReady(alice, roomId);
+    return roomId;
+  }
+
+  /** `!bridge webhook <name>` sent encrypted; resolves with the URL from the bridge's encrypted DM. */
+  async function webhookUrl(alice: sdk.MatrixClient, roomId: string, name: string): Promise<string> {
+    const bridgeId = hs!.bridgeUserId!;
+    const dm = decryptedWhere(alice, () => undefined, bridgeId, (body) => body.includes(`Your webhook "${name}"`), 'the webhook DM');
+    const reply = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes(`Created the webhook "${name}"`), 'the reply to the command');
+    await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: `!bridge webhook ${name}` });
+    await reply;
+    const message = await dm;
+    const url = message.getContent().body.split('\n').find((line: string) => line.startsWith('http'));
+    expect(url).toBeDefined();
+    return url!;
+  }
+
+  async function post(url: string, text: string): Promise<void> {
+    const answer = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text }) });
+    expect(answer.status).toBeLessThan(300);
+  }
+
+  it('reads an encrypted command, sends the URL in an encrypted DM, and posts encrypted; a feed item too', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'bhs-bridge-e2ee-'));
+    hs = await start();
+    const bridgeId = hs.bridgeUserId!;
+    const alice = await client(await hs.createUser('alice'));
+    const roomId = await encryptedRoomWithBridge(alice);
+
+    const url = await webhookUrl(alice, roomId, 'ci');
+    const posted = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('build passed'), 'the webhook message');
+    await post(url, 'build passed');
+    const event = await posted;
+    expect(event.getWireType()).toBe('m.room.encrypted');
+
+    // The server holds ciphertext only.
+    const stored = await hs.timeline(roomId);
+    expect(JSON.stringify(stored)).not.toContain('build passed');
+    expect(stored.filter((e) => e.sender === bridgeId && e.type === 'm.room.message')).toEqual([]);
+
+    // A feed: the subscription is a command too; a new item arrives encrypted.
+    feeds.serve('/releases.xml', { body: rss([{ id: 'v1', title: 'Version 1' }]), contentType: 'application/rss+xml' });
+    const subscribed = decryptedWhere(alice, roomId, bridgeId, (body) => body.startsWith('This room now follows'), 'the feed reply');
+    await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: `!bridge feed add ${feeds.url('/releases.xml')}` });
+    await subscribed;
+    feeds.serve('/releases.xml', { body: rss([{ id: 'v2', title: 'Version 2' }, { id: 'v1', title: 'Version 1' }]), contentType: 'application/rss+xml' });
+    const item = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('Version 2'), 'the feed item');
+    await hs.pollFeeds();
+    expect((await item).getWireType()).toBe('m.room.encrypted');
+  }, 180_000);
+});
