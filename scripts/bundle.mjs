@@ -2,7 +2,7 @@
 // (<dist>/src/main.js) into <dist>/bundle/main.mjs, which bin/bot-homeserver.js runs, plus chunks
 // for what loads on first use. Loading a few files instead of ~1,500 module files halves the
 // start-up time and saves ~20 MB of RSS (docs/benchmarks.md). Native addons stay external: they are
-// loaded from node_modules as usual. The library entry points (`.`, `./testing`) stay unbundled.
+// loaded from node_modules as usual, and so is the bridge's crypto (WebAssembly beside its module). The library entry points (`.`, `./testing`) stay unbundled.
 import { build } from 'esbuild';
 import { basename } from 'node:path';
 
@@ -42,7 +42,8 @@ export async function bundle(distDir) {
     // its own, parsed only when first used: start-up and idle memory pay for what runs.
     splitting: true,
     chunkNames: 'chunks/[name]-[hash]',
-    external: ['better-sqlite3', 'better-sqlite3-node20', 'argon2'],
+    // The bridge's crypto (WebAssembly) loads its .wasm file from beside its own module: it stays in node_modules.
+    external: ['better-sqlite3', 'better-sqlite3-node20', 'argon2', '@matrix-org/matrix-sdk-crypto-wasm'],
   });
 
   // Feeds are parsed in a worker thread (src/bridge/feeds/parser-thread.ts), which looks for its code

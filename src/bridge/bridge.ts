@@ -317,19 +317,26 @@ export class Bridge implements BridgePoster {
     for (const row of await this.storage.bridge.pendingCommands()) {
       this.inRoom(row.room_id, async () => {
         const done = () => this.storage.bridge.deleteCommand(row.event_id);
-        const event = await this.homeserver.event(row.room_id, row.event_id);
+        const event = await this.readEvent(row.room_id, row.event_id);
         if (!event || (await this.homeserver.hasAnswered(row.room_id, row.event_id))) return done();
-        let content = event.content;
-        if (event.type === 'm.room.encrypted' && this.crypto && this.cryptoReady) {
-          const decrypted = await this.crypto.decrypt(row.room_id, event.event);
-          content = 'content' in decrypted ? decrypted.content : {};
-        }
-        const received = this.commandOf(row.room_id, event.sender, row.event_id, content);
+        const received = this.commandOf(row.room_id, event.sender, row.event_id, event.content);
         if (received) return this.runRecorded(received);
         if (event.redacted) await this.notice(row.room_id, 'I was restarted before I could finish that command; please say it again.', row.event_id);
         return done();
       });
     }
+  }
+
+  /**
+   * An event as the bridge reads it: decrypted when it is encrypted (its content empty when the
+   * bridge has no key for it), or undefined when the bridge cannot see it.
+   */
+  async readEvent(roomId: string, eventId: string): Promise<{ sender: string; type: string; content: JsonObject; redacted: boolean } | undefined> {
+    const event = await this.homeserver.event(roomId, eventId);
+    if (!event || event.type !== 'm.room.encrypted' || event.redacted) return event;
+    if (!this.crypto || !this.cryptoReady) return { ...event, content: {} };
+    const decrypted = await this.crypto.decrypt(roomId, event.event);
+    return 'content' in decrypted ? { ...event, type: decrypted.type, content: decrypted.content } : { ...event, content: {} };
   }
 
   private inRoom(roomId: string, work: () => Promise<void>): void {

@@ -77,6 +77,8 @@ let wasmLoaded: Promise<Wasm> | undefined;
 function loadWasm(): Promise<Wasm> {
   wasmLoaded ??= import('@matrix-org/matrix-sdk-crypto-wasm').then(async (wasm) => {
     await wasm.initAsync();
+    // The SDK's own log goes to the console: warnings and errors only (never key material at any level).
+    if (wasm.Tracing.isAvailable()) new wasm.Tracing(wasm.LoggerLevel.Warn).turnOn();
     return wasm;
   });
   return wasmLoaded;

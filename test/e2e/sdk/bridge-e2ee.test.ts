@@ -24,6 +24,7 @@ function decryptedWhere(client: sdk.MatrixClient, roomId: string | (() => string
       if ((room !== undefined && event.getRoomId() !== room) || event.getSender() !== sender) return;
       await client.decryptEventIfNeeded(event);
       const body = event.getContent().body;
+      if (process.env.DEBUG_BRIDGE_E2EE) console.log('seen', event.getRoomId(), event.getSender(), event.getWireType(), body);
       if (event.isEncrypted() && typeof body === 'string' && accept(body)) {
         clearTimeout(timer);
         resolve(event);
@@ -118,11 +119,49 @@ describe('the bridge in an encrypted room, with a matrix-js-sdk Rust crypto clie
     // A feed: the subscription is a command too; a new item arrives encrypted.
     feeds.serve('/releases.xml', { body: rss([{ id: 'v1', title: 'Version 1' }]), contentType: 'application/rss+xml' });
     const subscribed = decryptedWhere(alice, roomId, bridgeId, (body) => body.startsWith('This room now follows'), 'the feed reply');
-    await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: `!bridge feed add ${feeds.url('/releases.xml')}` });
+    await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: `!bridge feed ${feeds.url('/releases.xml')}` });
     await subscribed;
     feeds.serve('/releases.xml', { body: rss([{ id: 'v2', title: 'Version 2' }, { id: 'v1', title: 'Version 1' }]), contentType: 'application/rss+xml' });
     const item = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('Version 2'), 'the feed item');
     await hs.pollFeeds();
     expect((await item).getWireType()).toBe('m.room.encrypted');
   }, 180_000);
+
+  it('after a restart: the same device, the old webhook posts encrypted, and messages from before still decrypt', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'bhs-bridge-e2ee-'));
+    hs = await start();
+    const bridgeId = hs.bridgeUserId!;
+    const port = hs.port;
+    const alice = await client(await hs.createUser('alice'));
+    const roomId = await encryptedRoomWithBridge(alice);
+    const url = await webhookUrl(alice, roomId, 'ci');
+    const before = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('before the restart'), 'the first post');
+    await post(url, 'before the restart');
+    await before;
+    const bridge = () => hs!.services && (hs as unknown as { app: { homeserver: { bridge: import('../../../src/bridge/bridge.js').Bridge } } }).app.homeserver.bridge;
+    const deviceId = bridge().deviceId;
+    expect(deviceId).toMatch(/^BRIDGE/);
+    const stored = await hs.timeline(roomId);
+    const command = stored.find((e) => e.sender === alice.getUserId() && e.type === 'm.room.encrypted');
+    expect(command).toBeDefined();
+
+    await hs.close();
+    hs = await start(port);
+    // The same device, with the same keys: alice sees one device of the bridge, unchanged.
+    expect(bridge().deviceId).toBe(deviceId);
+    // A message from before the restart still decrypts.
+    const old = await bridge().readEvent(roomId, command!.event_id);
+    expect(old?.content.body).toBe('!bridge webhook ci');
+
+    // The old webhook posts, encrypted, readable by alice.
+    const after = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('after the restart'), 'the post after the restart');
+    await post(url, 'after the restart');
+    expect((await after).getWireType()).toBe('m.room.encrypted');
+    // And alice's next command (in her Megolm session from before the restart) is read and answered.
+    const listed = decryptedWhere(alice, roomId, bridgeId, (body) => body.startsWith('Webhooks in this room: ci'), 'the webhook list');
+    await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: '!bridge webhook list' });
+    await listed;
+    const devices = await alice.getCrypto()!.getUserDeviceInfo([bridgeId], true);
+    expect([...(devices.get(bridgeId)?.keys() ?? [])]).toEqual([deviceId]);
+  }, 240_000);
 });
