@@ -91,3 +91,30 @@ export async function exchangeEncrypted(alice: sdk.MatrixClient, bob: sdk.Matrix
   await aliceGets;
   return seen;
 }
+
+/**
+ * Resolves with the first event in `roomId` (any room, when the function answers undefined) from
+ * `sender` that decrypts to a body `accept` takes, among those seen so far or to come.
+ */
+export function decryptedWhere(client: sdk.MatrixClient, roomId: string | (() => string | undefined), sender: string, accept: (body: string) => boolean, what: string): Promise<sdk.MatrixEvent> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${client.getUserId()} did not decrypt ${what} within 60 s`)), 60_000);
+    const check = async (event: sdk.MatrixEvent) => {
+      const room = typeof roomId === 'string' ? roomId : roomId();
+      if ((room !== undefined && event.getRoomId() !== room) || event.getSender() !== sender) return;
+      await client.decryptEventIfNeeded(event);
+      const body = event.getContent().body;
+      if (process.env.DEBUG_BRIDGE_E2EE) console.log('seen', event.getRoomId(), event.getSender(), event.getWireType(), body);
+      if (event.isEncrypted() && typeof body === 'string' && accept(body)) {
+        clearTimeout(timer);
+        resolve(event);
+      }
+    };
+    const seen = () => {
+      for (const room of client.getRooms()) for (const event of room.getLiveTimeline().getEvents()) void check(event);
+    };
+    client.on(sdk.RoomEvent.Timeline, (event) => void check(event));
+    client.on(sdk.MatrixEventEvent.Decrypted, (event) => void check(event));
+    seen();
+  });
+}

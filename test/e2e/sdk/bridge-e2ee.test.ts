@@ -12,32 +12,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as sdk from 'matrix-js-sdk';
 import { logger } from 'matrix-js-sdk/lib/logger.js';
 import { startTestHomeserver, type TestAccount, type TestHomeserver } from '../../../src/testing/index.js';
-import { encryptedRoomWith, encryptionReady, startCryptoClient } from '../../support/crypto-clients.js';
+import { decryptedWhere, encryptedRoomWith, encryptionReady, startCryptoClient } from '../../support/crypto-clients.js';
 import { startFeedServer, type FeedServer } from '../../support/feed-server.js';
-
-/** Resolves with the first event in `roomId` from `sender` that decrypts to a body `accept` takes. */
-function decryptedWhere(client: sdk.MatrixClient, roomId: string | (() => string | undefined), sender: string, accept: (body: string) => boolean, what: string): Promise<sdk.MatrixEvent> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${client.getUserId()} did not decrypt ${what} within 60 s`)), 60_000);
-    const check = async (event: sdk.MatrixEvent) => {
-      const room = typeof roomId === 'string' ? roomId : roomId();
-      if ((room !== undefined && event.getRoomId() !== room) || event.getSender() !== sender) return;
-      await client.decryptEventIfNeeded(event);
-      const body = event.getContent().body;
-      if (process.env.DEBUG_BRIDGE_E2EE) console.log('seen', event.getRoomId(), event.getSender(), event.getWireType(), body);
-      if (event.isEncrypted() && typeof body === 'string' && accept(body)) {
-        clearTimeout(timer);
-        resolve(event);
-      }
-    };
-    const seen = () => {
-      for (const room of client.getRooms()) for (const event of room.getLiveTimeline().getEvents()) void check(event);
-    };
-    client.on(sdk.RoomEvent.Timeline, (event) => void check(event));
-    client.on(sdk.MatrixEventEvent.Decrypted, (event) => void check(event));
-    seen();
-  });
-}
 
 function rss(items: Array<{ id: string; title: string }>): string {
   const entries = items.map((item) => `<item><guid>${item.id}</guid><title>${item.title}</title><link>https://example.org/${item.id}</link></item>`).join('');
