@@ -13,6 +13,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequ
 import { stringify as toYaml } from 'yaml';
 import { AppserviceHomeserver, NotReady } from './bridge/appservice-homeserver.js';
 import { Bridge, type BridgeOptions } from './bridge/bridge.js';
+import { bridgeCryptoKeyPath } from './bridge/crypto/store-key.js';
 import { ConfigError, type Config } from './config/index.js';
 import { systemClock } from './core/clock.js';
 import { MatrixError } from './core/errors.js';
@@ -107,6 +108,7 @@ export async function startBridgeApp(config: Config, options: BridgeAppOptions =
       rateLimits: config.ratelimiting_enabled,
       webhookBaseUrl: () => withTrailingSlash(publicUrl ?? ''),
       log: app.log,
+      cryptoKeyPath: bridgeCryptoKeyPath(config),
     },
     options.bridge,
   );

@@ -57,6 +57,25 @@ export class AppServices {
     return { ...(await this.sessions.createSession(userId, options)), ...account };
   }
 
+  /**
+   * `POST /login` with `type: m.login.application_service` (spec v1.2): a device and access token
+   * for a user of the appservice's namespaces (its sender too), made with its as_token. Bridges
+   * use it to give a user a device of its own, for end-to-end encryption.
+   */
+  async login(requester: Requester | null, user: string, options: SessionOptions): Promise<Record<string, unknown>> {
+    const service = requester?.appserviceId !== undefined ? this.registry.byId(requester.appserviceId) : undefined;
+    if (!service) throw new MatrixError('M_MISSING_TOKEN', 'Missing or invalid application service token', { status: 401 });
+    const localpart = user.startsWith('@') ? user.slice(1).split(':')[0]! : user;
+    const userId = user.startsWith('@') ? user : this.accounts.userIdFor(localpart.toLowerCase());
+    if (userId !== service.sender && !this.registry.isInterestedInUser(service, userId)) {
+      throw new MatrixError('M_FORBIDDEN', 'This user is not in the application service’s namespaces', { status: 403 });
+    }
+    const account = await this.accounts.getUser(userId);
+    if (!account) throw new MatrixError('M_FORBIDDEN', 'Invalid username or password', { status: 403 });
+    if (account.deactivated) throw new MatrixError('M_USER_DEACTIVATED', 'This account has been deactivated');
+    return { ...(await this.sessions.createSession(userId, options)), home_server: this.serverName };
+  }
+
   /** `POST /_matrix/client/v1/appservice/{appserviceId}/ping`: only by that appservice. */
   async ping(requester: Requester, appserviceId: string, transactionId: string | undefined): Promise<{ duration_ms: number }> {
     const service = this.registry.byId(appserviceId);

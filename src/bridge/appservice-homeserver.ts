@@ -10,11 +10,17 @@ import type { FastifyBaseLogger } from 'fastify';
 import { ERRCODE_STATUS, MatrixError, type Errcode } from '../core/errors.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { BridgeStorage } from '../storage/bridge-store.js';
-import type { CryptoRequest } from './crypto/crypto-device.js';
+import { deviceDeliveryOf, type CryptoRequest } from './crypto/crypto-device.js';
 import type { ActivityHandler, BridgeHomeserver, RoomActivity, RoomMessage, RoomPowers } from './homeserver.js';
 
 /** The last transaction taken: the homeserver sends them one at a time, so a repeat is this one. */
 const LAST_TXN_KEY = 'appservice_last_txn';
+/** Where the crypto device's own sync (its to-device messages, device lists) has got to. */
+const DEVICE_SYNC_TOKEN_KEY = 'appservice_device_sync_token';
+const DEVICE_SYNC_TIMEOUT_MS = 30_000;
+const DEVICE_RETRY_AFTER_ERROR_MS = 2_000;
+/** The device's sync carries no room at all: only what comes for the device. */
+const DEVICE_SYNC_FILTER = JSON.stringify({ presence: { not_types: ['*'] }, account_data: { not_types: ['*'] }, room: { rooms: [] } });
 const CLIENT = '/_matrix/client/v3';
 
 export interface AppserviceHomeserverOptions {
@@ -48,6 +54,11 @@ export class AppserviceHomeserver implements BridgeHomeserver {
   private readonly joined = new Set<string>();
   private handler: ActivityHandler | undefined;
   private readonly baseUrl: string;
+  /**
+   * The access token of the bridge's crypto device, from an appservice login (in memory only,
+   * never logged; a new one at each start): key requests and the device's own sync use it.
+   */
+  private deviceToken: string | undefined;
 
   constructor(private readonly options: AppserviceHomeserverOptions) {
     this.userId = `@${options.senderLocalpart}:${options.serverName}`;
@@ -78,13 +89,40 @@ export class AppserviceHomeserver implements BridgeHomeserver {
 
   follow(handler: ActivityHandler, signal: AbortSignal): Promise<void> {
     this.handler = handler;
-    return new Promise((resolve) => {
+    const device = this.deviceToken === undefined ? Promise.resolve() : this.followDevice(handler, signal);
+    const transactions = new Promise<void>((resolve) => {
       if (signal.aborted) resolve();
       signal.addEventListener('abort', () => {
         this.handler = undefined;
         resolve();
       });
     });
+    return Promise.all([transactions, device]).then(() => undefined);
+  }
+
+  /**
+   * The crypto device's sync: a logged-in device of the bridge user, syncing for its to-device
+   * messages, device-list changes and one-time key counts (what any homeserver offers; Synapse's
+   * MSC2409/MSC3202 appservice delivery is experimental). No rooms: those come as transactions.
+   */
+  private async followDevice(handler: ActivityHandler, signal: AbortSignal): Promise<void> {
+    let since = await this.options.storage.bridge.getValue(DEVICE_SYNC_TOKEN_KEY);
+    while (!signal.aborted) {
+      try {
+        const query = new URLSearchParams({ filter: DEVICE_SYNC_FILTER, timeout: String(since === undefined ? 0 : DEVICE_SYNC_TIMEOUT_MS) });
+        if (since !== undefined) query.set('since', since);
+        const body = await this.request('GET', `${CLIENT}/sync?${query.toString()}`, undefined, { token: this.deviceToken, timeoutMs: DEVICE_SYNC_TIMEOUT_MS + this.options.timeoutMs, signal });
+        if (signal.aborted) break;
+        const next = String(body.next_batch);
+        const device = deviceDeliveryOf(body);
+        await handler({ messages: [], invites: [], leaves: [], initial: false, device }, (stores) => stores.bridge.setValue(DEVICE_SYNC_TOKEN_KEY, next));
+        since = next;
+      } catch (err) {
+        if (signal.aborted) break;
+        this.options.log.error({ err }, 'the bridge’s crypto device could not sync');
+        await new Promise((resolve) => setTimeout(resolve, DEVICE_RETRY_AFTER_ERROR_MS).unref());
+      }
+    }
   }
 
   /**
@@ -158,12 +196,34 @@ export class AppserviceHomeserver implements BridgeHomeserver {
     return { sender: String(event.sender), type: String(event.type), content: (event.content ?? {}) as JsonObject, redacted: unsigned.redacted_because !== undefined, event: { ...event, room_id: roomId } };
   }
 
-  async useDevice(): Promise<void> {
-    throw new BridgeHomeserverError('encrypted rooms are not supported yet when the bridge is an application service');
+  /** Logs the crypto device in (an appservice login, spec v1.2: no password) with its own id. */
+  async useDevice(deviceId: string, displayName: string): Promise<void> {
+    const answer = await this.request('POST', `${CLIENT}/login`, {
+      type: 'm.login.application_service',
+      identifier: { type: 'm.id.user', user: this.userId },
+      device_id: deviceId,
+      initial_device_display_name: displayName,
+    });
+    if (typeof answer.access_token !== 'string' || answer.device_id !== deviceId) {
+      throw new BridgeHomeserverError(`${this.baseUrl} did not log the bridge's crypto device in (appservice login)`);
+    }
+    this.deviceToken = answer.access_token;
   }
 
-  cryptoRequest(request: CryptoRequest): Promise<JsonObject> {
-    return Promise.reject(new BridgeHomeserverError(`no crypto device: ${request.kind}`));
+  async cryptoRequest(request: CryptoRequest): Promise<JsonObject> {
+    const token = this.deviceToken;
+    if (token === undefined) throw new BridgeHomeserverError('the bridge’s crypto device is not logged in');
+    const paths: Record<Exclude<CryptoRequest['kind'], 'to_device'>, string> = {
+      keys_upload: '/keys/upload',
+      keys_query: '/keys/query',
+      keys_claim: '/keys/claim',
+      signatures_upload: '/keys/signatures/upload',
+      signing_keys_upload: '/keys/device_signing/upload',
+    };
+    if (request.kind === 'to_device') {
+      return this.request('PUT', `${CLIENT}/sendToDevice/${encodeURIComponent(request.eventType)}/${encodeURIComponent(request.txnId)}`, request.body, { token });
+    }
+    return this.request('POST', `${CLIENT}${paths[request.kind]}`, request.body, { token });
   }
 
   async encryption(roomId: string): Promise<JsonObject | undefined> {
@@ -228,15 +288,19 @@ export class AppserviceHomeserver implements BridgeHomeserver {
     return this.request('GET', `${CLIENT}/rooms/${encodeURIComponent(roomId)}/state/${encodeURIComponent(type)}/${encodeURIComponent(stateKey)}`).catch(notFoundAsUndefined);
   }
 
-  /** A client request as the bridge user; a Matrix error answer becomes a MatrixError. */
-  private async request(method: string, path: string, body?: unknown): Promise<JsonObject> {
+  /**
+   * A client request as the bridge user (its as_token, or the crypto device's token); a Matrix
+   * error answer becomes a MatrixError.
+   */
+  private async request(method: string, path: string, body?: unknown, options: { token?: string | undefined; timeoutMs?: number; signal?: AbortSignal } = {}): Promise<JsonObject> {
     let response: Response;
+    const deadline = AbortSignal.timeout(options.timeoutMs ?? this.options.timeoutMs);
     try {
       response = await fetch(`${this.baseUrl}${path}`, {
         method,
-        headers: { authorization: `Bearer ${this.options.asToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: { authorization: `Bearer ${options.token ?? this.options.asToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.options.timeoutMs),
+        signal: options.signal ? AbortSignal.any([deadline, options.signal]) : deadline,
       });
     } catch (err) {
       const cause = (err as { cause?: { message?: string } }).cause?.message ?? (err as Error).message;

@@ -13,7 +13,7 @@ import type { Services } from '../services.js';
 import { BOT_USER_TYPE } from '../users/account-service.js';
 import type { Requester } from '../users/session-service.js';
 import { userIdFor } from '../users/user-ids.js';
-import type { CryptoRequest, DeviceDelivery } from './crypto/crypto-device.js';
+import { deviceDeliveryOf, type CryptoRequest } from './crypto/crypto-device.js';
 import type { ActivityHandler, BridgeHomeserver, RoomActivity, RoomMessage, RoomPowers } from './homeserver.js';
 
 const SYNC_TOKEN_KEY = 'sync_token';
@@ -215,19 +215,3 @@ export class LocalHomeserver implements BridgeHomeserver {
   }
 }
 
-/** What a sync brought for the crypto device; undefined when nothing (most syncs). */
-export function deviceDeliveryOf(body: JsonObject): DeviceDelivery | undefined {
-  const toDevice = ((body.to_device as JsonObject | undefined)?.events ?? []) as JsonObject[];
-  const lists = (body.device_lists ?? {}) as { changed?: unknown; left?: unknown };
-  const strings = (value: unknown) => (Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : []);
-  const counts = (body.device_one_time_keys_count ?? {}) as Record<string, number>;
-  const fallback = body.device_unused_fallback_key_types;
-  const delivery: DeviceDelivery = {
-    toDevice: Array.isArray(toDevice) ? toDevice : [],
-    changed: strings(lists.changed),
-    left: strings(lists.left),
-    oneTimeKeyCounts: typeof counts === 'object' && counts !== null ? counts : {},
-    unusedFallbackKeyTypes: Array.isArray(fallback) ? strings(fallback) : undefined,
-  };
-  return delivery;
-}

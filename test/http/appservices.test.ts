@@ -156,6 +156,16 @@ describe('the client API as an appservice', () => {
     expectMatrixError(await server.http.post('/_matrix/client/v3/login').send({ type: 'm.login.password', user: 'ircbot', password: 'anything' }), 403, 'M_FORBIDDEN');
     expectMatrixError(await server.http.post('/_matrix/client/v3/register').send({ type: 'm.login.application_service', username: '_irc_bob' }), 401, 'M_MISSING_TOKEN');
 
+    // Logging in (spec v1.2): a device of its own for its sender or a user of its namespace, by as_token only.
+    const login = await as.post('/login', { type: 'm.login.application_service', identifier: { type: 'm.id.user', user: 'ircbot' }, device_id: 'BRIDGEDEVICE' });
+    expect(login.status).toBe(200);
+    expect(login.body).toMatchObject({ user_id: `@ircbot:${SERVER_NAME}`, device_id: 'BRIDGEDEVICE', access_token: expect.any(String) });
+    expectMatchesSpec('POST', '/_matrix/client/v3/login', login);
+    const byDevice = await server.http.get('/_matrix/client/v3/account/whoami').set('authorization', `Bearer ${login.body.access_token}`);
+    expect(byDevice.body).toEqual({ user_id: `@ircbot:${SERVER_NAME}`, device_id: 'BRIDGEDEVICE', is_guest: false });
+    expectMatrixError(await as.post('/login', { type: 'm.login.application_service', identifier: { type: 'm.id.user', user: 'alice' } }), 403, 'M_FORBIDDEN');
+    expectMatrixError(await server.http.post('/_matrix/client/v3/login').send({ type: 'm.login.application_service', identifier: { type: 'm.id.user', user: 'ircbot' } }), 401, 'M_MISSING_TOKEN');
+
     // Masquerading: as a registered user of its namespace only.
     const alice = asAppservice(server, `@_irc_alice:${SERVER_NAME}`);
     expect((await alice.get('/account/whoami')).body.user_id).toBe(`@_irc_alice:${SERVER_NAME}`);

@@ -16,7 +16,7 @@ describe('login', () => {
   it('lists password login as its flow', async () => {
     const res = await hs.http.get(`${V3}/login`);
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ flows: [{ type: 'm.login.password' }] });
+    expect(res.body).toEqual({ flows: [{ type: 'm.login.password' }, { type: 'm.login.application_service' }] });
     expectMatchesSpec('GET', `${V3}/login`, res);
   });
 

@@ -318,3 +318,20 @@ async function writeChanges(bridge: BridgeStore, changes: Changes): Promise<void
   }
   if (changes.schemas) await bridge.setValue(SCHEMA_KEY, JSON.stringify(changes.schemas));
 }
+
+/** What a `/sync` answer brought for the crypto device. */
+export function deviceDeliveryOf(body: JsonObject): DeviceDelivery {
+  const toDevice = ((body.to_device as JsonObject | undefined)?.events ?? []) as JsonObject[];
+  const lists = (body.device_lists ?? {}) as { changed?: unknown; left?: unknown };
+  const strings = (value: unknown) => (Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : []);
+  const counts = (body.device_one_time_keys_count ?? {}) as Record<string, number>;
+  const fallback = body.device_unused_fallback_key_types;
+  const delivery: DeviceDelivery = {
+    toDevice: Array.isArray(toDevice) ? toDevice : [],
+    changed: strings(lists.changed),
+    left: strings(lists.left),
+    oneTimeKeyCounts: typeof counts === 'object' && counts !== null ? counts : {},
+    unusedFallbackKeyTypes: Array.isArray(fallback) ? strings(fallback) : undefined,
+  };
+  return delivery;
+}

@@ -3,10 +3,11 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
 import type { ServerInfo } from '../../server-info.js';
-import { authenticate, requesterOf } from '../auth.js';
+import { authenticate, extractAccessToken, requesterOf } from '../auth.js';
 import { MatrixError } from '../../core/errors.js';
 
 const PASSWORD_LOGIN = 'm.login.password';
+const APPSERVICE_LOGIN = 'm.login.application_service';
 
 /** Caps that keep a single request from filling memory (user ids are at most 255 bytes). */
 export const MAX_USER_LENGTH = 255;
@@ -36,11 +37,21 @@ export function sessionRoutes(services: Services, server: ServerInfo): FastifyPl
     const requireUser = authenticate(services.sessions);
 
     /** GET /login: the login flows we offer. */
-    app.get('/login', async () => ({ flows: [{ type: PASSWORD_LOGIN }] }));
+    app.get('/login', async () => ({ flows: [{ type: PASSWORD_LOGIN }, { type: APPSERVICE_LOGIN }] }));
 
-    /** POST /login: password login, by localpart or full user id. */
+    /** POST /login: password login, by localpart or full user id; or an appservice's, with its as_token. */
     app.post('/login', { schema: { body: LoginBodySchema } }, async (request) => {
       const body = request.body;
+      if (body.type === APPSERVICE_LOGIN) {
+        const token = extractAccessToken(request);
+        const requester = token === null ? null : await services.sessions.authenticate(token);
+        const session = await services.appservices.login(requester, loginUser(body), {
+          deviceId: body.device_id,
+          initialDeviceDisplayName: body.initial_device_display_name,
+          refreshable: body.refresh_token,
+        });
+        return { ...session, well_known: { 'm.homeserver': { base_url: server.publicBaseUrl } } };
+      }
       if (body.type !== PASSWORD_LOGIN) throw new MatrixError('M_UNKNOWN', `Unknown login type ${body.type}`);
       if (body.password === undefined) throw new MatrixError('M_BAD_JSON', 'body.password is required');
       const session = await services.sessions.loginWithPassword({

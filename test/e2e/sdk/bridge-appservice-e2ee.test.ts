@@ -1,0 +1,84 @@
+/**
+ * The bridge as an application service of a second instance (issue 31), in an encrypted room: its
+ * crypto device is a logged-in device of the bridge user on the main homeserver (appservice login),
+ * syncing for its to-device messages; rooms still come as transactions. A matrix-js-sdk Rust
+ * crypto client there sends `!bridge webhook ci` encrypted, reads the URL in the encrypted DM,
+ * posts to it and decrypts the message.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import * as sdk from 'matrix-js-sdk';
+import { logger } from 'matrix-js-sdk/lib/logger.js';
+import { startTestHomeserver, type TestHomeserver } from '../../../src/testing/index.js';
+import { bridgeRegistration, startBridgeApp, type RunningBridge } from '../../../src/bridge-app.js';
+import { finishConfig } from '../../../src/config/index.js';
+import { decryptedWhere, encryptedRoomWith, encryptionReady, startCryptoClient } from '../../support/crypto-clients.js';
+import { freePort } from '../../support/ports.js';
+
+describe('the bridge as an application service, in an encrypted room', () => {
+  let dir: string;
+  let main: TestHomeserver | undefined;
+  let bridge: RunningBridge | undefined;
+  const clients: sdk.MatrixClient[] = [];
+  afterEach(async () => {
+    for (const client of clients.splice(0)) client.stopClient();
+    await bridge?.close();
+    await main?.close();
+    bridge = undefined;
+    main = undefined;
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('reads the encrypted command, sends the URL in an encrypted DM, and posts encrypted', async () => {
+    (logger as unknown as { disableAll(): void }).disableAll();
+    dir = mkdtempSync(join(tmpdir(), 'bhs-bridge-as-e2ee-'));
+    const port = await freePort();
+    const mainPort = await freePort();
+    const config = finishConfig({
+      database: { path: join(dir, 'bridge.db') },
+      listen: { host: '127.0.0.1', port },
+      logging: { level: 'silent' },
+      ratelimiting_enabled: false,
+      bridge: {
+        appservice: {
+          homeserver_url: `http://127.0.0.1:${mainPort}`,
+          server_name: 'localhost',
+          as_token: 'bridge-as-token-0123456789',
+          hs_token: 'bridge-hs-token-0123456789',
+          url: `http://127.0.0.1:${port}`,
+        },
+      },
+    });
+    const registration = join(dir, 'bridge-registration.yaml');
+    writeFileSync(registration, bridgeRegistration(config));
+    main = await startTestHomeserver({ port: mainPort, config: { app_service_config_files: [registration], bridge: { enabled: false } } });
+    bridge = await startBridgeApp(config);
+    const bridgeId = '@bridge:localhost';
+    expect(bridge.bridge.deviceId).toMatch(/^BRIDGE/);
+
+    const alice = await startCryptoClient(main.baseUrl, await main.createUser('alice'));
+    clients.push(alice);
+    const roomId = await encryptedRoomWith(alice, bridgeId);
+    await alice.setPowerLevel(roomId, bridgeId, 50);
+    await encryptionReady(alice, roomId);
+
+    const dm = decryptedWhere(alice, () => undefined, bridgeId, (body) => body.includes('Your webhook "ci"'), 'the webhook DM');
+    const reply = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('Created the webhook "ci"'), 'the reply to the command');
+    await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: '!bridge webhook ci' });
+    await reply;
+    const url = (await dm).getContent().body.split('\n').find((line: string) => line.startsWith('http'));
+    expect(url).toBeDefined();
+
+    const posted = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('deployed by the appservice'), 'the webhook message');
+    const answer = await fetch(url!, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'deployed by the appservice' }) });
+    expect(answer.status).toBe(200);
+    expect((await posted).getWireType()).toBe('m.room.encrypted');
+    // The bridge's device is cross-signed on the main homeserver too (it allows a first upload without a password).
+    const identity = await alice.getCrypto()!.getUserVerificationStatus(bridgeId);
+    expect(identity).toBeDefined();
+    const device = (await alice.getCrypto()!.getUserDeviceInfo([bridgeId], true)).get(bridgeId)?.get(bridge.bridge.deviceId!);
+    expect(device?.displayName).toBe('Bridge (webhooks and feeds)');
+  }, 180_000);
+});
