@@ -125,9 +125,10 @@ const tasks = {
   /**
    * One user long-polls /sync; another sends one message at a time once the poll has had
    * `parkDelayMs` to park. Measures from the send's start to the sync answer carrying that message.
-   * With `webhookPath`, the message is posted to that webhook instead (the bridge writes it).
+   * With `webhookPath`, the message is posted to that webhook instead (the bridge writes it); with
+   * `encrypted` too, the room is encrypted and the message is the bridge's next m.room.encrypted.
    */
-  async 'wake-latency'({ baseUrl, senderBaseUrl, roomId, senderToken, syncerToken, warmup, iterations, parkDelayMs, tag, webhookPath }) {
+  async 'wake-latency'({ baseUrl, senderBaseUrl, roomId, senderToken, syncerToken, warmup, iterations, parkDelayMs, tag, webhookPath, encrypted }) {
     // senderBaseUrl: the sender on another server (the federation scenario), the syncer on baseUrl.
     const sender = new Client(senderBaseUrl ?? baseUrl);
     const syncer = new Client(baseUrl);
@@ -158,7 +159,8 @@ const tasks = {
             }
             since = res.body.next_batch;
             const events = res.body.rooms?.join?.[roomId]?.timeline?.events ?? [];
-            if (events.some((e) => e.content?.body === marker)) return gotAt;
+            // Encrypted, the marker cannot be read: the bridge's next encrypted message is this round's.
+            if (events.some((e) => (encrypted ? e.type === 'm.room.encrypted' : e.content?.body === marker))) return gotAt;
             if (gotAt < sendStarted) earlyReturns++;
             else if (gotAt - sendStarted > NOT_WOKEN_MS) return null; // it timed out: the send did not wake it
             else extraPolls++;

@@ -109,7 +109,7 @@ async function toDeviceLatency(ctx, client, from, to, iterations) {
   }
 }
 
-function newIdentity(device) {
+export function newIdentity(device) {
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
   const publicKeyB64 = unpadded(publicKey.export({ format: 'der', type: 'spki' }).subarray(-32));
   const signed = (object) => {

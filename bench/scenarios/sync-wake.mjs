@@ -74,6 +74,7 @@ export async function measure(ctx, roomId, a, b, parkedCount, notes = [], option
       parkDelayMs: PARK_DELAY_MS,
       tag: `${ctx.runId}-p${parkedCount}${options.webhookPath ? '-hook' : ''}`,
       webhookPath: options.webhookPath,
+      encrypted: options.encrypted,
     };
     // Warm-up rounds apart from the measured ones, so the server CPU counted is theirs alone.
     await worker.run('wake-latency', { ...args, iterations: 0, warmup: WARMUP_ROUNDS, tag: `${args.tag}-warmup` });

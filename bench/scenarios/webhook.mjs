@@ -3,8 +3,13 @@
  * webhook-to-sync latency: from the start of a POST to a room member's long-polling /sync
  * answering with the bridge's message. The webhook is made the way a room member makes one:
  * invite the bridge, give it Moderator, say `!bridge webhook bench`, read the URL from its DM.
+ * The same latency again in encrypted rooms (issue 31) with 10 and 100 member devices, each with
+ * signed identity and one-time keys: the bridge queries their keys, makes Olm sessions and shares
+ * its room key on the first post (a warm-up round), then encrypts each post with Megolm.
  */
+import { generateKeyPairSync } from 'node:crypto';
 import { Client, CS, roomPath } from '../lib/http-client.mjs';
+import { newIdentity } from './e2e-keys.mjs';
 import { closedLoop } from '../lib/load.mjs';
 import { registerUsers } from '../lib/setup.mjs';
 import { measure as measureWake } from './sync-wake.mjs';
@@ -39,11 +44,61 @@ export async function run(ctx) {
     webhookPath,
     iterations,
   });
-  return [throughput, wake];
+  const encrypted = [];
+  for (const devices of ENCRYPTED_MEMBER_DEVICES) {
+    const members = await registerUsers(ctx, `hookenc${devices}u`, devices);
+    const room = await encryptedWebhookRoom(ctx, members);
+    encrypted.push(
+      await measureWake(ctx, room.roomId, members[0], members[0], 0, [], {
+        scenario: name,
+        variant: `webhook to sync, encrypted, ${devices} member devices`,
+        webhookPath: room.webhookPath,
+        encrypted: true,
+        iterations,
+      }),
+    );
+  }
+  return [throughput, wake, ...encrypted];
 }
 
+/** Member devices (one per user) of the encrypted rooms measured. */
+const ENCRYPTED_MEMBER_DEVICES = [10, 100];
+
+/**
+ * A room of `members` (each device with uploaded, signed keys) with a webhook, then encrypted: the
+ * webhook is made while the room is not yet encrypted, so its URL comes in a plain DM the bench
+ * can read (a room may be encrypted at any time; what the bridge posts follows).
+ */
+async function encryptedWebhookRoom(ctx, members) {
+  const client = new Client(ctx.server.baseUrl, { maxSockets: 4 });
+  try {
+    for (const member of members) await uploadDeviceKeys(client, member);
+    const { roomId, webhookPath } = await createWebhook(ctx, members[0], `bench${members.length}`);
+    for (const member of members.slice(1)) await client.ok('POST', `${CS}/join/${roomPath(roomId)}`, { token: member.access_token, body: {} });
+    await client.ok('PUT', `${CS}/rooms/${roomPath(roomId)}/state/m.room.encryption/`, { token: members[0].access_token, body: { algorithm: 'm.megolm.v1.aes-sha2' } });
+    return { roomId, webhookPath };
+  } finally {
+    client.close();
+  }
+}
+
+/** A member's device keys: real ed25519 and curve25519 (x25519) keys, five signed one-time keys. */
+async function uploadDeviceKeys(client, member) {
+  const { device_id: deviceId } = await client.ok('GET', `${CS}/account/whoami`, { token: member.access_token });
+  const device = { userId: member.user_id, deviceId };
+  const identity = newIdentity(device);
+  const curve = () => unpadded(generateKeyPairSync('x25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32));
+  const keys = identity.deviceKeys();
+  const { signatures, ...unsigned } = keys;
+  const deviceKeys = identity.signed({ ...unsigned, keys: { ...unsigned.keys, [`curve25519:${device.deviceId}`]: curve() } });
+  const oneTimeKeys = Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`signed_curve25519:B${i}`, identity.signed({ key: curve() })]));
+  await client.ok('POST', `${CS}/keys/upload`, { token: member.access_token, body: { device_keys: deviceKeys, one_time_keys: oneTimeKeys } });
+}
+
+const unpadded = (bytes) => Buffer.from(bytes).toString('base64').replace(/=+$/, '');
+
 /** Sets up a room with the bridge and a webhook through the Client-Server API; returns its path. */
-async function createWebhook(ctx, owner) {
+async function createWebhook(ctx, owner, webhookName = 'bench') {
   const client = new Client(ctx.server.baseUrl);
   const token = owner.access_token;
   try {
@@ -58,9 +113,9 @@ async function createWebhook(ctx, owner) {
     const levels = await client.ok('GET', `${CS}/rooms/${room}/state/m.room.power_levels/`, { token });
     levels.users = { ...levels.users, [BRIDGE]: 50 };
     await client.ok('PUT', `${CS}/rooms/${room}/state/m.room.power_levels/`, { token, body: levels });
-    await client.ok('PUT', `${CS}/rooms/${room}/send/m.room.message/${ctx.runId}-hook-create`, {
+    await client.ok('PUT', `${CS}/rooms/${room}/send/m.room.message/${ctx.runId}-hook-create-${webhookName}`, {
       token,
-      body: { msgtype: 'm.text', body: '!bridge webhook bench' },
+      body: { msgtype: 'm.text', body: `!bridge webhook ${webhookName}` },
     });
     // The bridge invites the requester to a DM room and sends the URL there, on its own line.
     let dmRoom;

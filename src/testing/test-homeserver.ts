@@ -237,7 +237,9 @@ export function testHomeserverConfig(options: StartTestHomeserverOptions, baseUr
         ratelimiting_enabled: options.rateLimits ?? false,
         logging: { level: options.logLevel ?? 'silent' },
         // Feeds in tests are served by the test itself, on loopback.
-        bridge: { feeds: { allow_private_addresses: true } },
+        // The bridge's crypto device costs a few hundred milliseconds per start and reset(): on
+        // when a test asks (`config: { bridge: { encryption: { enabled: true } } }`).
+        bridge: { feeds: { allow_private_addresses: true }, encryption: { enabled: false } },
         // A bot's test process builds many servers; each metrics registry would watch the event loop.
         metrics: { enabled: false },
       },

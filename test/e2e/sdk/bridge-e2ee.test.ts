@@ -39,7 +39,7 @@ describe('the bridge in an encrypted room, with a matrix-js-sdk Rust crypto clie
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  const start = (port = 0) => startTestHomeserver({ port, config: { database: { path: join(dir, 'homeserver.db') } } });
+  const start = (port = 0) => startTestHomeserver({ port, config: { database: { path: join(dir, 'homeserver.db') }, bridge: { encryption: { enabled: true } } } });
 
   async function client(account: TestAccount): Promise<sdk.MatrixClient> {
     const started = await startCryptoClient(hs!.baseUrl, account);
