@@ -9,7 +9,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -19,6 +19,8 @@ import { stringify as toYaml } from 'yaml';
 import { startTestHomeserver, type TestHomeserver } from '../../src/testing/index.js';
 import { freePort } from '../support/ports.js';
 import { persistentDatabase } from '../support/test-schemas.js';
+import { SqliteDriver } from '../../src/storage/database.js';
+import { openStoreKey } from '../../src/bridge/crypto/store-key.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const BIN = join(ROOT, 'bin/bot-homeserver.js');
@@ -105,6 +107,23 @@ async function until<T>(what: string, check: () => Promise<T | undefined> | T | 
     if (found !== undefined && found !== false) return found;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((done) => setTimeout(done, 50));
+  }
+}
+
+/**
+ * The bridge's crypto store key, opened from the database with its key file, in the spellings a
+ * log could show it (SQLite only: on PostgreSQL the key file alone is looked for).
+ */
+function cryptoStoreKey(databaseFile: string, keyFile: string, alwaysSqlite = false): Record<string, string> {
+  if (process.env.BHS_TEST_POSTGRES && !alwaysSqlite) return {};
+  const db = new SqliteDriver(databaseFile, { readonly: true });
+  try {
+    const row = db.prepare("SELECT value FROM bridge_state WHERE key = 'crypto_store_key_sealed'").get() as { value: string } | undefined;
+    const key = row && openStoreKey(Buffer.from(keyFile, 'base64'), row.value);
+    if (!key) throw new Error('the bridge has no crypto store key in its database');
+    return { 'crypto store key (base64)': key.toString('base64'), 'crypto store key (hex)': key.toString('hex') };
+  } finally {
+    db.close();
   }
 }
 
@@ -225,10 +244,20 @@ describe('the server, with the bridge in it', () => {
     expect((await post(signed, body, { 'x-hub-signature-256': `sha256=${'0'.repeat(64)}` })).status).toBe(403);
     await until('the posts in the room', async () => (await messages(roomId)).includes('signed'));
     await until('a transaction to the appservice', () => appservice.transactions.length > 0);
+    // An encrypted room: the bridge's crypto device encrypts its greeting there.
+    const encryptedRoom = (await ok(personToken, 'POST', '/createRoom', {
+      preset: 'private_chat',
+      invite: ['@bridge:secrets.test'],
+      initial_state: [{ type: 'm.room.encryption', state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } }],
+    })).room_id as string;
+    await until('the encrypted greeting', async () =>
+      ((await ok(personToken, 'GET', `/rooms/${encodeURIComponent(encryptedRoom)}/messages?dir=b&limit=50`)).chunk as Json[]).some((event) => event.sender === '@bridge:secrets.test' && event.type === 'm.room.encrypted'),
+    );
     await stop(server);
 
     const output = server.output();
     const seed = readFileSync(signingKey, 'utf8').trim().split(/\s+/)[2]!;
+    const cryptoKeyFile = readFileSync(join(dir, 'secrets.test.bridge-crypto.key'), 'utf8').trim();
     expect(
       leaked(output, {
         password: PASSWORD,
@@ -241,6 +270,8 @@ describe('the server, with the bridge in it', () => {
         'webhook id (signed)': signed.split('/webhook/')[1]!,
         'webhook secret': WEBHOOK_SECRET,
         'signing key seed': seed,
+        'bridge crypto key file': cryptoKeyFile,
+        ...cryptoStoreKey(join(dir, 'homeserver.db'), cryptoKeyFile),
       }),
     ).toEqual([]);
     // The failed post is logged under the webhook's name, which the operator knows it by.
@@ -309,7 +340,19 @@ describe('bot-homeserver bridge, as an appservice of another homeserver', () => 
     }
     await stop(bridge);
 
-    expect(leaked(bridge.output(), { as_token: AS_TOKEN, hs_token: HS_TOKEN, 'webhook id': alerts.split('/webhook/')[1]!, 'person access token': person.accessToken })).toEqual([]);
+    // The crypto device's key file (beside the bridge's database) and the store key it seals.
+    const keyFileName = readdirSync(dir).find((name) => name.endsWith('.bridge-crypto.key'))!;
+    const cryptoKeyFile = readFileSync(join(dir, keyFileName), 'utf8').trim();
+    expect(
+      leaked(bridge.output(), {
+        as_token: AS_TOKEN,
+        hs_token: HS_TOKEN,
+        'webhook id': alerts.split('/webhook/')[1]!,
+        'person access token': person.accessToken,
+        'bridge crypto key file': cryptoKeyFile,
+        ...cryptoStoreKey(join(dir, 'bridge.db'), cryptoKeyFile, true),
+      }),
+    ).toEqual([]);
     expect(bridge.lines().find((line) => line.msg === 'request' && line.status === 400 && line.webhook === 'alerts')).toBeDefined();
     expect(answers).toEqual([
       { path: '/transactions/legacy-1', status: 200 },
