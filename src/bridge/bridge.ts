@@ -12,7 +12,7 @@ import { RateLimiter } from '../ratelimit/rate-limiter.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { BridgeStorage } from '../storage/bridge-store.js';
 import { holdsSecret, parseCommand, type BridgeCommand, type SecretRequest } from './commands.js';
-import { BRIDGE_DEVICE_NAME, CryptoDevice, type DecryptionFailure } from './crypto/crypto-device.js';
+import { BRIDGE_DEVICE_NAME, CryptoDevice, type CryptoDeviceOptions, type DecryptionFailure } from './crypto/crypto-device.js';
 import { DirectMessages } from './direct-messages.js';
 import { feedFailureReason, FeedService, SubscriptionRefused, type FeedFetcher } from './feeds/service.js';
 import { clip } from './matrix-html.js';
@@ -29,8 +29,13 @@ import { WebhookService } from './webhooks/service.js';
 export const BRIDGE_REQUIRED_POWER = 50;
 /** How long an encrypted message waits for its key before the bridge says it cannot read it. */
 const UNDECRYPTABLE_WAIT_MS = 60_000;
-/** At most one "I cannot read that" per room in this long. */
-const UNDECRYPTABLE_REPLY_INTERVAL_MS = 10 * 60_000;
+/**
+ * At most one "I cannot read that" per person and room in this long: in a room whose people's
+ * clients never share keys with the bridge (they send only to verified devices), every message is
+ * unreadable, and the bridge must not answer each.
+ */
+const UNDECRYPTABLE_REPLY_INTERVAL_MS = 24 * 60 * 60_000;
+const MAX_UNDECRYPTABLE_REPLIES_REMEMBERED = 10_000;
 /** Encrypted messages waiting for their keys, at most (the oldest are given up). */
 const MAX_WAITING_FOR_KEYS = 1_000;
 
@@ -89,8 +94,9 @@ export class Bridge implements BridgePoster {
   private loop: Promise<void> | undefined;
   /** Each room's commands run one after another; rooms do not wait for each other. */
   private readonly roomQueues = new Map<string, Promise<void>>();
-  /** The bridge's crypto device (`bridge.encryption.enabled`); usable once `cryptoReady`. */
-  private readonly crypto: CryptoDevice | undefined;
+  /** The bridge's crypto device (`bridge.encryption.enabled`): open while the bridge runs, usable once `cryptoReady`. */
+  private crypto: CryptoDevice | undefined;
+  private readonly cryptoOptions: CryptoDeviceOptions | undefined;
   private cryptoReady = false;
   private readonly waitingForKeys = new Map<string, WaitingForKey>();
   private readonly undecryptableReplied = new Map<string, number>();
@@ -106,7 +112,7 @@ export class Bridge implements BridgePoster {
     this.directMessages = new DirectMessages(setup.homeserver);
     this.undecryptableWaitMs = options.undecryptableWaitMs ?? UNDECRYPTABLE_WAIT_MS;
     if (setup.config.encryption.enabled) {
-      this.crypto = new CryptoDevice({ userId: this.userId, storage: setup.storage, transport: setup.homeserver, keyPath: setup.cryptoKeyPath ?? null, log: setup.log });
+      this.cryptoOptions = { userId: this.userId, storage: setup.storage, transport: setup.homeserver, keyPath: setup.cryptoKeyPath ?? null, log: setup.log };
     }
   }
 
@@ -138,30 +144,37 @@ export class Bridge implements BridgePoster {
     await this.feeds.stop();
     for (const waiting of this.waitingForKeys.values()) clearTimeout(waiting.timer);
     this.waitingForKeys.clear();
+    // Closed, and opened again from the database at the next start: with several processes,
+    // another one may hold the bridge (and move the store on) meanwhile.
+    this.cryptoReady = false;
+    await this.crypto?.close();
+    this.crypto = undefined;
   }
 
-  /** Stops for good: the feed parser's thread ends too, and the crypto device is closed. */
+  /** Stops for good: the feed parser's thread ends too. */
   async close(): Promise<void> {
     await this.stop();
     await this.feedParser.close();
-    await this.crypto?.close();
-    this.cryptoReady = false;
   }
 
   /**
-   * Opens the crypto device (once per process) and makes it the bridge's device on the
+   * Opens the crypto device from the database and makes it the bridge's device on the
    * homeserver. Without it the bridge still works, in rooms that are not encrypted.
    */
   private async startCrypto(): Promise<void> {
-    if (!this.crypto || this.cryptoReady) return;
+    if (!this.cryptoOptions || this.crypto) return;
+    const crypto = new CryptoDevice(this.cryptoOptions);
+    this.crypto = crypto;
     try {
-      await this.crypto.open();
-      await this.homeserver.useDevice(this.crypto.deviceId, BRIDGE_DEVICE_NAME);
-      await this.crypto.start();
+      await crypto.open();
+      await this.homeserver.useDevice(crypto.deviceId, BRIDGE_DEVICE_NAME);
+      await crypto.start();
       this.cryptoReady = true;
-      this.log.info({ device: this.crypto.deviceId }, 'bridge crypto device ready: encrypted rooms are supported');
+      this.log.info({ device: crypto.deviceId }, 'bridge crypto device ready: encrypted rooms are supported');
     } catch (err) {
       this.log.error({ err }, 'the bridge’s crypto device could not start: it cannot read or post in encrypted rooms');
+      await crypto.close().catch(() => undefined);
+      this.crypto = undefined;
     }
   }
 
@@ -281,9 +294,11 @@ export class Bridge implements BridgePoster {
 
   private async sayUndecryptable(message: RoomMessage, why: string): Promise<void> {
     const now = Date.now();
-    const last = this.undecryptableReplied.get(message.roomId);
+    const key = `${message.roomId} ${message.sender}`;
+    const last = this.undecryptableReplied.get(key);
     if (last !== undefined && now - last < UNDECRYPTABLE_REPLY_INTERVAL_MS) return;
-    this.undecryptableReplied.set(message.roomId, now);
+    if (this.undecryptableReplied.size >= MAX_UNDECRYPTABLE_REPLIES_REMEMBERED) this.undecryptableReplied.clear();
+    this.undecryptableReplied.set(key, now);
     this.log.info({ room: message.roomId, event: message.eventId }, 'bridge could not read an encrypted message; said so');
     await this.notice(
       message.roomId,

@@ -77,8 +77,9 @@ let wasmLoaded: Promise<Wasm> | undefined;
 function loadWasm(): Promise<Wasm> {
   wasmLoaded ??= import('@matrix-org/matrix-sdk-crypto-wasm').then(async (wasm) => {
     await wasm.initAsync();
-    // The SDK's own log goes to the console: warnings and errors only (never key material at any level).
-    if (wasm.Tracing.isAvailable()) new wasm.Tracing(wasm.LoggerLevel.Warn).turnOn();
+    // The SDK's own log goes to the console, beside the server's JSON lines: errors only. What
+    // matters of its warnings (a message it cannot decrypt) the bridge logs itself.
+    if (wasm.Tracing.isAvailable()) new wasm.Tracing(wasm.LoggerLevel.Error).turnOn();
     return wasm;
   });
   return wasmLoaded;

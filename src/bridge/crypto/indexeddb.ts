@@ -49,6 +49,7 @@ interface Database {
   transaction(stores: string[], mode: 'readonly' | 'readwrite'): Transaction;
   createObjectStore(name: string, options: { keyPath: string | string[] | null; autoIncrement: boolean }): ObjectStore;
   close(): void;
+  onversionchange: (() => void) | null;
 }
 interface OpenRequest extends Req<Database> {
   onupgradeneeded: (() => void) | null;
@@ -197,7 +198,9 @@ export class PersistedIndexedDb {
   private readonly factory: Factory;
   private readonly dirty: Dirty = new Map();
   private lastSchemas = '';
-  private schemasChecked = false;
+  private currentSchemas: DatabaseSchema[] | undefined;
+  /** Connections of our own, kept between flushes; closed when the SDK upgrades a database. */
+  private readonly connections = new Map<string, Database>();
 
   constructor(readonly prefix: string) {
     this.factory = installIndexedDb();
@@ -242,53 +245,62 @@ export class PersistedIndexedDb {
    * its call resolved): a later write is noted and handed over by the next flush.
    */
   async flush(): Promise<Changes> {
-    // Object stores change only when the SDK opens its store (an upgrade): looked at once after that.
-    if (this.dirty.size === 0 && this.schemasChecked) return { schemas: undefined, clearedStores: [], upserts: [], deletes: [] };
-    this.schemasChecked = true;
-    const schemas = await this.schemas();
-    const schemasText = JSON.stringify(schemas);
-    const changes: Changes = { schemas: schemasText === this.lastSchemas ? undefined : schemas, clearedStores: [], upserts: [], deletes: [] };
+    // Object stores change only when the SDK opens its store (an upgrade): looked at once, at the
+    // first flush after that.
+    this.currentSchemas ??= await this.schemas();
+    // Handed over until the caller says they are persisted.
+    const schemas = JSON.stringify(this.currentSchemas) === this.lastSchemas ? undefined : this.currentSchemas;
+    const changes: Changes = { schemas, clearedStores: [], upserts: [], deletes: [] };
+    if (this.dirty.size === 0) return changes;
     const taken = new Map(this.dirty);
     this.dirty.clear();
     for (const [databaseName, stores] of taken) {
       const suffix = databaseName.slice(this.prefix.length);
-      const db = await done(this.factory.open(databaseName));
-      try {
-        const existing = new Set(db.objectStoreNames);
-        const names = [...stores.keys()].filter((name) => existing.has(name));
-        for (const name of stores.keys()) if (!existing.has(name)) changes.clearedStores.push({ database: suffix, objectStore: name });
-        if (names.length === 0) continue;
-        const transaction = db.transaction(names, 'readonly');
-        const finished = completed(transaction);
-        const reads: Array<Promise<void>> = [];
-        for (const name of names) {
-          const entry = stores.get(name)!;
-          const store = transaction.objectStore(name);
-          if (entry.all) {
-            changes.clearedStores.push({ database: suffix, objectStore: name });
-            reads.push(
-              Promise.all([done(store.getAllKeys()), done(store.getAll())]).then(([keys, values]) => {
-                keys.forEach((key, i) => changes.upserts.push({ database: suffix, objectStore: name, key: encode(key), value: encode(values[i]) }));
-              }),
-            );
-            continue;
-          }
-          for (const [encoded, key] of entry.keys) {
-            reads.push(
-              done(store.get(key)).then((value) => {
-                if (value === undefined) changes.deletes.push({ database: suffix, objectStore: name, key: encoded });
-                else changes.upserts.push({ database: suffix, objectStore: name, key: encoded, value: encode(value) });
-              }),
-            );
-          }
+      const db = await this.connection(databaseName);
+      const existing = new Set(db.objectStoreNames);
+      const names = [...stores.keys()].filter((name) => existing.has(name));
+      for (const name of stores.keys()) if (!existing.has(name)) changes.clearedStores.push({ database: suffix, objectStore: name });
+      if (names.length === 0) continue;
+      const transaction = db.transaction(names, 'readonly');
+      const finished = completed(transaction);
+      const reads: Array<Promise<void>> = [];
+      for (const name of names) {
+        const entry = stores.get(name)!;
+        const store = transaction.objectStore(name);
+        if (entry.all) {
+          changes.clearedStores.push({ database: suffix, objectStore: name });
+          reads.push(
+            Promise.all([done(store.getAllKeys()), done(store.getAll())]).then(([keys, values]) => {
+              keys.forEach((key, i) => changes.upserts.push({ database: suffix, objectStore: name, key: encode(key), value: encode(values[i]) }));
+            }),
+          );
+          continue;
         }
-        await Promise.all(reads);
-        await finished;
-      } finally {
-        db.close();
+        for (const [encoded, key] of entry.keys) {
+          reads.push(
+            done(store.get(key)).then((value) => {
+              if (value === undefined) changes.deletes.push({ database: suffix, objectStore: name, key: encoded });
+              else changes.upserts.push({ database: suffix, objectStore: name, key: encoded, value: encode(value) });
+            }),
+          );
+        }
       }
+      await Promise.all(reads);
+      await finished;
     }
     return changes;
+  }
+
+  private async connection(name: string): Promise<Database> {
+    const open = this.connections.get(name);
+    if (open) return open;
+    const db = await done(this.factory.open(name));
+    db.onversionchange = () => {
+      db.close();
+      if (this.connections.get(name) === db) this.connections.delete(name);
+    };
+    this.connections.set(name, db);
+    return db;
   }
 
   /** The schemas handed over by the last flush (or restore) are now persisted. */
@@ -299,6 +311,8 @@ export class PersistedIndexedDb {
   /** Stops following and drops the databases from memory (the persisted copy stays). */
   async close(): Promise<void> {
     trackers.delete(this.prefix);
+    for (const db of this.connections.values()) db.close();
+    this.connections.clear();
     for (const { name } of await this.factory.databases()) {
       if (name?.startsWith(this.prefix)) await done(this.factory.deleteDatabase(name)).catch(() => undefined);
     }
@@ -308,26 +322,22 @@ export class PersistedIndexedDb {
     const schemas: DatabaseSchema[] = [];
     const names = (await this.factory.databases()).map((db) => db.name).filter((name): name is string => name !== undefined && name.startsWith(this.prefix));
     for (const name of names.sort()) {
-      const db = await done(this.factory.open(name));
-      try {
-        const storeNames = [...db.objectStoreNames].sort();
-        const stores: StoreSchema[] = [];
-        if (storeNames.length > 0) {
-          const transaction = db.transaction(storeNames, 'readonly');
-          for (const storeName of storeNames) {
-            const store = transaction.objectStore(storeName);
-            const indexes = [...store.indexNames].sort().map((indexName) => {
-              const index = store.index(indexName);
-              return { name: indexName, keyPath: index.keyPath, unique: index.unique, multiEntry: index.multiEntry };
-            });
-            stores.push({ name: storeName, keyPath: store.keyPath, autoIncrement: store.autoIncrement, indexes });
-          }
-          await completed(transaction);
+      const db = await this.connection(name);
+      const storeNames = [...db.objectStoreNames].sort();
+      const stores: StoreSchema[] = [];
+      if (storeNames.length > 0) {
+        const transaction = db.transaction(storeNames, 'readonly');
+        for (const storeName of storeNames) {
+          const store = transaction.objectStore(storeName);
+          const indexes = [...store.indexNames].sort().map((indexName) => {
+            const index = store.index(indexName);
+            return { name: indexName, keyPath: index.keyPath, unique: index.unique, multiEntry: index.multiEntry };
+          });
+          stores.push({ name: storeName, keyPath: store.keyPath, autoIncrement: store.autoIncrement, indexes });
         }
-        schemas.push({ suffix: name.slice(this.prefix.length), version: db.version, stores });
-      } finally {
-        db.close();
+        await completed(transaction);
       }
+      schemas.push({ suffix: name.slice(this.prefix.length), version: db.version, stores });
     }
     return schemas;
   }
