@@ -78,7 +78,23 @@ describe('the bridge as an application service, in an encrypted room', () => {
     // The bridge's device is cross-signed on the main homeserver too (it allows a first upload without a password).
     const identity = await alice.getCrypto()!.getUserVerificationStatus(bridgeId);
     expect(identity).toBeDefined();
-    const device = (await alice.getCrypto()!.getUserDeviceInfo([bridgeId], true)).get(bridgeId)?.get(bridge.bridge.deviceId!);
+    const deviceId = bridge.bridge.deviceId!;
+    const device = (await alice.getCrypto()!.getUserDeviceInfo([bridgeId], true)).get(bridgeId)?.get(deviceId);
     expect(device?.displayName).toBe('Bridge (webhooks and feeds)');
-  }, 180_000);
+
+    // The bridge restarts: the same device logs in again, its store comes from its database, and a
+    // command alice sends meanwhile (in her Megolm session from before) is read once it is back.
+    await bridge.close();
+    bridge = undefined;
+    const listed = decryptedWhere(alice, roomId, bridgeId, (body) => body.startsWith('Webhooks in this room: ci'), 'the webhook list');
+    await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: '!bridge webhook list' });
+    bridge = await startBridgeApp(config);
+    expect(bridge.bridge.deviceId).toBe(deviceId);
+    await listed;
+    const again = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('after the restart'), 'the post after the restart');
+    expect((await fetch(url!, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'after the restart' }) })).status).toBe(200);
+    expect((await again).getWireType()).toBe('m.room.encrypted');
+    const devices = (await alice.getCrypto()!.getUserDeviceInfo([bridgeId], true)).get(bridgeId);
+    expect([...(devices?.keys() ?? [])]).toEqual([deviceId]);
+  }, 240_000);
 });
