@@ -178,7 +178,7 @@ export interface BridgeStateTable {
   value: string;
 }
 
-/** One record of the bridge's crypto store (migration 0030): serialised key and value, base64. */
+/** One record of the bridge's crypto store (migration 0031): serialised key and value, base64. */
 export interface BridgeCryptoRecordsTable {
   database: string;
   object_store: string;
