@@ -46,8 +46,12 @@ export class BotOwnership {
     private readonly leaveRooms: (userId: string) => Promise<void>,
   ) {}
 
-  /** A bot made by its owner in the portal, with a fresh secret. Checks of the name are the caller's. */
-  async createOwned(bot: NewBot, actor: Actor): Promise<BotCredentials> {
+  /**
+   * A bot made by its owner in the portal, with a fresh secret. Checks of the name are the caller's.
+   * `maxActiveBots`: refused (`tooManyBotsError`) when the owner already has that many; the count
+   * and the insert are one step, so creations sent at once cannot pass the limit together.
+   */
+  async createOwned(bot: NewBot, actor: Actor, limits: { maxActiveBots?: number } = {}): Promise<BotCredentials> {
     const secret = generateBotSecret();
     const userId = this.accounts.userIdFor(bot.localpart);
     const now = this.clock.now();
@@ -57,6 +61,10 @@ export class BotOwnership {
       userType: BOT_USER_TYPE,
       displayname: bot.displayname,
       also: async (stores) => {
+        if (limits.maxActiveBots !== undefined) {
+          await stores.portal.lockOwner(bot.owner);
+          if ((await stores.portal.countActiveBotsOf(bot.owner)) >= limits.maxActiveBots) throw tooManyBotsError(limits.maxActiveBots);
+        }
         await stores.portal.setOwner({ user_id: userId, owner_id: bot.owner, description: bot.description, created_ts: now });
         await this.audit(stores, actor, 'create', userId, { owner: bot.owner });
       },
@@ -187,6 +195,11 @@ function auditEntry(row: AuditRow): AuditEntry {
     }
   }
   return { id: row.id, ts: row.ts, actor: row.actor, action: row.action, target: row.target, detail };
+}
+
+/** An owner has as many bots as one person may have. */
+export function tooManyBotsError(max: number): MatrixError {
+  return new MatrixError('M_FORBIDDEN', `You already have ${max} bots, the most one person may have. Deactivate one you no longer need first.`);
 }
 
 /** A person is named by a full user id (@alice:example.org). */

@@ -11,7 +11,7 @@ import { RateLimiter } from '../ratelimit/rate-limiter.js';
 import type { OwnedBotRow, Storage } from '../storage/index.js';
 import type { AccountService, BotCredentials } from '../users/account-service.js';
 import { BotNames } from './bot-names.js';
-import { BotOwnership, MAX_DESCRIPTION_LENGTH, MAX_DISPLAYNAME_LENGTH } from './bot-ownership.js';
+import { BotOwnership, MAX_DESCRIPTION_LENGTH, MAX_DISPLAYNAME_LENGTH, tooManyBotsError } from './bot-ownership.js';
 import { meetsRequirements, personIdFrom, renderTemplate, templateProblem, type Claims } from './claims.js';
 import { OidcProvider, type PendingSignIn } from './oidc.js';
 import { PortalSessions, type PortalSession } from './sessions.js';
@@ -149,9 +149,8 @@ export class BotPortal {
     if (description.length === 0) problems.description = 'Say in a few words what the bot is for.';
     if (description.length > MAX_DESCRIPTION_LENGTH) problems.description = `The description is too long: at most ${MAX_DESCRIPTION_LENGTH} characters.`;
     if (Object.keys(problems).length > 0) throw formError(problems);
-    if ((await this.botsLeft(session)) === 0) {
-      throw new MatrixError('M_FORBIDDEN', `You already have ${this.config.max_bots_per_owner} bots, the most one person may have. Deactivate one you no longer need first.`);
-    }
+    // Said early to spare the person a rate-limit token; the insert checks again (createOwned).
+    if ((await this.botsLeft(session)) === 0) throw tooManyBotsError(this.config.max_bots_per_owner);
     this.limitCreation(session.person);
     try {
       await this.accounts.assertAvailable(username);
@@ -161,7 +160,7 @@ export class BotPortal {
       throw err;
     }
     try {
-      return await this.bots.createOwned({ owner: session.person, localpart: username, displayname, description }, session.person);
+      return await this.bots.createOwned({ owner: session.person, localpart: username, displayname, description }, session.person, { maxActiveBots: this.config.max_bots_per_owner });
     } catch (err) {
       // Someone else took the name between the check and the insert.
       if (err instanceof MatrixError && err.errcode === 'M_USER_IN_USE') throw fieldError('username', 'This user name is taken. Choose another one.');

@@ -2,7 +2,9 @@
  * The bot portal's tables: owners of bots, operators' grants of the right to create bots, the
  * audit log, the portal's sign-in sessions and the secret its cookies are signed with.
  */
-import type { Insertable, Kysely, Selectable } from 'kysely';
+import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
+import { ADVISORY_LOCK_CLASS } from './cluster-store.js';
+import { isPostgres } from './dialect.js';
 import type { BotAuditLogTable, BotCreatorGrantsTable, BotOwnersTable, Database, PortalSessionsTable } from './schema.js';
 
 export type BotOwnerRow = Selectable<BotOwnersTable>;
@@ -69,6 +71,18 @@ export class PortalStore {
       .where('bot_owners.owner_id', '=', ownerId);
     if (!options.includeDeactivated) query = query.where('users.deactivated', '=', 0);
     return query.orderBy('users.deactivated').orderBy('users.created_ts', 'desc').orderBy('bot_owners.user_id').limit(options.limit).execute();
+  }
+
+  /**
+   * Inside a transaction: waits until no other transaction holds this owner, and holds them until
+   * this one ends, so that counting their bots and adding one is a single step. PostgreSQL: a
+   * transaction-scoped advisory lock. SQLite needs none: a process has one connection, whose
+   * transactions run one at a time, and another process's write in between makes this
+   * transaction's write fail (SQLITE_BUSY_SNAPSHOT) rather than succeed on a stale count.
+   */
+  async lockOwner(ownerId: string): Promise<void> {
+    if (!isPostgres(this.db)) return;
+    await sql`SELECT pg_advisory_xact_lock(${ADVISORY_LOCK_CLASS + 2}, hashtext(current_schema() || ':bot-owner:' || ${ownerId}))`.execute(this.db);
   }
 
   /** How many bots an owner has that are not deactivated. */

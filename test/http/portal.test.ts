@@ -127,6 +127,22 @@ describe('the bot portal over HTTP', () => {
     expect(await hs.services.accounts.getUser('@second-bot:test.local')).toBeUndefined();
   });
 
+  test('max_bots_per_owner holds against many creations sent at once (the count and the insert are one step)', async () => {
+    hs = await startTestHomeserver(portalConfig({ max_bots_per_owner: 2 }));
+    const { token, cookie } = await formToken(hs, await signedIn(hs));
+    const names = Array.from({ length: 8 }, (_, i) => `racing-bot-${i}`);
+    const answers = await Promise.all(names.map((username) => hs!.http.post(`${PORTAL}/bots`).type('form').set('Cookie', cookie).send({ username, description: 'x', _csrf: token })));
+    expect(answers.filter((res) => res.status === 200)).toHaveLength(2);
+    for (const res of answers.filter((r) => r.status !== 200)) {
+      expect(res.status).toBe(400);
+      expect(res.text).toContain('the most one person may have');
+    }
+    expect(await hs.services.bots.countActiveBotsOf('@alice:example.org')).toBe(2);
+    const made = await Promise.all(names.map((name) => hs!.services.accounts.getUser(`@${name}:test.local`)));
+    expect(made.filter(Boolean)).toHaveLength(2);
+    expect((await hs.services.bots.auditLog({ limit: 20, actor: '@alice:example.org' })).map((e) => e.action)).toEqual(['create', 'create']);
+  }, 60_000);
+
   test('a person without the right is refused creation even by a hand-made post, and shown where to ask', async () => {
     hs = await startTestHomeserver(portalConfig());
     const cookie = await signedIn(hs, '@bob:example.org', false);
