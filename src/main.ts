@@ -346,6 +346,23 @@ function defineOwnerCommands(program: Command): void {
       });
     });
   owners
+    .command('unbind')
+    .description("release the tie between a person and their account at the sign-in provider (their account was made again, or the name was given to someone else); ends their portal sessions")
+    .argument('<person>', 'localpart on portal.people_server_name, or a full user id')
+    .addOption(configOption())
+    .action(async (person: string, options: { config?: string }) => {
+      await withServices(options.config, async (services) => {
+        const userId = personIdNamedBy(person, services.config.portal?.people_server_name);
+        const identity = await services.bots.identityOf(userId);
+        const released = await services.bots.unbindIdentity(userId, cliActor());
+        console.log(
+          released && identity
+            ? `${userId} was ${identity.subject} at ${identity.idp}; the next account to sign in as ${userId} will be bound instead.`
+            : `${userId} has not signed in to the portal.`,
+        );
+      });
+    });
+  owners
     .command('list')
     .description('list the grants of the right to create bots')
     .addOption(configOption())

@@ -13,7 +13,15 @@ import { localpartProblem, userIdFor } from '../users/user-ids.js';
 /** Who did something: a person's or an admin's user id, or `cli:<system user>` for the CLI. */
 export type Actor = string;
 
-export type AuditAction = 'create' | 'rotate' | 'deactivate' | 'move' | 'grant' | 'revoke';
+/**
+ * `bind`: a person's first sign-in tied them to their account at the provider; `refuse-sign-in`:
+ * another account at the provider claimed to be them (or theirs claimed another name) and was
+ * turned away; `unbind`: an operator released the tie.
+ */
+export type AuditAction = 'create' | 'rotate' | 'deactivate' | 'move' | 'grant' | 'revoke' | 'bind' | 'unbind' | 'refuse-sign-in';
+
+/** Whether a provider's account may be this person here (see `BotOwnership.bindIdentity`). */
+export type IdentityCheck = { ok: true } | { ok: false; boundPerson: string | null };
 
 export interface AuditEntry {
   id: number;
@@ -155,6 +163,55 @@ export class BotOwnership {
       const revoked = await stores.portal.revoke(person);
       if (revoked) await this.audit(stores, actor, 'revoke', person);
       return revoked;
+    });
+  }
+
+  /**
+   * A person is the account at the provider (`idp`, `subject`: its stable subject, not its user
+   * name) they first signed in with. The first sign-in binds them; later ones must come from the
+   * same account. Another account whose user name maps to the same person (a name given again
+   * after someone left, an account renamed to it) is refused and logged, and so is the bound
+   * account when it now maps to someone else: either would otherwise take over a person's bots.
+   */
+  async bindIdentity(idp: string, subject: string, person: string): Promise<IdentityCheck> {
+    return this.storage.transaction(async (stores) => {
+      const now = this.clock.now();
+      if (await stores.portal.bindIdentity({ idp_id: idp, subject, owner_id: person, created_ts: now })) {
+        await this.audit(stores, person, 'bind', person, { idp, subject });
+        return { ok: true };
+      }
+      const rows = await stores.portal.identitiesOf(idp, subject, person);
+      if (rows.some((row) => row.idp_id === idp && row.subject === subject && row.owner_id === person)) return { ok: true };
+      const bySubject = rows.find((row) => row.idp_id === idp && row.subject === subject);
+      const ofPerson = rows.find((row) => row.owner_id === person);
+      await this.audit(stores, `oidc:${idp}`, 'refuse-sign-in', person, {
+        idp,
+        subject,
+        ...(ofPerson ? { bound_idp: ofPerson.idp_id, bound_subject: ofPerson.subject } : {}),
+        ...(bySubject ? { subject_bound_to: bySubject.owner_id } : {}),
+      });
+      return { ok: false, boundPerson: bySubject?.owner_id ?? null };
+    });
+  }
+
+  /** The provider's account a person is bound to, if they have signed in. */
+  async identityOf(person: string): Promise<{ idp: string; subject: string; since: number } | undefined> {
+    const row = await this.storage.portal.identityOfPerson(person);
+    return row ? { idp: row.idp_id, subject: row.subject, since: row.created_ts } : undefined;
+  }
+
+  /**
+   * An operator releases a person's binding (they really are a new account now, or left): the
+   * next account to sign in as them is bound instead. Their portal sessions end. False: none.
+   */
+  async unbindIdentity(person: string, actor: Actor): Promise<boolean> {
+    return this.storage.transaction(async (stores) => {
+      const row = await stores.portal.identityOfPerson(person);
+      if (!row) return false;
+      await stores.portal.unbindIdentity(person);
+      await stores.portal.deleteSessionsOf(person);
+      await this.audit(stores, actor, 'unbind', person, { idp: row.idp_id, subject: row.subject });
+      return true;
     });
   }
 

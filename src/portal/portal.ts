@@ -29,7 +29,7 @@ export interface BotForm {
 
 /** A sign-in the portal turned down, with the words to show. */
 export interface RefusedSignIn {
-  refused: 'requirements' | 'mapping';
+  refused: 'requirements' | 'mapping' | 'identity';
   reason: string;
 }
 
@@ -99,6 +99,17 @@ export class BotPortal {
     const mapping = provider.config.user_mapping_provider.config;
     const person = personIdFrom(claims, mapping.localpart_template, this.config.people_server_name);
     if (!person.ok) return { refused: 'mapping', reason: `We could not tell who you are: ${person.reason}.` };
+    // Who the person is rests on the provider's stable subject, not only on the user name the
+    // template makes (names are given again and renamed): see BotOwnership.bindIdentity.
+    const subject = subjectOf(claims, mapping.subject_claim);
+    if (subject === undefined) return { refused: 'mapping', reason: `We could not tell who you are: your sign-in has no ${mapping.subject_claim}.` };
+    const identity = await this.bots.bindIdentity(provider.id, subject, person.userId);
+    if (!identity.ok) {
+      return {
+        refused: 'identity',
+        reason: `Your account is not the one that signed in here before as ${person.userId}${identity.boundPerson && identity.boundPerson !== person.userId ? ` (it signed in as ${identity.boundPerson})` : ''}, so it cannot use that person's bots. If your account was renamed or made again, ask the people who run this service.`,
+      };
+    }
     const displayName = mapping.display_name_template ? renderTemplate(mapping.display_name_template, claims).trim().slice(0, 200) || null : null;
     const requirements = this.config.creator_attribute_requirements;
     const sessionId = await this.sessions.create({
@@ -199,6 +210,13 @@ export class BotPortal {
     const decision = this.creationLimiter.check(person);
     if (!decision.allowed) throw rateLimitedError(decision.retryAfterMs);
   }
+}
+
+/** The provider's stable subject for a person (a string or number claim, 1 to 255 characters). */
+function subjectOf(claims: Claims, claim: string): string | undefined {
+  const value = Object.hasOwn(claims, claim) ? claims[claim] : undefined;
+  const text = typeof value === 'string' ? value : typeof value === 'number' ? String(value) : undefined;
+  return text !== undefined && text.length > 0 && text.length <= 255 ? text : undefined;
 }
 
 function fieldError(field: FormField, message: string): MatrixError {

@@ -5,13 +5,14 @@
 import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
 import { ADVISORY_LOCK_CLASS } from './cluster-store.js';
 import { isPostgres } from './dialect.js';
-import type { BotAuditLogTable, BotCreatorGrantsTable, BotOwnersTable, Database, PortalSessionsTable } from './schema.js';
+import type { BotAuditLogTable, BotCreatorGrantsTable, BotOwnersTable, Database, PortalIdentitiesTable, PortalSessionsTable } from './schema.js';
 
 export type BotOwnerRow = Selectable<BotOwnersTable>;
 export type CreatorGrantRow = Selectable<BotCreatorGrantsTable>;
 export type AuditRow = Selectable<BotAuditLogTable>;
 export type NewAuditRow = Insertable<BotAuditLogTable>;
 export type PortalSessionRow = Selectable<PortalSessionsTable>;
+export type PortalIdentityRow = Selectable<PortalIdentitiesTable>;
 
 /** A bot with its owner, as an owner's list shows it. */
 export interface OwnedBotRow {
@@ -175,6 +176,57 @@ export class PortalStore {
       .where('owner_id', '=', ownerId)
       .where('id_hash', 'not in', kept.map((row) => row.id_hash))
       .execute();
+  }
+
+  /**
+   * Binds the provider's subject to the person unless either is bound already (the first sign-in
+   * wins, also when two race: both keys are unique). True when this call made the binding.
+   */
+  async bindIdentity(row: PortalIdentityRow): Promise<boolean> {
+    const result = await this.db.insertInto('portal_identities').values(row).onConflict((oc) => oc.doNothing()).executeTakeFirst();
+    return Number(result.numInsertedOrUpdatedRows ?? 0n) > 0;
+  }
+
+  /** The bindings that involve this subject or this person (none, one, or two that disagree). */
+  async identitiesOf(idpId: string, subject: string, ownerId: string): Promise<PortalIdentityRow[]> {
+    return this.db
+      .selectFrom('portal_identities')
+      .selectAll()
+      .where((eb) => eb.or([eb.and([eb('idp_id', '=', idpId), eb('subject', '=', subject)]), eb('owner_id', '=', ownerId)]))
+      .execute();
+  }
+
+  async identityOfPerson(ownerId: string): Promise<PortalIdentityRow | undefined> {
+    return this.db.selectFrom('portal_identities').selectAll().where('owner_id', '=', ownerId).executeTakeFirst();
+  }
+
+  /** Releases a person's binding (an operator's decision); true when there was one. */
+  async unbindIdentity(ownerId: string): Promise<boolean> {
+    const result = await this.db.deleteFrom('portal_identities').where('owner_id', '=', ownerId).executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
+  /** Ends every portal session of a person. */
+  async deleteSessionsOf(ownerId: string): Promise<number> {
+    const result = await this.db.deleteFrom('portal_sessions').where('owner_id', '=', ownerId).executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
+  /** A sign-in started: its state may come back once, until `expiresTs`. Drops those past their time. */
+  async insertSignIn(stateHash: string, idpId: string, now: number, expiresTs: number): Promise<void> {
+    await this.db.deleteFrom('portal_sign_ins').where('expires_ts', '<=', now).execute();
+    await this.db.insertInto('portal_sign_ins').values({ state_hash: stateHash, idp_id: idpId, expires_ts: expiresTs }).execute();
+  }
+
+  /** Takes a started sign-in (once): true when it was there, for this provider, and in time. */
+  async takeSignIn(stateHash: string, idpId: string, now: number): Promise<boolean> {
+    const result = await this.db
+      .deleteFrom('portal_sign_ins')
+      .where('state_hash', '=', stateHash)
+      .where('idp_id', '=', idpId)
+      .where('expires_ts', '>', now)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
   }
 
   /** The named secret, made by `make` the first time (the first process to ask wins). */

@@ -239,6 +239,20 @@ describe('the operator’s side: owners, grants and the audit log', () => {
     expect(paged.body.entries).toHaveLength(2);
     const next = await auth(hs.http.get(`/_bot_homeserver/admin/v1/audit?limit=10&from=${paged.body.next_token}`));
     expect(next.body.entries.map((e: { action: string }) => e.action)).toEqual(['revoke', 'grant', 'move', 'create']);
+    // The tie between a person and their account at the provider: shown, and released (logged).
+    expect((await auth(hs.http.get('/_bot_homeserver/admin/v1/owners/identities/@dave:example.org'))).status).toBe(404);
+    expect(await hs.services.bots.bindIdentity('corp', 'subject-of-dave', '@dave:example.org')).toEqual({ ok: true });
+    const daveCookie = await signedIn(hs, '@dave:example.org');
+    const identity = await auth(hs.http.get('/_bot_homeserver/admin/v1/owners/identities/@dave:example.org'));
+    expect(identity.body).toEqual({ user_id: '@dave:example.org', idp_id: 'corp', subject: 'subject-of-dave', bound_ts: hs.clock.now() });
+    expect((await auth(hs.http.delete('/_bot_homeserver/admin/v1/owners/identities/@dave:example.org'))).status).toBe(200);
+    expect((await auth(hs.http.delete('/_bot_homeserver/admin/v1/owners/identities/@dave:example.org'))).status).toBe(404);
+    expect((await hs.http.get(`${PORTAL}/`).set('Cookie', daveCookie)).text).toContain('Your session has ended');
+    const unbound = await auth(hs.http.get('/_bot_homeserver/admin/v1/audit?target=@dave:example.org'));
+    expect(unbound.body.entries.map((e: { action: string; actor: string }) => [e.action, e.actor])).toEqual([
+      ['unbind', admin.userId],
+      ['bind', '@dave:example.org'],
+    ]);
     // Not for people who are not admins.
     const bob = await createUser(hs, 'bob');
     expect((await hs.http.get('/_bot_homeserver/admin/v1/audit').auth(bob.accessToken, { type: 'bearer' })).status).toBe(403);

@@ -28,6 +28,12 @@ export const TEST_PEOPLE: Record<string, TestPerson> = {
   alice: { preferred_username: 'alice', name: 'Alice Example', email: 'alice@example.org', groups: ['staff', 'bot-creators'] },
   bob: { preferred_username: 'bob', name: 'Bob Example', email: 'bob@example.org', groups: ['staff'] },
   carol: { preferred_username: 'carol', name: 'Carol Example', email: 'carol@example.org', groups: ['contractors'] },
+  dave: { preferred_username: 'dave', name: 'Dave Example', email: 'dave@example.org', groups: ['staff', 'bot-creators'] },
+  // Another account at the provider (another subject) whose user name is dave's: a name given
+  // again after dave left, or an account renamed. It must not become dave here.
+  'dave-reused': { preferred_username: 'dave', name: 'Not Dave', email: 'dave@example.org', groups: ['staff', 'bot-creators'] },
+  erin: { preferred_username: 'erin', name: 'Erin Example', email: 'erin@example.org', groups: ['staff', 'bot-creators'] },
+  frank: { preferred_username: 'frank', name: 'Frank Example', email: 'frank@example.org', groups: ['staff'] },
 };
 
 export async function startOidcProvider(options: { portalBaseUrl: () => string; clientId?: string; clientSecret?: string }): Promise<TestOidcProvider> {

@@ -258,6 +258,22 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
       return {};
     });
 
+    /** GET /_bot_homeserver/admin/v1/owners/identities/<user_id>: the provider's account a person is bound to. */
+    app.get('/_bot_homeserver/admin/v1/owners/identities/:userId', { onRequest: requireAdmin, schema: { params: UserIdParams } }, async (request) => {
+      const identity = await services.bots.identityOf(request.params.userId);
+      if (!identity) throw new MatrixError('M_NOT_FOUND', 'This person has not signed in to the portal');
+      return { user_id: request.params.userId, idp_id: identity.idp, subject: identity.subject, bound_ts: identity.since };
+    });
+
+    /**
+     * DELETE /_bot_homeserver/admin/v1/owners/identities/<user_id>: releases the binding (the next
+     * account to sign in as this person is bound instead) and ends their portal sessions.
+     */
+    app.delete('/_bot_homeserver/admin/v1/owners/identities/:userId', { onRequest: requireAdmin, schema: { params: UserIdParams } }, async (request) => {
+      if (!(await services.bots.unbindIdentity(request.params.userId, requesterOf(request).userId))) throw new MatrixError('M_NOT_FOUND', 'This person has not signed in to the portal');
+      return {};
+    });
+
     /** GET /_bot_homeserver/admin/v1/audit: the bot audit log, newest first (`next_token` pages on). */
     app.get('/_bot_homeserver/admin/v1/audit', { onRequest: requireAdmin, schema: { querystring: AuditQuerySchema } }, async (request) => {
       const { limit, from, target, actor } = request.query;
