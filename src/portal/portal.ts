@@ -8,6 +8,7 @@ import type { Clock } from '../core/clock.js';
 import { MatrixError, rateLimitedError } from '../core/errors.js';
 import { ConfigError, type PortalConfig } from '../config/index.js';
 import { RateLimiter } from '../ratelimit/rate-limiter.js';
+import { hashToken } from '../users/secrets.js';
 import type { OwnedBotRow, Storage } from '../storage/index.js';
 import type { AccountService, BotCredentials } from '../users/account-service.js';
 import { BotNames } from './bot-names.js';
@@ -31,6 +32,14 @@ export interface BotForm {
 export interface RefusedSignIn {
   refused: 'requirements' | 'mapping' | 'identity';
   reason: string;
+}
+
+/** How long a person may take at the provider's sign-in page. */
+export const SIGN_IN_LIFETIME_MS = 10 * 60_000;
+
+/** A callback whose sign-in was not started here, has finished already, or took too long. */
+export class SignInNotPending extends Error {
+  override name = 'SignInNotPending';
 }
 
 /** Which form field a person's mistake is about (the page shows the message beside it). */
@@ -85,12 +94,21 @@ export class BotPortal {
   /** Where to send the browser to sign in, and what to keep until it returns. */
   async startSignIn(idp: string, redirectUri: string, address: string): Promise<{ url: string; pending: PendingSignIn }> {
     this.limitSignIn(address);
-    return this.provider(idp).start(redirectUri);
+    const started = await this.provider(idp).start(redirectUri);
+    // The state is also kept here, so that its callback can finish once only (see finishSignIn).
+    const now = this.clock.now();
+    await this.storage.portal.insertSignIn(hashToken(started.pending.state), idp, now, now + SIGN_IN_LIFETIME_MS);
+    return started;
   }
 
   /** Back from the provider: a new session's id, or why the person may not sign in. */
   async finishSignIn(pending: PendingSignIn, callbackUrl: URL): Promise<{ sessionId: string } | RefusedSignIn> {
     const provider = this.provider(pending.idp);
+    // Taken before the provider is asked: a callback replayed with a copy of the browser's cookie
+    // is refused here, whatever the provider would say of its code, and costs the provider nothing.
+    if (!(await this.storage.portal.takeSignIn(hashToken(pending.state), pending.idp, this.clock.now()))) {
+      throw new SignInNotPending('the sign-in was not started here, has finished already, or took too long');
+    }
     const signedIn = await provider.finish(callbackUrl, pending);
     const claims: Claims = signedIn.claims;
     if (!meetsRequirements(claims, provider.config.attribute_requirements)) {

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startPortalWorld, type PortalWorld } from '../support/portal.js';
-import { csrfTokenOf, HttpClient, signInOverHttp } from '../support/portal-http.js';
+import { csrfTokenOf, HttpClient, reachCallback, signInOverHttp } from '../support/portal-http.js';
 
 let world: PortalWorld;
 
@@ -58,5 +58,52 @@ describe('signing in to the bot portal', { timeout: 60_000 }, () => {
     expect((await signInOverHttp(world, other, 'dave-reused')).status).toBe(200);
     expect((await other.request(world.portal)).text).toContain('daves-bot');
     expect((await services.bots.auditLog({ limit: 3, target: '@dave:example.org' })).map((e) => e.action)).toEqual(['bind', 'unbind', 'refuse-sign-in']);
+  });
+
+  test('a callback finishes once: replayed with its cookie, it is refused before the provider is asked again', async () => {
+    const client = new HttpClient();
+    const callbackUrl = await reachCallback(world, client, 'erin');
+    const signInCookie = client.cookie(world.portal, 'bhs_portal_sign_in')!;
+    expect(signInCookie).toBeTruthy();
+    const asked = world.oidc.tokenRequests.length;
+    expect((await client.request(callbackUrl)).status).toBe(200);
+    expect(world.oidc.tokenRequests.length).toBe(asked + 1);
+
+    // Someone who copied the browser's sign-in cookie and the callback's address tries again.
+    const replayer = new HttpClient();
+    replayer.setCookie(world.portal, 'bhs_portal_sign_in', signInCookie);
+    const replayed = await replayer.request(callbackUrl);
+    expect(replayed.status).toBe(400);
+    expect(replayed.text).toContain('Sign-in did not finish');
+    expect(replayed.setCookies.some((c) => c.startsWith('bhs_portal_session='))).toBe(false);
+    expect(world.oidc.tokenRequests.length).toBe(asked + 1);
+  });
+
+  test('a state that never started here is refused, even in a validly signed cookie of another sign-in', async () => {
+    // Two sign-ins started in two browsers; the second's callback comes with the first's cookie.
+    const first = new HttpClient();
+    await reachCallback(world, first, 'erin');
+    const second = new HttpClient();
+    const secondCallback = await reachCallback(world, second, 'frank');
+    second.setCookie(world.portal, 'bhs_portal_sign_in', first.cookie(world.portal, 'bhs_portal_sign_in')!);
+    expect((await second.request(secondCallback)).status).toBe(400);
+  });
+
+  test('signing in gives a new session id and ends the one the browser had (no fixation)', async () => {
+    const client = new HttpClient();
+    await signInOverHttp(world, client, 'erin');
+    const before = client.cookie(world.portal, 'bhs_portal_session')!;
+    const callbackUrl = await reachCallback(world, client, 'erin');
+    // The provider sends the browser back from another site: a SameSite=Strict cookie stays back.
+    client.jar.get(new URL(world.portal).origin)!.delete('bhs_portal_session');
+    expect((await client.request(callbackUrl)).status).toBe(200);
+    const after = client.cookie(world.portal, 'bhs_portal_session')!;
+    expect(after).not.toBe(before);
+    const old = new HttpClient();
+    old.setCookie(world.portal, 'bhs_portal_session', before);
+    expect((await old.request(world.portal)).text).toContain('Your session has ended');
+    const current = new HttpClient();
+    current.setCookie(world.portal, 'bhs_portal_session', after);
+    expect((await current.request(world.portal)).text).toContain('Signed in as');
   });
 });

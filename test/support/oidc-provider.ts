@@ -21,6 +21,8 @@ export interface TestOidcProvider {
   clientSecret: string;
   /** What became of the back-channel logouts the provider sent: 'ok', or the error's message. */
   backchannel: string[];
+  /** What became of the token requests (code exchanges) the provider answered: 'ok', or the error's message. */
+  tokenRequests: string[];
   close(): Promise<void>;
 }
 
@@ -98,12 +100,16 @@ export async function startOidcProvider(options: { portalBaseUrl: () => string; 
   const events = provider as unknown as { on: (event: string, listener: (...args: unknown[]) => void) => void };
   events.on('backchannel.success', () => backchannel.push('ok'));
   events.on('backchannel.error', (_ctx, err) => backchannel.push((err as Error).message));
+  const tokenRequests: string[] = [];
+  events.on('grant.success', () => tokenRequests.push('ok'));
+  events.on('grant.error', (_ctx, err) => tokenRequests.push((err as Error).message));
   handler = provider.callback();
   return {
     issuer,
     clientId,
     clientSecret,
     backchannel,
+    tokenRequests,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
