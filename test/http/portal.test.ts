@@ -72,8 +72,16 @@ describe('the bot portal over HTTP', () => {
     expect(api.headers['content-security-policy']).toBeUndefined();
   });
 
-  test('sets its cookies signed, HttpOnly, SameSite=Strict, and Secure only over HTTPS (x_forwarded respected)', async () => {
-    hs = await startTestHomeserver({ ...portalConfig(), listen: { x_forwarded: true } });
+  test('at an https:// public_baseurl its cookies are Secure even when a request came in plain HTTP', async () => {
+    hs = await startTestHomeserver({ ...portalConfig(), public_baseurl: 'https://bots.example.org/' });
+    const cookie = await signedIn(hs);
+    const plain = await hs.http.get(`${PORTAL}/`).set('Cookie', cookie);
+    const csrf = (plain.headers['set-cookie'] as unknown as string[]).find((c) => c.startsWith('bhs_portal_csrf='))!;
+    expect(csrf).toMatch(/; Secure/);
+  });
+
+  test('sets its cookies signed, HttpOnly, SameSite=Strict, and (at an http:// address) Secure only over HTTPS (x_forwarded respected)', async () => {
+    hs = await startTestHomeserver({ ...portalConfig(), public_baseurl: 'http://bots.lab.test/', listen: { x_forwarded: true } });
     const cookie = await signedIn(hs);
     const plain = await hs.http.get(`${PORTAL}/`).set('Cookie', cookie);
     const csrf = (plain.headers['set-cookie'] as unknown as string[]).find((c) => c.startsWith('bhs_portal_csrf='))!;

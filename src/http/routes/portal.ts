@@ -2,8 +2,8 @@
  * The bot portal's pages under `/_bot_homeserver/portal/` (docs/portal.md). Routes read the form,
  * call the portal (`portal/portal.ts`) and render a page (`portal/pages.ts`).
  *
- * Security: the session id travels in a signed, HttpOnly, SameSite=Strict cookie (Secure when the
- * request came over HTTPS, as `listen.x_forwarded` lets the proxy say); every form carries a CSRF
+ * Security: the session id travels in a signed, HttpOnly, SameSite=Strict cookie (always Secure
+ * when public_baseurl is https://; otherwise when the request came over HTTPS); every form carries a CSRF
  * token bound to the session; helmet sets a strict content security policy and the other headers.
  * The sign-in round trip keeps state, nonce and PKCE verifier in a short-lived signed cookie that
  * only the callback sees (SameSite=Lax: the provider's redirect back is a cross-site navigation).
@@ -54,6 +54,11 @@ export function portalRoutes(portal: BotPortal, server: ServerInfo): FastifyPlug
     const secret = await portal.cookieSecret();
     const publicUrl = (path: string) => `${server.publicBaseUrl}${PORTAL_PREFIX.slice(1)}${path}`;
     const redirectUri = () => publicUrl('/callback');
+    // Served at an https:// address, the cookies are always Secure: a request that reached us in
+    // plain HTTP (a proxy that does not say X-Forwarded-Proto, someone typing http://) must not
+    // get a session cookie the browser would then also send unencrypted. At an http:// address
+    // (a lab), Secure follows the request's protocol.
+    const secure: boolean | 'auto' = server.publicBaseUrl.startsWith('https:') ? true : 'auto';
 
     await app.register(cookie, { secret, hook: 'onRequest' });
     await app.register(formbody, { bodyLimit: FORM_BODY_LIMIT });
@@ -77,7 +82,7 @@ export function portalRoutes(portal: BotPortal, server: ServerInfo): FastifyPlug
     await app.register(csrf, {
       sessionPlugin: '@fastify/cookie',
       cookieKey: CSRF_COOKIE,
-      cookieOpts: { path: PORTAL_PREFIX, sameSite: 'strict', httpOnly: true, signed: true, secure: 'auto' },
+      cookieOpts: { path: PORTAL_PREFIX, sameSite: 'strict', httpOnly: true, signed: true, secure },
       // A token is good only with the session it was made for.
       getUserInfo: (request: FastifyRequest) => request.portalSession?.idHash ?? 'signed-out',
       csrfOpts: { hmacKey: secret },
@@ -176,7 +181,7 @@ export function portalRoutes(portal: BotPortal, server: ServerInfo): FastifyPlug
       // `previous`: the session this browser has now, ended when the sign-in finishes (the
       // callback may not see it: it comes from the provider, where SameSite=Strict keeps it back).
       const cookie: SignInCookie = { ...pending, ...(request.portalSession ? { previous: request.portalSession.idHash } : {}) };
-      reply.setCookie(SIGN_IN_COOKIE, JSON.stringify(cookie), { path: `${PORTAL_PREFIX}/callback`, httpOnly: true, sameSite: 'lax', signed: true, secure: 'auto', maxAge: SIGN_IN_LIFETIME_MS / 1000 });
+      reply.setCookie(SIGN_IN_COOKIE, JSON.stringify(cookie), { path: `${PORTAL_PREFIX}/callback`, httpOnly: true, sameSite: 'lax', signed: true, secure, maxAge: SIGN_IN_LIFETIME_MS / 1000 });
       return reply.redirect(url, 303);
     });
 
@@ -210,7 +215,7 @@ export function portalRoutes(portal: BotPortal, server: ServerInfo): FastifyPlug
       // planted in the browser beforehand (session fixation) is worth nothing afterwards.
       if (request.portalSession) await portal.sessions.end(request.portalSession.idHash);
       if (pending.previous) await portal.sessions.end(pending.previous);
-      reply.setCookie(SESSION_COOKIE, result.sessionId, { path: PORTAL_PREFIX, httpOnly: true, sameSite: 'strict', signed: true, secure: 'auto' });
+      reply.setCookie(SESSION_COOKIE, result.sessionId, { path: PORTAL_PREFIX, httpOnly: true, sameSite: 'strict', signed: true, secure });
       // A page of our own, not a redirect: the way here began at the provider (another site),
       // and a SameSite=Strict cookie is sent only once a page of this site moves on.
       const home = `${PORTAL_PREFIX}/`;
