@@ -18,7 +18,7 @@ export type Actor = string;
  * another account at the provider claimed to be them (or theirs claimed another name) and was
  * turned away; `unbind`: an operator released the tie.
  */
-export type AuditAction = 'create' | 'rotate' | 'deactivate' | 'move' | 'grant' | 'revoke' | 'bind' | 'unbind' | 'refuse-sign-in';
+export type AuditAction = 'create' | 'rotate' | 'deactivate' | 'reactivate' | 'move' | 'grant' | 'revoke' | 'bind' | 'unbind' | 'refuse-sign-in';
 
 /** Whether a provider's account may be this person here (see `BotOwnership.bindIdentity`). */
 export type IdentityCheck = { ok: true } | { ok: false; boundPerson: string | null };

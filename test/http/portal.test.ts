@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import { capturingLogger } from '../support/logs.js';
+import { sharedSecretMac } from '../../src/users/registration-service.js';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 
 const PORTAL = '/_bot_homeserver/portal';
@@ -264,5 +265,38 @@ describe('the operator’s side: owners, grants and the audit log', () => {
     // Not for people who are not admins.
     const bob = await createUser(hs, 'bob');
     expect((await hs.http.get('/_bot_homeserver/admin/v1/audit').auth(bob.accessToken, { type: 'bearer' })).status).toBe(403);
+  });
+
+  test('every other way to make, re-enable or deactivate a bot is in the audit log too', async () => {
+    hs = await startTestHomeserver({ ...portalConfig(), registration_shared_secret: 'a-shared-secret' });
+    const admin = await createUser(hs, 'admin', { admin: true });
+    const bearer = { type: 'bearer' as const };
+
+    // Shared-secret registration of a bot.
+    const nonce = (await hs.http.get('/_synapse/admin/v1/register')).body.nonce as string;
+    const fields = { nonce, username: 'registered-bot', password: 'a-long-enough-secret', admin: false, userType: 'bot' };
+    const registered = await hs.http.post('/_synapse/admin/v1/register').send({ ...fields, user_type: 'bot', mac: sharedSecretMac('a-shared-secret', fields) });
+    expect(registered.status).toBe(200);
+
+    // The Synapse admin API: a bot made with PUT /v2/users, deactivated, and enabled again.
+    const put = (body: Record<string, unknown>) => hs!.http.put('/_synapse/admin/v2/users/@put-bot:test.local').auth(admin.accessToken, bearer).send(body);
+    expect((await put({ password: 'a-long-enough-secret', user_type: 'bot' })).status).toBe(201);
+    expect((await put({ deactivated: true })).status).toBe(200);
+    expect((await put({ deactivated: false, password: 'another-long-secret' })).status).toBe(200);
+
+    // A bot that deactivates itself with its secret (user-interactive auth).
+    const token = (await hs.http.post('/_matrix/client/v3/login').send({ type: 'm.login.password', identifier: { type: 'm.id.user', user: 'registered-bot' }, password: 'a-long-enough-secret' })).body.access_token as string;
+    const start = await hs.http.post('/_matrix/client/v3/account/deactivate').auth(token, bearer).send({});
+    const auth = { type: 'm.login.password', session: start.body.session, identifier: { type: 'm.id.user', user: 'registered-bot' }, password: 'a-long-enough-secret' };
+    expect((await hs.http.post('/_matrix/client/v3/account/deactivate').auth(token, bearer).send({ auth })).status).toBe(200);
+
+    const entries = (await hs.services.bots.auditLog({ limit: 20 })).map((e) => [e.actor, e.action, e.target]);
+    expect(entries).toEqual([
+      ['@registered-bot:test.local', 'deactivate', '@registered-bot:test.local'],
+      [admin.userId, 'reactivate', '@put-bot:test.local'],
+      [admin.userId, 'deactivate', '@put-bot:test.local'],
+      [admin.userId, 'create', '@put-bot:test.local'],
+      ['shared-secret-registration', 'create', '@registered-bot:test.local'],
+    ]);
   });
 });

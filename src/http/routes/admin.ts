@@ -90,7 +90,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
 
     /** POST /_synapse/admin/v1/register: register with an HMAC of the shared secret. */
     app.post('/_synapse/admin/v1/register', { schema: { body: Type.Object({}) } }, async (request) =>
-      services.registration.registerWithSharedSecret(request.body),
+      services.registration.registerWithSharedSecret(request.body, { auditBot: (userId) => services.bots.audited(SHARED_SECRET_ACTOR, 'create', userId) }),
     );
 
     /** GET /_synapse/admin/v2/users: a page of accounts. */
@@ -131,7 +131,16 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
             throw new MatrixError('M_UNKNOWN', 'You may not demote yourself.');
           }
           // A bot's deactivation or new secret goes to the bot audit log, as from any other way.
-          const botChange = existing.user_type !== BOT_USER_TYPE ? undefined : body.deactivated === true && existing.deactivated === 0 ? 'deactivate' : body.password ? 'rotate' : undefined;
+          const botChange =
+            existing.user_type !== BOT_USER_TYPE
+              ? undefined
+              : body.deactivated === true && existing.deactivated === 0
+                ? 'deactivate'
+                : body.deactivated === false && existing.deactivated === 1
+                  ? 'reactivate'
+                  : body.password
+                    ? 'rotate'
+                    : undefined;
           await services.accounts.updateAccount(userId, {
             password: body.password,
             logoutDevices: body.logout_devices,
@@ -154,6 +163,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
           userType: body.user_type,
           displayname: body.displayname,
           avatarUrl: body.avatar_url,
+          also: body.user_type === BOT_USER_TYPE ? services.bots.audited(requesterOf(request).userId, 'create', userId) : undefined,
         });
         if (body.deactivated) await services.accounts.deactivate(userId);
         return reply.code(201).send(userDetails(await existingUser(userId)));
@@ -303,6 +313,9 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
     );
   };
 }
+
+/** Who made a bot through shared-secret registration, in the bot audit log (no account asked). */
+const SHARED_SECRET_ACTOR = 'shared-secret-registration';
 
 /** A user as `GET /_synapse/admin/v2/users/<id>` shows it (creation time in seconds, as Synapse). */
 function userDetails(user: UserRow) {
