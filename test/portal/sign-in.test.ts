@@ -3,6 +3,7 @@
  * security properties of the round trip and of the sessions it makes. The stories a person sees
  * are in browser.test.ts.
  */
+import { generateKeyPair, importJWK, SignJWT, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startPortalWorld, type PortalWorld } from '../support/portal.js';
 import { csrfTokenOf, HttpClient, reachCallback, signInOverHttp } from '../support/portal-http.js';
@@ -105,5 +106,60 @@ describe('signing in to the bot portal', { timeout: 60_000 }, () => {
     const current = new HttpClient();
     current.setCookie(world.portal, 'bhs_portal_session', after);
     expect((await current.request(world.portal)).text).toContain('Signed in as');
+  });
+
+  test('back-channel logout: only a logout token signed by the provider, for us, with the event, ends a session', async () => {
+    const client = new HttpClient();
+    await signInOverHttp(world, client, 'frank');
+    expect((await client.request(world.portal)).text).toContain('Signed in as');
+    const storage = world.app.homeserver.services.storage;
+    const row = await storage.db.selectFrom('portal_sessions').selectAll().where('owner_id', '=', '@frank:example.org').executeTakeFirstOrThrow();
+    expect(row.sid).toBeTruthy();
+
+    const providerKey = await importJWK(world.oidc.signingKey, 'RS256');
+    const { privateKey: otherKey } = await generateKeyPair('RS256');
+    const claims = (extra: JWTPayload = {}): JWTPayload => ({
+      iss: world.oidc.issuer,
+      aud: world.oidc.clientId,
+      jti: `jti-${Math.random()}`,
+      sid: row.sid!,
+      sub: 'frank',
+      events: { 'http://schemas.openid.net/event/backchannel-logout': {} },
+      ...extra,
+    });
+    const token = (payload: JWTPayload, key = providerKey, iat = Math.floor(Date.now() / 1000)) =>
+      new SignJWT(payload).setProtectedHeader({ alg: 'RS256', kid: world.oidc.signingKey.kid, typ: 'logout+jwt' }).setIssuedAt(iat).sign(key);
+    const send = async (logoutToken: string) => (await fetch(`${world.portal}backchannel-logout/test-idp`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ logout_token: logoutToken }) })).status;
+
+    expect(await send(await token(claims(), otherKey))).toBe(400); // not the provider's key
+    expect(await send(await token(claims({ events: {} })))).toBe(400); // no logout event
+    expect(await send(await token(claims({ nonce: 'n' })))).toBe(400); // an ID token's nonce
+    expect(await send(await token(claims({ aud: 'another-client' })))).toBe(400); // not for us
+    expect(await send(await token(claims({ iss: 'https://elsewhere.example/' })))).toBe(400); // another issuer
+    expect(await send(await token(claims({ sid: undefined, sub: undefined })))).toBe(400); // nobody named
+    expect(await send(await token(claims(), providerKey, Math.floor(Date.now() / 1000) - 3600))).toBe(400); // old
+    const [header, payload] = (await token(claims())).split('.');
+    expect(await send(`${header}.${payload}.`)).toBe(400); // unsigned
+    expect((await client.request(world.portal)).text).toContain('Signed in as');
+
+    expect(await send(await token(claims()))).toBe(200);
+    expect((await client.request(world.portal)).text).toContain('Your session has ended');
+  });
+
+  test('signing out needs the form’s CSRF token, and ends the session on the server', async () => {
+    const client = new HttpClient();
+    await signInOverHttp(world, client, 'erin');
+    const home = await client.request(world.portal);
+    const sessionCookie = client.cookie(world.portal, 'bhs_portal_session')!;
+    // A page elsewhere that posts the sign-out form: no token, no sign-out.
+    expect((await client.request(`${world.portal}sign-out`, { form: {} })).status).toBe(403);
+    expect((await client.request(world.portal)).text).toContain('Signed in as');
+    const out = await client.request(`${world.portal}sign-out`, { form: { _csrf: csrfTokenOf(home) } });
+    expect(out.status).toBe(200);
+    expect(out.text).toContain('You are signed out here');
+    // The old cookie, kept by someone, names no session any more.
+    const kept = new HttpClient();
+    kept.setCookie(world.portal, 'bhs_portal_session', sessionCookie);
+    expect((await kept.request(world.portal)).text).toContain('Your session has ended');
   });
 });

@@ -6,6 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { exportJWK, generateKeyPair, type JWK } from 'jose';
 import Provider, { type Configuration } from 'oidc-provider';
 
 export interface TestPerson {
@@ -21,6 +22,8 @@ export interface TestOidcProvider {
   clientSecret: string;
   /** What became of the back-channel logouts the provider sent: 'ok', or the error's message. */
   backchannel: string[];
+  /** The provider's signing key (private), for tests that make tokens as the provider would. */
+  signingKey: JWK & { kid: string };
   /** What became of the token requests (code exchanges) the provider answered: 'ok', or the error's message. */
   tokenRequests: string[];
   close(): Promise<void>;
@@ -49,7 +52,11 @@ export async function startOidcProvider(options: { portalBaseUrl: () => string; 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const portal = options.portalBaseUrl();
+  // A key of our own rather than the library's development keys, so tests can sign as the provider.
+  const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+  const signingKey = { ...(await exportJWK(privateKey)), kid: 'test-signing-key', alg: 'RS256', use: 'sig' };
   const configuration: Configuration = {
+    jwks: { keys: [signingKey as never] },
     clients: [
       {
         client_id: clientId,
@@ -109,6 +116,7 @@ export async function startOidcProvider(options: { portalBaseUrl: () => string; 
     clientId,
     clientSecret,
     backchannel,
+    signingKey,
     tokenRequests,
     close: () =>
       new Promise<void>((resolve) => {
