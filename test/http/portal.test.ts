@@ -195,6 +195,72 @@ describe('the bot portal over HTTP', () => {
     }
   });
 
+  test('a session ends at its lifetime even when used all along, and after the idle timeout (on the server)', async () => {
+    hs = await startTestHomeserver(portalConfig({ session_lifetime: '1h', session_idle_timeout: '20m' }));
+    const cookie = await signedIn(hs);
+    for (let minutes = 0; minutes < 55; minutes += 15) {
+      expect((await hs.http.get(`${PORTAL}/`).set('Cookie', cookie)).text).toContain('Your bots');
+      hs.clock.advance(15 * 60_000);
+    }
+    // 60 minutes after sign-in, used 15 minutes ago: past its lifetime.
+    expect((await hs.http.get(`${PORTAL}/`).set('Cookie', cookie)).text).toContain('Your session has ended');
+    const idle = await signedIn(hs);
+    hs.clock.advance(20 * 60_000);
+    expect((await hs.http.get(`${PORTAL}/`).set('Cookie', idle)).text).toContain('Your session has ended');
+  });
+
+  test('a grant revoked by an operator holds at once in a session already open (no create, no new secret)', async () => {
+    hs = await startTestHomeserver(portalConfig());
+    await hs.services.bots.grant('@bob:example.org', 'cli:operator');
+    const { token, cookie } = await formToken(hs, await signedIn(hs, '@bob:example.org', false));
+    const create = (username: string) => hs!.http.post(`${PORTAL}/bots`).type('form').set('Cookie', cookie).send({ username, description: 'x', _csrf: token });
+    expect((await create('granted-bot')).status).toBe(200);
+    await hs.services.bots.revoke('@bob:example.org', 'cli:operator');
+    expect((await create('revoked-bot')).status).toBe(403);
+    expect(await hs.services.accounts.getUser('@revoked-bot:test.local')).toBeUndefined();
+    const rotate = await hs.http.post(`${PORTAL}/bots/granted-bot/rotate`).type('form').set('Cookie', cookie).send({ _csrf: token });
+    expect(rotate.status).toBe(403);
+    expect(rotate.text).toContain('no longer have the right');
+    // Deactivating stays possible.
+    expect((await hs.http.post(`${PORTAL}/bots/granted-bot/deactivate`).type('form').set('Cookie', cookie).send({ _csrf: token, confirm: 'yes' })).status).toBe(303);
+  });
+
+  test('a new secret is answered with no-store and never logged; the old one and its sessions stop', async () => {
+    const { logger, lines } = capturingLogger('trace');
+    hs = await startTestHomeserver(portalConfig(), { logger });
+    const { token, cookie } = await formToken(hs, await signedIn(hs));
+    const made = await hs.http.post(`${PORTAL}/bots`).type('form').set('Cookie', cookie).send({ username: 'turning-bot', description: 'x', _csrf: token });
+    expect(made.headers['cache-control']).toBe('no-cache, no-store, must-revalidate');
+    const first = /id="secret" type="text" readonly value="([^"]+)"/.exec(made.text)![1]!;
+    const session = await hs.http.post('/_matrix/client/v3/login').send({ type: 'm.login.password', identifier: { type: 'm.id.user', user: 'turning-bot' }, password: first });
+    const rotated = await hs.http.post(`${PORTAL}/bots/turning-bot/rotate`).type('form').set('Cookie', cookie).send({ _csrf: token });
+    expect(rotated.status).toBe(200);
+    expect(rotated.headers['cache-control']).toBe('no-cache, no-store, must-revalidate');
+    const second = /id="secret" type="text" readonly value="([^"]+)"/.exec(rotated.text)![1]!;
+    expect(second).not.toBe(first);
+    expect((await hs.http.get('/_matrix/client/v3/account/whoami').auth(session.body.access_token, { type: 'bearer' })).status).toBe(401);
+    expect((await hs.http.get('/_matrix/client/v3/devices').auth(session.body.access_token, { type: 'bearer' })).status).toBe(401);
+    expect(await hs.services.storage.sessions.listDevices('@turning-bot:test.local')).toEqual([]);
+    const log = lines.join('');
+    expect(log).not.toContain(first);
+    expect(log).not.toContain(second);
+    expect(log).not.toContain(cookie.split('=')[1]!.slice(0, 20));
+  });
+
+  test('an unexpected failure is a plain page: no stack, no message from inside', async () => {
+    hs = await startTestHomeserver(portalConfig());
+    const cookie = await signedIn(hs);
+    hs.services.portal!.botsOf = async () => {
+      throw new Error('relation "bot_owners" does not exist at /srv/secret/path.ts:12');
+    };
+    const res = await hs.http.get(`${PORTAL}/`).set('Cookie', cookie);
+    expect(res.status).toBe(500);
+    expect(res.text).toContain('Something went wrong on our side');
+    expect(res.text).not.toContain('bot_owners');
+    expect(res.text).not.toContain('secret/path');
+    expect(res.text).not.toMatch(/at .*\.ts:\d+/);
+  });
+
   test('a callback without its sign-in cookie, or a bad back-channel logout token, is refused', async () => {
     hs = await startTestHomeserver(portalConfig());
     const callback = await hs.http.get(`${PORTAL}/callback?code=abc&state=def`);
