@@ -9,6 +9,7 @@ import { MatrixError, rateLimitedError } from '../core/errors.js';
 import { ConfigError, type PortalConfig } from '../config/index.js';
 import { RateLimiter } from '../ratelimit/rate-limiter.js';
 import { hashToken } from '../users/secrets.js';
+import { userIdFor } from '../users/user-ids.js';
 import type { OwnedBotRow, Storage } from '../storage/index.js';
 import type { AccountService, BotCredentials } from '../users/account-service.js';
 import { BotNames } from './bot-names.js';
@@ -181,6 +182,10 @@ export class BotPortal {
     // Said early to spare the person a rate-limit token; the insert checks again (createOwned).
     if ((await this.botsLeft(session)) === 0) throw tooManyBotsError(this.config.max_bots_per_owner);
     this.limitCreation(session.person);
+    // A bot must not pass for a person: not the user name of anyone the portal knows.
+    if (await this.bots.isKnownPerson(userIdFor(username, this.config.people_server_name))) {
+      throw fieldError('username', 'This is the user name of a person. Choose a name that says it is a bot.');
+    }
     try {
       await this.accounts.assertAvailable(username);
     } catch (err) {

@@ -212,6 +212,16 @@ export class PortalStore {
     return Number(result.numDeletedRows);
   }
 
+  /** Whether this person is known to the portal: signed in, granted the right, or owning a bot. */
+  async isKnownPerson(ownerId: string): Promise<boolean> {
+    const [identity, grant, owned] = await Promise.all([
+      this.db.selectFrom('portal_identities').select('owner_id').where('owner_id', '=', ownerId).executeTakeFirst(),
+      this.db.selectFrom('bot_creator_grants').select('user_id').where('user_id', '=', ownerId).executeTakeFirst(),
+      this.db.selectFrom('bot_owners').select('owner_id').where('owner_id', '=', ownerId).limit(1).executeTakeFirst(),
+    ]);
+    return identity !== undefined || grant !== undefined || owned !== undefined;
+  }
+
   /** A sign-in started: its state may come back once, until `expiresTs`. Drops those past their time. */
   async insertSignIn(stateHash: string, idpId: string, now: number, expiresTs: number): Promise<void> {
     await this.db.deleteFrom('portal_sign_ins').where('expires_ts', '<=', now).execute();
