@@ -14,11 +14,12 @@ import { localpartProblem, userIdFor } from '../users/user-ids.js';
 export type Actor = string;
 
 /**
+ * `end-sessions`: an operator signed a person out of the portal everywhere;
  * `bind`: a person's first sign-in tied them to their account at the provider; `refuse-sign-in`:
  * another account at the provider claimed to be them (or theirs claimed another name) and was
  * turned away; `unbind`: an operator released the tie.
  */
-export type AuditAction = 'create' | 'rotate' | 'deactivate' | 'reactivate' | 'move' | 'grant' | 'revoke' | 'bind' | 'unbind' | 'refuse-sign-in';
+export type AuditAction = 'create' | 'rotate' | 'deactivate' | 'reactivate' | 'move' | 'grant' | 'revoke' | 'bind' | 'unbind' | 'refuse-sign-in' | 'end-sessions';
 
 /** Whether a provider's account may be this person here (see `BotOwnership.bindIdentity`). */
 export type IdentityCheck = { ok: true } | { ok: false; boundPerson: string | null };
@@ -213,6 +214,23 @@ export class BotOwnership {
       await this.audit(stores, actor, 'unbind', person, { idp: row.idp_id, subject: row.subject });
       return true;
     });
+  }
+
+  /**
+   * An operator signs a person out of the portal everywhere (their right came from the provider's
+   * attributes and should stop now, not at their next sign-in). The number of sessions ended.
+   */
+  async endSessionsOf(person: string, actor: Actor): Promise<number> {
+    return this.storage.transaction(async (stores) => {
+      const ended = await stores.portal.deleteSessionsOf(person);
+      await this.audit(stores, actor, 'end-sessions', person, { sessions: ended });
+      return ended;
+    });
+  }
+
+  /** Whether a person is known to the portal (signed in, granted the right, or owning a bot). */
+  isKnownPerson(person: string): Promise<boolean> {
+    return this.storage.portal.isKnownPerson(person);
   }
 
   async hasGrant(person: string): Promise<boolean> {

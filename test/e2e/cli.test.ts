@@ -164,6 +164,7 @@ describe('bot-homeserver CLI', () => {
     expect(cli('owners', 'list', '--config', config).stdout).toMatch(/@carol:example\.org\t\S+\tby cli:\S+\tticket 7/);
     expect(cli('owners', 'revoke', '@carol:example.org', '--config', config).stdout).toContain('may no longer create bots');
     expect(cli('owners', 'unbind', '@carol:example.org', '--config', config).stdout).toContain('@carol:example.org has not signed in to the portal.');
+    expect(cli('owners', 'sign-out', '@carol:example.org', '--config', config).stdout).toContain('@carol:example.org is signed out of the portal (0 sessions ended).');
     expect(cli('bots', 'deactivate', 'owned-bot', '--config', config).status).toBe(0);
     const audit = cli('audit', '--json', '--target', '@owned-bot:cli.test', '--config', config);
     const actions = audit.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { action: string; actor: string });

@@ -152,6 +152,42 @@ describe('the bot portal over HTTP', () => {
     expect((await hs.services.bots.auditLog({ limit: 20, actor: '@alice:example.org' })).map((e) => e.action)).toEqual(['create', 'create']);
   }, 60_000);
 
+  test('a bot cannot take the user name of a person the portal knows (signed in, granted, owning bots)', async () => {
+    hs = await startTestHomeserver(portalConfig());
+    await hs.services.bots.grant('@carol:example.org', 'cli:operator');
+    await hs.services.bots.bindIdentity('corp', 'subject-of-dave', '@dave:example.org');
+    const { token, cookie } = await formToken(hs, await signedIn(hs));
+    const post = (username: string) => hs!.http.post(`${PORTAL}/bots`).type('form').set('Cookie', cookie).send({ username, description: 'x', _csrf: token });
+    for (const name of ['carol', 'dave']) {
+      const res = await post(name);
+      expect(res.status).toBe(400);
+      expect(res.text).toContain('This is the user name of a person');
+      expect(await hs.services.accounts.getUser(`@${name}:test.local`)).toBeUndefined();
+    }
+    expect((await post('carols-helper')).status).toBe(200);
+    // Now alice owns a bot, so her own name is a person's too.
+    expect((await post('alice')).text).toContain('This is the user name of a person');
+  });
+
+  test('one person cannot see, rotate or deactivate another person’s bot (same answer as no such bot)', async () => {
+    hs = await startTestHomeserver(portalConfig());
+    const alice = await formToken(hs, await signedIn(hs));
+    expect((await hs.http.post(`${PORTAL}/bots`).type('form').set('Cookie', alice.cookie).send({ username: 'alices-bot', description: 'x', _csrf: alice.token })).status).toBe(200);
+    const mallory = await formToken(hs, await signedIn(hs, '@mallory:example.org'));
+    const pages = [
+      await hs.http.get(`${PORTAL}/bots/alices-bot`).set('Cookie', mallory.cookie),
+      await hs.http.post(`${PORTAL}/bots/alices-bot/rotate`).type('form').set('Cookie', mallory.cookie).send({ _csrf: mallory.token }),
+      await hs.http.post(`${PORTAL}/bots/alices-bot/deactivate`).type('form').set('Cookie', mallory.cookie).send({ _csrf: mallory.token, confirm: 'yes' }),
+      await hs.http.get(`${PORTAL}/bots/no-such-bot`).set('Cookie', mallory.cookie),
+    ];
+    for (const page of pages) {
+      expect(page.status).toBe(404);
+      expect(page.text).toContain('There is no such bot among yours.');
+    }
+    expect((await hs.services.accounts.getUser('@alices-bot:test.local'))?.deactivated).toBe(0);
+    expect((await hs.services.bots.auditLog({ limit: 10, target: '@alices-bot:test.local' })).map((e) => e.action)).toEqual(['create']);
+  });
+
   test('a person without the right is refused creation even by a hand-made post, and shown where to ask', async () => {
     hs = await startTestHomeserver(portalConfig());
     const cookie = await signedIn(hs, '@bob:example.org', false);
@@ -328,6 +364,13 @@ describe('the operator’s side: owners, grants and the audit log', () => {
       ['unbind', admin.userId],
       ['bind', '@dave:example.org'],
     ]);
+    // Signing a person out of the portal everywhere, at once (logged).
+    const carolCookie = await signedIn(hs, '@carol:example.org');
+    const ended = await auth(hs.http.delete('/_bot_homeserver/admin/v1/owners/sessions/@carol:example.org'));
+    expect(ended.body).toEqual({ ended: 1 });
+    expect((await hs.http.get(`${PORTAL}/`).set('Cookie', carolCookie)).text).toContain('Your session has ended');
+    const [endedEntry] = (await auth(hs.http.get('/_bot_homeserver/admin/v1/audit?target=@carol:example.org&limit=1'))).body.entries;
+    expect(endedEntry).toMatchObject({ action: 'end-sessions', actor: admin.userId, detail: { sessions: 1 } });
     // Not for people who are not admins.
     const bob = await createUser(hs, 'bob');
     expect((await hs.http.get('/_bot_homeserver/admin/v1/audit').auth(bob.accessToken, { type: 'bearer' })).status).toBe(403);

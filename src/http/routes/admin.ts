@@ -284,6 +284,14 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
       return {};
     });
 
+    /**
+     * DELETE /_bot_homeserver/admin/v1/owners/sessions/<user_id>: signs a person out of the portal
+     * everywhere, at once (logged). Answers how many sessions ended.
+     */
+    app.delete('/_bot_homeserver/admin/v1/owners/sessions/:userId', { onRequest: requireAdmin, schema: { params: UserIdParams } }, async (request) => ({
+      ended: await services.bots.endSessionsOf(request.params.userId, requesterOf(request).userId),
+    }));
+
     /** GET /_bot_homeserver/admin/v1/audit: the bot audit log, newest first (`next_token` pages on). */
     app.get('/_bot_homeserver/admin/v1/audit', { onRequest: requireAdmin, schema: { querystring: AuditQuerySchema } }, async (request) => {
       const { limit, from, target, actor } = request.query;
