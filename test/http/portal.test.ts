@@ -64,6 +64,7 @@ describe('the bot portal over HTTP', () => {
     expect(res.headers['content-type']).toBe('text/html; charset=utf-8');
     const csp = res.headers['content-security-policy'] as string;
     for (const directive of ["default-src 'none'", "script-src 'self'", "style-src 'self'", "form-action 'self'", "frame-ancestors 'none'", "base-uri 'none'"]) expect(csp).toContain(directive);
+    expect(csp).not.toContain('unsafe-');
     expect(res.headers['x-content-type-options']).toBe('nosniff');
     expect(res.headers['referrer-policy']).toBe('no-referrer');
     expect(res.headers['strict-transport-security']).toMatch(/max-age=/);
