@@ -171,7 +171,8 @@ describe('bot-homeserver CLI', () => {
     expect(actions.map((entry) => entry.action)).toEqual(['deactivate', 'move', 'create']);
     expect(actions.every((entry) => entry.actor.startsWith('cli:'))).toBe(true);
     expect(cli('audit', '--config', config).stdout).toMatch(/\trevoke\t@carol:example\.org/);
-  });
+    // Thirteen commands as processes: a minute on a loaded machine.
+  }, 120_000);
 
   it('keeps a write it acknowledged when the server is killed', async () => {
     const admin = JSON.parse(cli('create-user', 'operator', '--admin', '--config', config, '--json').stdout) as {
