@@ -460,7 +460,7 @@ describe('bot-homeserver CLI', () => {
       again.kill('SIGTERM');
       await exited(again);
     }
-  });
+  }, 60_000);
 
   it('says plainly what is wrong with the signing key, warns about a localhost server name, and shows unexpected errors in the sources', async () => {
     const badKey = join(dir, 'bad.key');
