@@ -3,7 +3,8 @@
  * - `portal_identities`: which account at which provider (its stable subject) is which person. A
  *   person is bound to the first account they sign in with; another account whose user name maps
  *   to the same person (a name given again, a renamed account) is refused, not let in as them.
- *   Seeded from the sessions of people signed in now, earliest first.
+ *   Seeded from the sessions of people signed in now, earliest first; a session of a later,
+ *   other account as the same person ends.
  * - `portal_sign_ins`: sign-ins started and not yet come back, by the SHA-256 of their `state`,
  *   so that each can finish once only (a replayed callback is refused here, before the provider).
  * Frozen: later changes get a new migration.
@@ -25,6 +26,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     SELECT idp_id, sub, owner_id, MIN(created_ts) FROM portal_sessions WHERE true
     GROUP BY idp_id, sub, owner_id ORDER BY MIN(created_ts)
     ON CONFLICT DO NOTHING`.execute(db);
+  // A session of another account as someone already bound (the takeover this stops) ends now.
+  await sql`DELETE FROM portal_sessions WHERE NOT EXISTS (SELECT 1 FROM portal_identities i
+    WHERE i.idp_id = portal_sessions.idp_id AND i.subject = portal_sessions.sub AND i.owner_id = portal_sessions.owner_id)`.execute(db);
   await db.schema
     .createTable('portal_sign_ins')
     .addColumn('state_hash', 'text', (c) => c.primaryKey())

@@ -10,7 +10,7 @@ import { expect, test } from 'vitest';
 import { migrations } from '../../migrations/index.js';
 import { migrateToLatest, openDatabase } from '../../src/storage/index.js';
 
-test('0030 binds the people signed in at the upgrade to their provider accounts (the first account wins)', async () => {
+test('0030 binds the people signed in at the upgrade to their provider accounts (the first account wins; the other’s session ends)', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'bhs-portal-migration-'));
   const db = openDatabase({ path: join(dir, 'homeserver.db'), synchronous: 'normal' });
   try {
@@ -34,6 +34,8 @@ test('0030 binds the people signed in at the upgrade to their provider accounts 
       { idp_id: 'corp', subject: 'sub-alice', owner_id: '@alice:example.org', created_ts: 10 },
       { idp_id: 'corp', subject: 'sub-bob', owner_id: '@bob:example.org', created_ts: 15 },
     ]);
+    const sessions = await db.selectFrom('portal_sessions').select('id_hash').orderBy('id_hash').execute();
+    expect(sessions.map((row) => row.id_hash)).toEqual(['a1', 'a2', 'b1']);
   } finally {
     await db.destroy();
     rmSync(dir, { recursive: true, force: true });
