@@ -354,6 +354,10 @@ describe('the operator’s side: owners, grants and the audit log', () => {
     // The tie between a person and their account at the provider: shown, and released (logged).
     expect((await auth(hs.http.get('/_bot_homeserver/admin/v1/owners/identities/@dave:example.org'))).status).toBe(404);
     expect(await hs.services.bots.bindIdentity('corp', 'subject-of-dave', '@dave:example.org')).toEqual({ ok: true });
+    // His next sign-in, from the same account: fine.
+    expect(await hs.services.bots.bindIdentity('corp', 'subject-of-dave', '@dave:example.org')).toEqual({ ok: true });
+    // Dave's account under another name (renamed at the provider) is not let in as someone else.
+    expect(await hs.services.bots.bindIdentity('corp', 'subject-of-dave', '@david:example.org')).toEqual({ ok: false, boundPerson: '@dave:example.org' });
     const daveCookie = await signedIn(hs, '@dave:example.org');
     const identity = await auth(hs.http.get('/_bot_homeserver/admin/v1/owners/identities/@dave:example.org'));
     expect(identity.body).toEqual({ user_id: '@dave:example.org', idp_id: 'corp', subject: 'subject-of-dave', bound_ts: hs.clock.now() });
@@ -365,6 +369,8 @@ describe('the operator’s side: owners, grants and the audit log', () => {
       ['unbind', admin.userId],
       ['bind', '@dave:example.org'],
     ]);
+    const [refusal] = (await auth(hs.http.get('/_bot_homeserver/admin/v1/audit?target=@david:example.org'))).body.entries;
+    expect(refusal).toMatchObject({ action: 'refuse-sign-in', actor: 'oidc:corp', detail: { idp: 'corp', subject: 'subject-of-dave', subject_bound_to: '@dave:example.org' } });
     // Signing a person out of the portal everywhere, at once (logged).
     const carolCookie = await signedIn(hs, '@carol:example.org');
     const ended = await auth(hs.http.delete('/_bot_homeserver/admin/v1/owners/sessions/@carol:example.org'));
