@@ -533,5 +533,5 @@ describe('bot-homeserver CLI', () => {
       worker.postMessage({ id: 1, body: new Uint8Array(Buffer.from(rss)), url: 'https://example.org/feed.xml', contentType: 'application/rss+xml' });
     }).finally(() => worker.terminate());
     expect(feed.feed.items.map((item) => item.title)).toEqual(['v1.2 & more']);
-  });
+  }, 60_000);
 });
