@@ -170,7 +170,8 @@ export class Bridge implements BridgePoster {
       await this.homeserver.useDevice(crypto.deviceId, BRIDGE_DEVICE_NAME);
       await crypto.start();
       this.cryptoReady = true;
-      this.log.info({ device: crypto.deviceId }, 'bridge crypto device ready: encrypted rooms are supported');
+      // Before the server listens: the first info line of a start is the listening one.
+      this.log.debug({ device: crypto.deviceId }, 'bridge crypto device ready: encrypted rooms are supported');
     } catch (err) {
       this.log.error({ err }, 'the bridge’s crypto device could not start: it cannot read or post in encrypted rooms');
       await crypto.close().catch(() => undefined);
