@@ -76,9 +76,10 @@ describe('the bridge as an application service, in an encrypted room', () => {
     expect(answer.status).toBe(200);
     expect((await posted).getWireType()).toBe('m.room.encrypted');
     // The bridge's device is cross-signed on the main homeserver too (it allows a first upload without a password).
-    const identity = await alice.getCrypto()!.getUserVerificationStatus(bridgeId);
-    expect(identity).toBeDefined();
     const deviceId = bridge.bridge.deviceId!;
+    const keys = (await main.services.keys.query(alice.getUserId()!, { device_keys: { [bridgeId]: [] } })) as Record<string, any>;
+    const selfSigningKeyId = Object.keys(keys.self_signing_keys[bridgeId].keys)[0]!;
+    expect(Object.keys(keys.device_keys[bridgeId][deviceId].signatures[bridgeId])).toContain(selfSigningKeyId);
     const device = (await alice.getCrypto()!.getUserDeviceInfo([bridgeId], true)).get(bridgeId)?.get(deviceId);
     expect(device?.displayName).toBe('Bridge (webhooks and feeds)');
 
