@@ -41,8 +41,8 @@ describe('the bridge in an encrypted room, with a matrix-js-sdk Rust crypto clie
 
   const start = (port = 0) => startTestHomeserver({ port, config: { database: { path: join(dir, 'homeserver.db') }, bridge: { encryption: { enabled: true } } } });
 
-  async function client(account: TestAccount): Promise<sdk.MatrixClient> {
-    const started = await startCryptoClient(hs!.baseUrl, account);
+  async function client(account: TestAccount, fetchFn?: typeof fetch): Promise<sdk.MatrixClient> {
+    const started = await startCryptoClient(hs!.baseUrl, account, fetchFn);
     clients.push(started);
     return started;
   }
@@ -140,4 +140,40 @@ describe('the bridge in an encrypted room, with a matrix-js-sdk Rust crypto clie
     const devices = await alice.getCrypto()!.getUserDeviceInfo([bridgeId], true);
     expect([...(devices.get(bridgeId)?.keys() ?? [])]).toEqual([deviceId]);
   }, 240_000);
+
+  it('reads a command whose key comes after it, once the key arrives', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'bhs-bridge-e2ee-'));
+    hs = await start();
+    const bridgeId = hs.bridgeUserId!;
+    // alice's client: while `holding`, its to-device messages (room keys) are answered at once but
+    // reach the server only when released, so the bridge sees her message before its key.
+    let holding = false;
+    const held: Array<() => Promise<Response>> = [];
+    const fetchFn: typeof fetch = async (input, init) => {
+      const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+      if (holding && url.includes('/sendToDevice/')) {
+        held.push(() => fetch(input, init));
+        return new Response('{}', { status: 200, headers: { 'content-type': 'application/json' } });
+      }
+      return fetch(input, init);
+    };
+    const alice = await client(await hs.createUser('alice'), fetchFn);
+    const roomId = await encryptedRoomWithBridge(alice);
+    const bridge = (hs as unknown as { app: { homeserver: { bridge: { waitingForKeys: Map<string, unknown> } } } }).app.homeserver.bridge;
+
+    holding = true;
+    const reply = decryptedWhere(alice, roomId, bridgeId, (body) => body.startsWith('I turn webhooks'), 'the help reply');
+    await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: '!bridge help' });
+    // The bridge has the message and waits for its key.
+    const deadline = Date.now() + 60_000;
+    while (bridge.waitingForKeys.size === 0) {
+      if (Date.now() > deadline) throw new Error('the bridge never waited for the key');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(held.length).toBeGreaterThan(0);
+    holding = false;
+    for (const send of held.splice(0)) expect((await send()).status).toBe(200);
+    await reply;
+    expect(bridge.waitingForKeys.size).toBe(0);
+  }, 180_000);
 });
