@@ -103,7 +103,7 @@ describe('the bridge in an encrypted room, with a matrix-js-sdk Rust crypto clie
     expect((await item).getWireType()).toBe('m.room.encrypted');
   }, 180_000);
 
-  it('after a restart: the same device, the old webhook posts encrypted, and messages from before still decrypt', async () => {
+  it('after a restart: the same device, the old webhook and the feed post encrypted, and messages from before still decrypt', async () => {
     dir = mkdtempSync(join(tmpdir(), 'bhs-bridge-e2ee-'));
     hs = await start();
     const bridgeId = hs.bridgeUserId!;
@@ -114,6 +114,10 @@ describe('the bridge in an encrypted room, with a matrix-js-sdk Rust crypto clie
     const before = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('before the restart'), 'the first post');
     await post(url, 'before the restart');
     await before;
+    feeds.serve('/restart.xml', { body: rss([{ id: 'r1', title: 'Release 1' }]), contentType: 'application/rss+xml' });
+    const subscribed = decryptedWhere(alice, roomId, bridgeId, (body) => body.startsWith('This room now follows'), 'the feed reply');
+    await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: `!bridge feed ${feeds.url('/restart.xml')}` });
+    await subscribed;
     const bridge = () => hs!.services && (hs as unknown as { app: { homeserver: { bridge: import('../../../src/bridge/bridge.js').Bridge } } }).app.homeserver.bridge;
     const deviceId = bridge().deviceId;
     expect(deviceId).toMatch(/^BRIDGE/);
@@ -133,6 +137,11 @@ describe('the bridge in an encrypted room, with a matrix-js-sdk Rust crypto clie
     const after = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('after the restart'), 'the post after the restart');
     await post(url, 'after the restart');
     expect((await after).getWireType()).toBe('m.room.encrypted');
+    // A feed item after the restart, encrypted too.
+    feeds.serve('/restart.xml', { body: rss([{ id: 'r2', title: 'Release 2' }, { id: 'r1', title: 'Release 1' }]), contentType: 'application/rss+xml' });
+    const item = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('Release 2'), 'the feed item after the restart');
+    await hs.pollFeeds();
+    expect((await item).getWireType()).toBe('m.room.encrypted');
     // And alice's next command (in her Megolm session from before the restart) is read and answered.
     const listed = decryptedWhere(alice, roomId, bridgeId, (body) => body.startsWith('Webhooks in this room: ci'), 'the webhook list');
     await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: '!bridge webhook list' });
