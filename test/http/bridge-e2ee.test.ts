@@ -17,6 +17,8 @@ afterEach(async () => {
 });
 
 const ENCRYPTED = [{ type: 'm.room.encryption', state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } }];
+/** A well-formed Megolm message (version, index, ciphertext, MAC, signature) of a session nobody shared. */
+const MEGOLM_CIPHERTEXT = Buffer.concat([Buffer.from([3, 8, 0, 0x12, 16]), Buffer.alloc(16, 1), Buffer.alloc(8, 2), Buffer.alloc(64, 3)]).toString('base64').replace(/=+$/, '');
 
 function bridgeOf(server: TestHomeserver): Bridge {
   return server.app.homeserver.bridge!;
@@ -62,9 +64,30 @@ describe('the bridge’s crypto device', () => {
     await promoteBridge(hs, alice, roomId);
 
     // A message encrypted with a session the bridge never received.
-    const sent = await alice.send(roomId, { algorithm: 'm.megolm.v1.aes-sha2', sender_key: 'x'.repeat(43), session_id: 'y'.repeat(43), ciphertext: 'AwgAEhAAAAAA', device_id: 'NOPE' }, 'm.room.encrypted');
+    const sent = await alice.send(roomId, { algorithm: 'm.megolm.v1.aes-sha2', sender_key: 'k'.repeat(43), session_id: 'g'.repeat(43), ciphertext: MEGOLM_CIPHERTEXT, device_id: 'NOPE' }, 'm.room.encrypted');
     const reply = await alice.waitForEvent(roomId, (event) => event.sender === bridgeId && event.content?.['m.relates_to']?.['m.in_reply_to']?.event_id === sent, 30_000);
     expect(reply.type).toBe('m.room.encrypted');
-    expect((await bridgeOf(hs).readEvent(roomId, reply.event_id))?.content.body).toContain('I could not read this encrypted message');
+    expect((await bridgeOf(hs).readEvent(roomId, reply.event_id))?.content.body).toContain('I could not read this encrypted message: its key never reached my device');
+  });
+
+  it('answers at once when the sender withheld the key', async () => {
+    hs = await startTestHomeserver(withBridge());
+    const [alice] = await clientsFor(hs, 'alice');
+    const bridgeId = bridgeIdOf(hs);
+    const deviceId = bridgeOf(hs).deviceId!;
+    const roomId = await alice.createRoom({ preset: 'private_chat', initial_state: ENCRYPTED });
+    await alice.invite(roomId, bridgeId);
+    await alice.waitForEvent(roomId, (event) => event.sender === bridgeId && event.type === 'm.room.encrypted');
+    const { device_id: aliceDevice } = await alice.ok('GET', '/account/whoami');
+    const session = { algorithm: 'm.megolm.v1.aes-sha2', sender_key: 'k'.repeat(43), session_id: 's'.repeat(43) };
+    // Her client refuses to share the key with the bridge's (unverified) device, and says so.
+    await alice.ok('PUT', `/sendToDevice/m.room_key.withheld/w1`, {
+      messages: { [bridgeId]: { [deviceId]: { ...session, room_id: roomId, code: 'm.unverified', reason: 'Device not verified', from_device: aliceDevice } } },
+    });
+    const sent = await alice.send(roomId, { ...session, ciphertext: MEGOLM_CIPHERTEXT, device_id: aliceDevice }, 'm.room.encrypted');
+    // Answered without waiting the minute a missing key is given.
+    const reply = await alice.waitForEvent(roomId, (event) => event.sender === bridgeId && event.content?.['m.relates_to']?.['m.in_reply_to']?.event_id === sent, 20_000);
+    const body = String((await bridgeOf(hs).readEvent(roomId, reply.event_id))?.content.body);
+    expect(body).toContain('withheld its key');
   });
 });
