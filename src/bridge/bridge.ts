@@ -100,6 +100,8 @@ export class Bridge implements BridgePoster {
   private cryptoReady = false;
   private readonly waitingForKeys = new Map<string, WaitingForKey>();
   private readonly undecryptableReplied = new Map<string, number>();
+  /** Encrypted rooms this process has posted into unencrypted (logged once each). */
+  private readonly warnedUnencrypted = new Set<string>();
   private readonly undecryptableWaitMs: number;
 
   constructor(setup: BridgeSetup, options: BridgeOptions = {}) {
@@ -191,11 +193,17 @@ export class Bridge implements BridgePoster {
     // the bridge, as Moderator, otherwise could.
     const withMentions = 'm.mentions' in content ? content : { ...content, 'm.mentions': {} };
     // In an encrypted room, encrypted for its members' devices (people's clients warn of anything else).
-    const encryption = this.crypto && this.cryptoReady ? await this.homeserver.encryption(roomId) : undefined;
-    if (encryption && this.crypto) {
+    const encryption = this.cryptoOptions ? await this.homeserver.encryption(roomId) : undefined;
+    if (encryption && this.crypto && this.cryptoReady) {
       const members = await this.homeserver.members(roomId);
       const encrypted = await this.crypto.encrypt(roomId, 'm.room.message', withMentions, members, encryption);
       return this.homeserver.send(roomId, 'm.room.encrypted', encrypted, txnId);
+    }
+    if (encryption && !this.warnedUnencrypted.has(roomId)) {
+      // Another process holds the bridge (several processes), or its device failed to start.
+      if (this.warnedUnencrypted.size >= MAX_UNDECRYPTABLE_REPLIES_REMEMBERED) this.warnedUnencrypted.clear();
+      this.warnedUnencrypted.add(roomId);
+      this.log.warn({ room: roomId }, 'posted unencrypted into an encrypted room: the bridge’s crypto device is not open in this process');
     }
     return this.homeserver.send(roomId, 'm.room.message', withMentions, txnId);
   }
