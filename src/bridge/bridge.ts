@@ -199,11 +199,19 @@ export class Bridge implements BridgePoster {
       const encrypted = await this.crypto.encrypt(roomId, 'm.room.message', withMentions, members, encryption);
       return this.homeserver.send(roomId, 'm.room.encrypted', encrypted, txnId);
     }
-    if (encryption && !this.warnedUnencrypted.has(roomId)) {
-      // Another process holds the bridge (several processes), or its device failed to start.
-      if (this.warnedUnencrypted.size >= MAX_UNDECRYPTABLE_REPLIES_REMEMBERED) this.warnedUnencrypted.clear();
-      this.warnedUnencrypted.add(roomId);
-      this.log.warn({ room: roomId }, 'posted unencrypted into an encrypted room: the bridge’s crypto device is not open in this process');
+    if (encryption) {
+      // Never in clear into an encrypted room: what people were promised is encrypted would reach
+      // every server of the room readable. Another process holds the bridge (several processes),
+      // or its device failed to start: the sender is told to try again (webhook senders retry a 503).
+      if (!this.warnedUnencrypted.has(roomId)) {
+        if (this.warnedUnencrypted.size >= MAX_UNDECRYPTABLE_REPLIES_REMEMBERED) this.warnedUnencrypted.clear();
+        this.warnedUnencrypted.add(roomId);
+        this.log.warn({ room: roomId }, 'a post into an encrypted room was refused: the bridge’s crypto device is not open in this process');
+      }
+      throw new MatrixError('M_UNKNOWN', 'The room is encrypted and the bridge cannot encrypt from this server process right now; try again shortly.', {
+        status: 503,
+        headers: { 'Retry-After': '5' },
+      });
     }
     return this.homeserver.send(roomId, 'm.room.message', withMentions, txnId);
   }

@@ -7,7 +7,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { clientsFor } from '../support/client.js';
-import { bridgeIdOf, promoteBridge, withBridge } from '../support/bridge.js';
+import { bridgeIdOf, bridgeMessages, createWebhook, promoteBridge, roomWithBridge, withBridge } from '../support/bridge.js';
+import { expectMatrixError } from '../support/spec-validator.js';
 import type { Bridge } from '../../src/bridge/bridge.js';
 
 let hs: TestHomeserver | undefined;
@@ -90,4 +91,25 @@ describe('the bridge’s crypto device', () => {
     const body = String((await bridgeOf(hs).readEvent(roomId, reply.event_id))?.content.body);
     expect(body).toContain('withheld its key');
   });
+});
+
+describe('without the crypto device', () => {
+  it('refuses to post into an encrypted room in clear: the webhook sender is told to retry (503)', async () => {
+    hs = await startTestHomeserver(withBridge());
+    const [alice] = await clientsFor(hs, 'alice');
+    const roomId = await roomWithBridge(hs, alice);
+    const webhook = await createWebhook(hs, alice, roomId, 'ci');
+    // As in a process that does not hold the bridge (several processes), or whose device failed
+    // to start: the device is not open here.
+    (bridgeOf(hs) as unknown as { cryptoReady: boolean }).cryptoReady = false;
+    expect((await hs.http.post(webhook.path).send({ text: 'in clear, before encryption' })).status).toBe(200);
+    await alice.ok('PUT', `/rooms/${encodeURIComponent(roomId)}/state/m.room.encryption/`, ENCRYPTED[0]!.content);
+
+    const refused = await hs.http.post(webhook.path).send({ text: 'must not leak' });
+    expectMatrixError(refused, 503, 'M_UNKNOWN');
+    expect(refused.headers['retry-after']).toBe('5');
+    const said = (await bridgeMessages(hs, alice, roomId)).map((event) => event.content.body);
+    expect(said).toContain('in clear, before encryption');
+    expect(said.join('\n')).not.toContain('must not leak');
+  }, 60_000);
 });
