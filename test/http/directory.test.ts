@@ -53,4 +53,29 @@ describe('the room directory', () => {
     expect((await bob.ok('GET', '/publicRooms')).chunk).toEqual([]);
     expect((await alice.request('GET', '/directory/list/room/!nope:test.local')).status).toBe(404);
   });
+
+  it('takes null for since, limit and filter in POST /publicRooms (the first page)', async () => {
+    const room = await alice.createRoom({ visibility: 'public', preset: 'public_chat', name: 'Nulls' });
+    const page = await alice.ok('POST', '/publicRooms', { since: null, limit: null, filter: null });
+    expect(page.chunk.map((r: { room_id: string }) => r.room_id)).toEqual([room]);
+    expect((await alice.ok('POST', '/publicRooms', { since: null, filter: { generic_search_term: null } })).chunk).toHaveLength(1);
+    expect((await alice.request('POST', '/publicRooms', { since: 12 })).status).toBe(400);
+  });
+});
+
+describe('allow_public_rooms_without_auth', () => {
+  it('lets anyone without a token read this server\u2019s list, not another server\u2019s; a bad token is still refused', async () => {
+    await hs.close();
+    hs = await startTestHomeserver({ allow_public_rooms_without_auth: true });
+    alice = client(hs, await createUser(hs, 'alice'));
+    const room = await alice.createRoom({ visibility: 'public', preset: 'public_chat', name: 'Open' });
+    const anonymous = await hs.http.get('/_matrix/client/v3/publicRooms');
+    expect(anonymous.status).toBe(200);
+    expect(anonymous.body.chunk.map((r: { room_id: string }) => r.room_id)).toEqual([room]);
+    expect((await hs.http.get(`/_matrix/client/r0/publicRooms?server=${hs.config.server_name}`)).status).toBe(200);
+    expect((await hs.http.get('/_matrix/client/v3/publicRooms?server=other.example')).status).toBe(401);
+    expect((await hs.http.get('/_matrix/client/v3/publicRooms').set('Authorization', 'Bearer nonsense')).status).toBe(401);
+    // The search (POST) still needs a token, as in Synapse.
+    expect((await hs.http.post('/_matrix/client/v3/publicRooms').send({})).status).toBe(401);
+  });
 });

@@ -161,7 +161,7 @@ export function federationRoutes(services: Services): FastifyPluginAsyncTypebox 
       services.rooms.publicRooms({ limit: request.query.limit, since: request.query.since }),
     );
     app.post('/v1/publicRooms', { schema: { body: PublicRoomsBody } }, async (request) =>
-      services.rooms.publicRooms({ limit: request.body.limit, since: request.body.since, searchTerm: request.body.filter?.generic_search_term }),
+      services.rooms.publicRooms({ limit: request.body.limit ?? undefined, since: request.body.since ?? undefined, searchTerm: request.body.filter?.generic_search_term ?? undefined }),
     );
     // ---- media (authenticated federation media, spec v1.11) ----
     const serveMedia = async (mediaId: string, reply: FastifyReply, thumbnail: boolean) => {
