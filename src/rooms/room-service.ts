@@ -488,7 +488,9 @@ export class RoomService {
       const room = await this.reader.roomOrForbidden(roomId, requester.userId);
       const target = await this.reader.getEvent(eventId);
       if (!room.isJoined(requester.userId)) throw notInRoom(requester.userId, roomId);
-      if (!target || target.roomId !== roomId) throw new MatrixError('M_NOT_FOUND', 'Event not found');
+      if (!target) throw new MatrixError('M_NOT_FOUND', 'Event not found');
+      // An event of another room is a mistake of the request, not a missing event (Synapse: 400).
+      if (target.roomId !== roomId) throw new MatrixError('M_INVALID_PARAM', 'Cannot redact an event of another room', { status: 400 });
       const [event] = await this.writer.submit({
         roomId,
         prepare: (current) => {

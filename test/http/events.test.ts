@@ -117,6 +117,14 @@ describe('redaction', () => {
     expectMatrixError(await alice.request('PUT', `/rooms/${enc(roomId)}/redact/${enc('$missing')}/r4`, {}), 404, 'M_NOT_FOUND');
   });
 
+  it('refuses a redaction of another room\u2019s event with 400, and that event stays whole', async () => {
+    const other = await carol.createRoom({});
+    const elsewhere = await carol.send(other, text('mine'));
+    expectMatrixError(await alice.request('PUT', `/rooms/${enc(roomId)}/redact/${enc(elsewhere)}/x1`, {}), 400, 'M_INVALID_PARAM');
+    expectMatrixError(await alice.request('POST', `/rooms/${enc(roomId)}/redact/${enc(elsewhere)}`, {}), 400, 'M_INVALID_PARAM');
+    expect((await carol.ok('GET', `/rooms/${enc(other)}/event/${enc(elsewhere)}`)).content).toEqual(text('mine'));
+  });
+
   it('redacting state keeps the keys the algorithm keeps', async () => {
     const pl = await alice.ok('GET', `/rooms/${enc(roomId)}/state/m.room.power_levels`);
     const plId = await alice.setState(roomId, 'm.room.power_levels', '', { ...pl, notifications: { room: 20 } });
