@@ -435,10 +435,12 @@ export class RoomFederation {
         }
         if (verified.length === 0) return;
         try {
-          const { outcomes } = await this.deps.remote.ingest(roomId, verified, this.sourceFor(origin, room, budget));
+          const { outcomes, rejected } = await this.deps.remote.ingest(roomId, verified, this.sourceFor(origin, room, budget));
           for (const event of verified) {
             const outcome = outcomes.get(event.eventId);
-            results[event.eventId] = outcome === undefined || outcome.startsWith('soft failed') ? {} : { error: outcome };
+            // Judged is answered `{}`, accepted, soft-failed or rejected alike (Synapse's answer):
+            // an error is for an event that could not be judged (its prevs or auth events not had).
+            results[event.eventId] = outcome === undefined || outcome.startsWith('soft failed') || rejected.has(event.eventId) ? {} : { error: outcome };
           }
         } catch (err) {
           this.deps.log?.warn({ err, roomId, origin }, 'federation: events of a transaction could not be applied');
