@@ -91,10 +91,12 @@ export class KeyRing {
   }
 
   /** The signed listing of `server` as last fetched, signed by us too (we vouch for having seen it). */
-  async notaryListing(server: string, minimumValidUntil: number): Promise<Record<string, unknown> | undefined> {
+  async notaryListing(server: string, minimumValidUntil: number, keyIds: readonly string[] = []): Promise<Record<string, unknown> | undefined> {
     if (server === this.signer.serverName) return this.ownKeyListing();
     let stored = await this.storage.federation.keyResponse(server);
-    if (!stored || stored.validUntilTs < minimumValidUntil) {
+    // Asked again when what we hold is older than the asker wants, or lacks a key it names; what
+    // we hold is served otherwise, even past its valid_until_ts (the asker decides what it accepts).
+    if (!stored || stored.validUntilTs < minimumValidUntil || !listsKeys(stored.response, keyIds)) {
       await this.fetch(server).catch(() => undefined);
       stored = await this.storage.federation.keyResponse(server);
     }
@@ -233,4 +235,17 @@ export class KeyRing {
 
 function asObject(value: unknown): Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+}
+
+/** Whether a stored key listing names every one of `keyIds` (current or old). */
+function listsKeys(response: string, keyIds: readonly string[]): boolean {
+  if (keyIds.length === 0) return true;
+  let listing: Record<string, unknown>;
+  try {
+    listing = asObject(JSON.parse(response));
+  } catch {
+    return false;
+  }
+  const known = new Set([...Object.keys(asObject(listing.verify_keys)), ...Object.keys(asObject(listing.old_verify_keys))]);
+  return keyIds.every((keyId) => known.has(keyId));
 }

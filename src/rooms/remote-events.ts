@@ -504,6 +504,14 @@ export class RemoteEvents {
       if (!byAuth.allowed) rejected = `not allowed by its auth events: ${byAuth.reason}`;
     }
 
+    // A redaction naming an event we hold in another room is no redaction of this room: rejected
+    // (stored, never shown), as Synapse ignores it. (Its target is never touched: see redactionsOf.)
+    if (rejected === undefined && pdu.type === 'm.room.redaction') {
+      const targetId = typeof pdu.redacts === 'string' ? pdu.redacts : typeof pdu.content.redacts === 'string' ? pdu.content.redacts : undefined;
+      const target = targetId === undefined ? undefined : (pending.get(targetId)?.event ?? (await this.graph.event(targetId)));
+      if (target && target.roomId !== room.roomId) rejected = 'it redacts an event of another room';
+    }
+
     // Step 5: the state before it (outliers and history have none here: their auth events stand in).
     const before = stateless ? { state: new Map<string, string>(), group: undefined, gapPrevs: [] } : await this.stateBefore(room, version, pdu, batch, source, options);
     if (!before) return 'the state before it could not be fetched from the sender';

@@ -35,10 +35,12 @@ const TransactionBody = Type.Object(
   },
   { additionalProperties: true },
 );
+// Both lists may be left out (empty), as Synapse reads them: the room's ACL and membership are
+// checked before anything of the body.
 const MissingEventsBody = Type.Object(
   {
-    earliest_events: Type.Array(Type.String(), { maxItems: 100 }),
-    latest_events: Type.Array(Type.String(), { maxItems: 100 }),
+    earliest_events: Type.Optional(Type.Array(Type.String(), { maxItems: 100 })),
+    latest_events: Type.Optional(Type.Array(Type.String(), { maxItems: 100 })),
     limit: Type.Optional(Type.Integer()),
     min_depth: Type.Optional(Type.Integer()),
   },
@@ -137,7 +139,13 @@ export function federationRoutes(services: Services): FastifyPluginAsyncTypebox 
       async (request) => limited(request, () => roomFederation.backfill(originOf(request), request.params.roomId, listOf(request.query.v), request.query.limit)),
     );
     app.post('/v1/get_missing_events/:roomId', { schema: { params: Type.Object({ roomId: Type.String() }), body: MissingEventsBody } }, async (request) =>
-      limited(request, () => roomFederation.missingEvents(originOf(request), request.params.roomId, request.body)),
+      limited(request, () =>
+        roomFederation.missingEvents(originOf(request), request.params.roomId, {
+          ...request.body,
+          earliest_events: request.body.earliest_events ?? [],
+          latest_events: request.body.latest_events ?? [],
+        }),
+      ),
     );
 
     // ---- queries ----
