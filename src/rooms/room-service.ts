@@ -190,13 +190,19 @@ export class RoomService {
    * Joins by room id or alias; returns the room id. A room this server is not in is joined
    * through other servers: those named (`via`), the alias's, the inviter's and the room id's.
    */
-  async join(requester: Requester, roomIdOrAlias: string, reason?: string, via: readonly string[] = []): Promise<string> {
+  /**
+   * Joins a room. `custom`: the rest of the client's request body, kept in the join's content as
+   * Synapse keeps it (a per-room display name, anything of the client's own), except the keys
+   * that are the server's to set.
+   */
+  async join(requester: Requester, roomIdOrAlias: string, reason?: string, via: readonly string[] = [], custom: JsonObject = {}): Promise<string> {
+    const extra = clientJoinContent(custom);
     const { roomId, room, candidates } = await this.membershipTarget(requester.userId, roomIdOrAlias, via);
     // A room we knew but are no longer in, with nobody to ask, is joined here (it may be ours).
     if (candidates && (candidates.length > 0 || !room)) {
       if (candidates.length === 0) throw new MatrixError('M_NOT_FOUND', 'No known servers');
       const profile = await this.profileOf(requester.userId);
-      const content = { ...profile, ...(reason !== undefined ? { reason } : {}) };
+      const content = { ...profile, ...extra, ...(reason !== undefined ? { reason } : {}) };
       // An invite reaches us before the inviting server has written it (it writes it once we have
       // countersigned it): a bot that joins the moment it is invited can be refused for a moment.
       for (let attempt = 1; ; attempt++) {
@@ -221,7 +227,7 @@ export class RoomService {
         // An invite to a direct chat stays marked as one in the join, as Synapse does.
         const isDirect = current.membership(requester.userId) === 'invite' && previous?.is_direct === true;
         const vouched = authoriser !== undefined && needsAuthoriser(current, requester.userId) ? { join_authorised_via_users_server: authoriser } : {};
-        const draft = memberDraft(requester.userId, requester.userId, { ...profile, membership: 'join', ...(isDirect ? { is_direct: true } : {}), ...vouched }, reason);
+        const draft = memberDraft(requester.userId, requester.userId, { ...profile, ...extra, membership: 'join', ...(isDirect ? { is_direct: true } : {}), ...vouched }, reason);
         // Joining again with nothing changed writes nothing, as in Synapse.
         if (current.isJoined(requester.userId) && isDeepStrictEqual(previous, draft.content)) return [];
         return [draft];
@@ -868,6 +874,14 @@ function assertAllowed(room: RoomSnapshot, draft: EventDraft): void {
 function inviteStateOf(room: RoomSnapshot, inviter: string): JsonObject[] {
   const inviterEvent = room.get('m.room.member', inviter);
   return [...room.strippedState(), ...(inviterEvent ? [toStrippedState(inviterEvent)] : [])];
+}
+
+/** Keys of a join's content that the server sets, never the client's request. */
+const SERVER_SET_JOIN_KEYS = new Set(['membership', 'join_authorised_via_users_server', 'third_party_signed', 'reason', 'is_direct']);
+
+/** What of a join request's body goes into the join's content (the event's own size limit bounds it). */
+function clientJoinContent(body: JsonObject): JsonObject {
+  return Object.fromEntries(Object.entries(body).filter(([key]) => !SERVER_SET_JOIN_KEYS.has(key)));
 }
 
 function memberDraft(sender: string, target: string, content: JsonObject, reason?: string): EventDraft {

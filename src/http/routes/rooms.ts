@@ -53,7 +53,7 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
     /** POST /join/{roomIdOrAlias} */
     app.post('/join/:roomIdOrAlias', { schema: { params: Type.Object({ roomIdOrAlias: Type.String() }), querystring: JoinServersQuery, body: ReasonBody } }, async (request) => {
       const via = [...listOf(request.query.via), ...listOf(request.query.server_name)];
-      const roomId = await services.rooms.join(requesterOf(request), request.params.roomIdOrAlias, request.body?.reason, via);
+      const roomId = await services.rooms.join(requesterOf(request), request.params.roomIdOrAlias, request.body?.reason, via, request.body ?? {});
       return { room_id: roomId };
     });
 
@@ -66,7 +66,7 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
 
     /** POST /rooms/{roomId}/join */
     app.post('/rooms/:roomId/join', { schema: { params: RoomIdParams, body: ReasonBody } }, async (request) => {
-      const roomId = await services.rooms.join(requesterOf(request), request.params.roomId, request.body?.reason);
+      const roomId = await services.rooms.join(requesterOf(request), request.params.roomId, request.body?.reason, [], request.body ?? {});
       return { room_id: roomId };
     });
 
