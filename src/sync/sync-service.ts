@@ -411,7 +411,9 @@ export class SyncService {
       timeline: {
         // Bundled aggregations where the spec asks for them: limited timelines.
         events: await this.renderFor(timelineEvents, viewer, filter, page.more ? { visibility } : undefined),
-        limited: page.more,
+        // A room newly joined since the token is limited whatever came (as Synapse marks it): the
+        // client has no timeline of it to go on from, and pages back from prev_batch.
+        limited: page.more || (since !== undefined && fresh),
         prev_batch: await this.prevBatch(room, page.gapBefore, timelineEvents[0], firstStream),
       },
       state: { events: await this.renderFor(state, viewer, filter) },
