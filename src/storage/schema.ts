@@ -20,6 +20,8 @@ export interface DevicesTable {
   created_ts: number;
   last_seen_ts: number | null;
   last_seen_ip: string | null;
+  /** Migration 0031. */
+  last_seen_user_agent: string | null;
 }
 
 export interface AccessTokensTable {
