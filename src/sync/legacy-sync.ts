@@ -72,17 +72,17 @@ export class LegacySync {
     const rooms = body.rooms as SyncRooms;
     const chunk: JsonObject[] = [];
     for (const [roomId, section] of [...Object.entries(rooms.join), ...Object.entries(rooms.leave)]) {
-      for (const event of section.timeline?.events ?? []) chunk.push({ ...event, room_id: roomId });
+      for (const event of section.timeline?.events ?? []) chunk.push(v1(event, roomId));
       for (const event of section.ephemeral?.events ?? []) chunk.push({ ...event, room_id: roomId });
       for (const event of section.account_data?.events ?? []) chunk.push({ ...event, room_id: roomId });
     }
     for (const [roomId, section] of Object.entries(rooms.invite)) {
       const invite = ownInvite(section, request.requester.userId);
-      if (invite) chunk.push({ ...invite, room_id: roomId });
+      if (invite) chunk.push(v1(invite, roomId));
     }
     if (request.roomId === undefined) {
       chunk.push(...((body.presence as { events: JsonObject[] }).events ?? []).map(withUserId));
-      chunk.push(...((body.account_data as { events: JsonObject[] }).events ?? []));
+      chunk.push(...withoutPushRules((body.account_data as { events: JsonObject[] }).events ?? []));
     }
     return { chunk, start: from, end: body.next_batch };
   }
@@ -115,7 +115,7 @@ export class LegacySync {
         state: section.invite_state?.events ?? [],
         messages: { chunk: [], start: end, end },
         account_data: [],
-        ...(invite ? { invite: { ...invite, room_id: roomId }, inviter: invite.sender } : {}),
+        ...(invite ? { invite: v1(invite, roomId), inviter: invite.sender } : {}),
       });
     }
     if (options.archived) {
@@ -128,7 +128,8 @@ export class LegacySync {
     const presence = ((body.presence as { events: JsonObject[] }).events ?? []).map(withUserId);
     // One's own presence is part of it (a sync leaves it out: syncing is what makes one online).
     if (!presence.some((e) => e.sender === requester.userId)) presence.push(...(await this.presence.legacyEvents([requester.userId])));
-    return { end, rooms: list, presence, account_data: (body.account_data as { events: JsonObject[] }).events ?? [], receipts };
+    // Push rules were never account data in these APIs (Synapse's leave them out).
+    return { end, rooms: list, presence, account_data: withoutPushRules((body.account_data as { events: JsonObject[] }).events ?? []), receipts };
   }
 
   /**
@@ -177,8 +178,8 @@ export class LegacySync {
       room_id: roomId,
       ...(membership !== undefined ? { membership } : {}),
       visibility: await this.directoryVisibility(roomId),
-      state: state.map((e) => ({ ...e, room_id: roomId })),
-      messages: { chunk: (page.chunk as JsonObject[]).reverse().map((e) => ({ ...e, room_id: roomId })), start: page.end ?? page.start, end },
+      state: state.map((e) => v1(e, roomId)),
+      messages: { chunk: (page.chunk as JsonObject[]).reverse().map((e) => v1(e, roomId)), start: page.end ?? page.start, end },
       presence: [],
       receipts: [],
       account_data: [],
@@ -187,11 +188,11 @@ export class LegacySync {
 
   /** A sync section as an initial sync's room: the current state, the latest messages, the room's account data. */
   private shapeRoom(roomId: string, membership: string, section: Section, end: string): JsonObject {
-    const timeline = (section.timeline?.events ?? []).map((e) => ({ ...e, room_id: roomId }));
+    const timeline = (section.timeline?.events ?? []).map((e) => v1(e, roomId));
     return {
       room_id: roomId,
       membership,
-      state: currentState(section).map((e) => ({ ...e, room_id: roomId })),
+      state: currentState(section).map((e) => v1(e, roomId)),
       messages: { chunk: timeline, start: section.timeline?.prev_batch ?? end, end },
       account_data: section.account_data?.events ?? [],
     };
@@ -211,6 +212,27 @@ function currentState(section: Section): ClientEvent[] {
 /** The user's own invite among a room's invite state. */
 function ownInvite(section: Section, userId: string): JsonObject | undefined {
   return (section.invite_state?.events ?? []).find((e) => e.type === 'm.room.member' && e.state_key === userId);
+}
+
+/**
+ * An event as the legacy APIs gave it (the spec's r0 "v1" client format): with its `room_id`,
+ * its sender also as `user_id`, and `age`, `prev_content`, `replaces_state`, `redacted_because`
+ * also at the top level.
+ */
+export function v1(event: JsonObject | ClientEvent, roomId: string): JsonObject {
+  const shaped: JsonObject = { ...(event as JsonObject), room_id: roomId };
+  if (typeof event.sender === 'string') shaped.user_id = event.sender;
+  const unsigned = event.unsigned;
+  if (typeof unsigned === 'object' && unsigned !== null) {
+    for (const key of ['age', 'redacted_because', 'replaces_state', 'prev_content'] as const) {
+      if (key in unsigned) shaped[key] = (unsigned as JsonObject)[key];
+    }
+  }
+  return shaped;
+}
+
+function withoutPushRules(events: JsonObject[]): JsonObject[] {
+  return events.filter((event) => event.type !== 'm.push_rules');
 }
 
 /** Legacy presence events name their user in the content too. */

@@ -60,7 +60,7 @@ describe('GET /events/{eventId}', () => {
     const sent = (await send(alice, 'hello')).body.event_id as string;
     const got = await hs.http.get(`/_matrix/client/v3/events/${encodeURIComponent(sent)}`).auth(alice.accessToken, bearer);
     expect(got.status).toBe(200);
-    expect(got.body).toMatchObject({ event_id: sent, room_id: room, type: 'm.room.message', content: { body: 'hello' } });
+    expect(got.body).toMatchObject({ event_id: sent, room_id: room, type: 'm.room.message', content: { body: 'hello' }, user_id: alice.userId, age: expect.any(Number) });
     // Bob is not in the room (and its history is shared, not world-readable): nothing to learn.
     expectMatrixError(await hs.http.get(`/_matrix/client/r0/events/${encodeURIComponent(sent)}`).auth(bob.accessToken, bearer), 404, 'M_NOT_FOUND');
     expectMatrixError(await hs.http.get(`/_matrix/client/v3/events/${encodeURIComponent('$nothing')}`).auth(alice.accessToken, bearer), 404, 'M_NOT_FOUND');
@@ -82,7 +82,8 @@ describe('initial syncs', () => {
     expect(typeof found.messages.start).toBe('string');
     expect(found.account_data).toContainEqual({ type: 'm.tag', content: { tags: { 'u.work': {} } } });
     expect(Array.isArray(res.body.presence)).toBe(true);
-    expect(Array.isArray(res.body.account_data)).toBe(true);
+    // Push rules were never account data here (Synapse's leaves them out too).
+    expect((res.body.account_data as Event[]).some((e) => e.type === 'm.push_rules')).toBe(false);
 
     const none = await hs.http.get('/_matrix/client/v3/initialSync?limit=0').auth(alice.accessToken, bearer);
     expect((none.body.rooms as Array<Record<string, any>>).find((r) => r.room_id === room)!.messages.chunk).toEqual([]);
@@ -118,6 +119,8 @@ describe('initial syncs', () => {
     expect(res.body).toMatchObject({ room_id: room, membership: 'join' });
     const types = new Set((res.body.state as Event[]).map((e) => e.type));
     for (const type of ['m.room.create', 'm.room.join_rules', 'm.room.member', 'm.room.power_levels']) expect(types.has(type)).toBe(true);
+    // The r0 "v1" format: the sender as user_id too.
+    expect((res.body.state as Event[]).find((e) => e.type === 'm.room.member')).toMatchObject({ user_id: alice.userId, state_key: alice.userId });
     expect(res.body.messages.chunk.at(-1).content.body).toBe('hello');
     const own = (res.body.presence as Event[]).find((e) => e.content.user_id === alice.userId)!;
     expect(own.type).toBe('m.presence');
@@ -129,6 +132,23 @@ describe('initial syncs', () => {
     expect(none.body.messages.chunk).toEqual([]);
 
     expectMatrixError(await hs.http.get(`/_matrix/client/v3/rooms/${encodeURIComponent(room)}/initialSync`).auth(bob.accessToken, bearer), 403, 'M_FORBIDDEN');
+  });
+});
+
+describe('read receipts in /initialSync', () => {
+  it('show the newest receipt; one for an earlier event changes nothing (receipts only move forwards)', async () => {
+    const first = (await send(alice, 'one')).body.event_id as string;
+    const second = (await send(alice, 'two')).body.event_id as string;
+    const receipt = (eventId: string) => hs.http.post(`/_matrix/client/v3/rooms/${encodeURIComponent(room)}/receipt/m.read/${encodeURIComponent(eventId)}`).auth(alice.accessToken, bearer).send({});
+    const readUpTo = async () => {
+      const body = (await hs.http.get('/_matrix/client/v3/initialSync').auth(alice.accessToken, bearer)).body;
+      const event = (body.receipts as Event[]).find((e) => e.room_id === room && e.type === 'm.receipt')!;
+      return Object.keys(event.content).find((id) => (event.content[id] as Record<string, Record<string, unknown>>)['m.read']?.[alice.userId]);
+    };
+    expect((await receipt(second)).status).toBe(200);
+    expect(await readUpTo()).toBe(second);
+    expect((await receipt(first)).status).toBe(200);
+    expect(await readUpTo()).toBe(second);
   });
 });
 

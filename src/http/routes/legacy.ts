@@ -6,7 +6,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
-import { legacyLimit } from '../../sync/legacy-sync.js';
+import { legacyLimit, v1 } from '../../sync/legacy-sync.js';
 import { authenticate, requesterOf } from '../auth.js';
 
 export function legacyRoutes(services: Services): FastifyPluginAsyncTypebox {
@@ -47,9 +47,10 @@ export function legacyRoutes(services: Services): FastifyPluginAsyncTypebox {
     );
 
     /** GET /events/{eventId}: one event of any room the user may read it in. */
-    app.get('/events/:eventId', { schema: { params: Type.Object({ eventId: Type.String() }) } }, async (request) =>
-      services.history.eventById(requesterOf(request), request.params.eventId),
-    );
+    app.get('/events/:eventId', { schema: { params: Type.Object({ eventId: Type.String() }) } }, async (request) => {
+      const event = await services.history.eventById(requesterOf(request), request.params.eventId);
+      return v1(event, String(event.room_id));
+    });
 
     const InitialSyncQuery = Type.Object({
       limit: Type.Optional(Type.Integer({ minimum: 0 })),
