@@ -268,7 +268,8 @@ export class RoomFederation {
   async stateAt(origin: string, roomId: string, eventId: string, idsOnly: boolean): Promise<JsonObject> {
     const room = await this.roomWithMemberOf(origin, roomId);
     const event = await this.deps.graph.event(eventId);
-    if (!event || event.roomId !== roomId || event.outlier) throw new MatrixError('M_NOT_FOUND', 'Event not found in this room');
+    // A rejected event has no state of its own to give (Synapse: 404 too).
+    if (!event || event.roomId !== roomId || event.outlier || event.rejected !== undefined) throw new MatrixError('M_NOT_FOUND', 'Event not found in this room');
     const before = await this.deps.graph.stateBefore(event);
     if (!before) throw new MatrixError('M_NOT_FOUND', 'The state at this event is not known here');
     const stateIds = [...before.values()];

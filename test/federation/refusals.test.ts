@@ -97,6 +97,13 @@ describe('PDUs that are refused', () => {
     expect((await eventOnB(eventId)).status).toBe(404);
     const levels = await aliceB.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`);
     expect(levels.users[botA.userId]).toBeUndefined();
+    // Nor has it a state to give another server (Synapse: 404 too).
+    for (const kind of ['state', 'state_ids']) {
+      const failure = await a.services.federation.client
+        .request('b.test', { method: 'GET', path: `/_matrix/federation/v1/${kind}/${encodeURIComponent(roomId)}?event_id=${encodeURIComponent(eventId)}` })
+        .then(() => undefined, (err: { status?: number; errcode?: string }) => ({ status: err.status, errcode: err.errcode }));
+      expect(failure).toEqual({ status: 404, errcode: 'M_NOT_FOUND' });
+    }
   });
 
   it('soft fails an event the current state no longer allows', async () => {
