@@ -31,7 +31,7 @@ import * as timelineGaps from './0025-timeline-gaps.js';
 import * as remoteMediaAccess from './0026-remote-media-access.js';
 import * as deviceInboxBySender from './0027-device-inbox-by-sender.js';
 import * as botPortal from './0029-bot-portal.js';
-import * as deviceUserAgent from './0031-device-user-agent.js';
+import * as deviceSeenAndKeyListings from './0031-device-seen-and-key-listings.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -62,5 +62,5 @@ export const migrations: Record<string, Migration> = {
   '0026-remote-media-access': remoteMediaAccess,
   '0027-device-inbox-by-sender': deviceInboxBySender,
   '0029-bot-portal': botPortal,
-  '0031-device-user-agent': deviceUserAgent,
+  '0031-device-seen-and-key-listings': deviceSeenAndKeyListings,
 };

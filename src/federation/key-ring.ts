@@ -90,18 +90,29 @@ export class KeyRing {
     return found;
   }
 
-  /** The signed listing of `server` as last fetched, signed by us too (we vouch for having seen it). */
-  async notaryListing(server: string, minimumValidUntil: number, keyIds: readonly string[] = []): Promise<Record<string, unknown> | undefined> {
-    if (server === this.signer.serverName) return this.ownKeyListing();
-    let stored = await this.storage.federation.keyResponse(server);
-    // Asked again when what we hold is older than the asker wants, or lacks a key it names; what
-    // we hold is served otherwise, even past its valid_until_ts (the asker decides what it accepts).
-    if (!stored || stored.validUntilTs < minimumValidUntil || !listsKeys(stored.response, keyIds)) {
+  /**
+   * The signed listings of `server` as last fetched, signed by us too (we vouch for having seen
+   * them): the newest one, or (`keyIds`) the last one that named each key asked for, so that a key
+   * its server no longer lists is still served. Asked again when what we hold is older than the
+   * asker wants or lacks a key it names; what we hold is served even past its valid_until_ts (the
+   * asker decides what it accepts).
+   */
+  async notaryListings(server: string, minimumValidUntil: number, keyIds: readonly string[] = []): Promise<Array<Record<string, unknown>>> {
+    if (server === this.signer.serverName) return [this.ownKeyListing()];
+    const read = async () => {
+      const newest = await this.storage.federation.keyResponse(server);
+      if (keyIds.length === 0) return [newest];
+      // The newest listing stands in for a key whose own row is not there (listings stored before
+      // migration 0031 have none).
+      return Promise.all(keyIds.map(async (keyId) => (await this.storage.federation.keyListing(server, keyId)) ?? (newest && listsKey(newest.response, keyId) ? newest : undefined)));
+    };
+    let held = await read();
+    if (held.some((listing) => !listing || listing.validUntilTs < minimumValidUntil)) {
       await this.fetch(server).catch(() => undefined);
-      stored = await this.storage.federation.keyResponse(server);
+      held = await read();
     }
-    if (!stored) return undefined;
-    return signJson(JSON.parse(stored.response) as Record<string, unknown>, this.signer);
+    const distinct = new Set(held.flatMap((listing) => (listing ? [listing.response] : [])));
+    return [...distinct].map((response) => signJson(JSON.parse(response) as Record<string, unknown>, this.signer));
   }
 
   private ownVerifyKeys(keyIds: readonly string[], validAt: number): Map<string, KeyObject> {
@@ -228,7 +239,7 @@ export class KeyRing {
     }
     const { signatures: _ignored, ...unsignedListing } = listing;
     const own = { ...unsignedListing, signatures: { [server]: asObject(listing.signatures)[server] } };
-    await this.storage.federation.storeServerKeys(rows, { serverName: server, json: JSON.stringify(own), validUntilTs: validUntil });
+    await this.storage.federation.storeServerKeys(rows, { serverName: server, json: JSON.stringify(own), validUntilTs: validUntil, keyIds: [...selfKeys.keys()] });
     this.remember(server, rows);
   }
 }
@@ -237,15 +248,11 @@ function asObject(value: unknown): Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 }
 
-/** Whether a stored key listing names every one of `keyIds` (current or old). */
-function listsKeys(response: string, keyIds: readonly string[]): boolean {
-  if (keyIds.length === 0) return true;
-  let listing: Record<string, unknown>;
+/** Whether a stored key listing names `keyId` among its current keys. */
+function listsKey(response: string, keyId: string): boolean {
   try {
-    listing = asObject(JSON.parse(response));
+    return Object.hasOwn(asObject(asObject(JSON.parse(response)).verify_keys), keyId);
   } catch {
     return false;
   }
-  const known = new Set([...Object.keys(asObject(listing.verify_keys)), ...Object.keys(asObject(listing.old_verify_keys))]);
-  return keyIds.every((keyId) => known.has(keyId));
 }

@@ -263,6 +263,14 @@ export interface ServerKeyResponsesTable {
   valid_until_ts: number;
 }
 
+/** Every key listing a server gave, by each key id it lists (migration 0031): what the notary serves per key. */
+export interface ServerKeyListingsTable {
+  server_name: string;
+  key_id: string;
+  response: string;
+  valid_until_ts: number;
+}
+
 export interface FederationInboundTxnsTable {
   origin: string;
   txn_id: string;
@@ -541,6 +549,7 @@ export interface Database {
   state_group_entries: StateGroupEntriesTable;
   server_keys: ServerKeysTable;
   server_key_responses: ServerKeyResponsesTable;
+  server_key_listings: ServerKeyListingsTable;
   federation_inbound_txns: FederationInboundTxnsTable;
   federation_outbox: FederationOutboxTable;
   federation_destinations: FederationDestinationsTable;

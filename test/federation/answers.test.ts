@@ -216,3 +216,38 @@ describe('the notary', () => {
     expect(Object.keys(listing!.signatures as Json)).toEqual(expect.arrayContaining(['b.test', 'a.test']));
   });
 });
+
+describe('the notary keeps every key it was given', () => {
+  it('serves a key its server stopped listing, past its valid_until_ts, when asked for it by id', async () => {
+    const { startTestHomeserver } = await import('../support/homeserver.js');
+    const { ed25519Signer, signJson } = await import('../../src/core/signed-json.js');
+    const { randomBytes } = await import('node:crypto');
+    const hs = await startTestHomeserver();
+    try {
+      const origin = 'origin.example';
+      const key1 = ed25519Signer(origin, 'key_1', randomBytes(32));
+      const key2 = ed25519Signer(origin, 'key_2', randomBytes(32));
+      const expired = Date.now() - 86_400_000;
+      const listingOf = (signer: typeof key1, validUntil: number) =>
+        signJson({ server_name: origin, valid_until_ts: validUntil, verify_keys: { [signer.keyId]: { key: signer.publicKey } }, old_verify_keys: {} }, signer);
+      // The origin's answers, in turn: first key_1 (already expired), then only key_2.
+      let answer = listingOf(key1, expired);
+      Object.assign(hs.services.federation.keyRing, { client: { request: async () => answer } });
+      const query = (keyId: string, minimum: number) => hs.http.post('/_matrix/key/v2/query').send({ server_keys: { [origin]: { [keyId]: { minimum_valid_until_ts: minimum } } } });
+
+      const first = await query(key1.keyId, 0);
+      expect(Object.keys(first.body.server_keys[0].verify_keys)).toEqual([key1.keyId]);
+      expect(first.body.server_keys[0].valid_until_ts).toBe(expired);
+      answer = listingOf(key2, expired + 1000);
+      await query(key1.keyId, Date.now());
+      const third = await query(key1.keyId, expired);
+      expect(third.body.server_keys).toHaveLength(1);
+      expect(Object.keys(third.body.server_keys[0].verify_keys)).toEqual([key1.keyId]);
+      // Without a key id: the newest listing.
+      const newest = await hs.http.get(`/_matrix/key/v2/query/${origin}`);
+      expect(Object.keys(newest.body.server_keys[0].verify_keys)).toEqual([key2.keyId]);
+    } finally {
+      await hs.close();
+    }
+  });
+});

@@ -26,17 +26,16 @@ export function federationKeyRoutes(services: Services): FastifyPluginAsyncTypeb
       const listings = await Promise.all(
         Object.entries(request.body.server_keys).map(async ([server, keys]) => {
           const minimum = Math.max(0, ...Object.values(keys).map((key) => key.minimum_valid_until_ts ?? 0));
-          return federation.keyRing.notaryListing(server, minimum, Object.keys(keys).slice(0, 20)).catch(() => undefined);
+          return federation.keyRing.notaryListings(server, minimum, Object.keys(keys).slice(0, 20)).catch(() => []);
         }),
       );
-      return { server_keys: listings.filter((listing) => listing !== undefined) };
+      return { server_keys: listings.flat() };
     });
 
     /** GET /_matrix/key/v2/query/{serverName}, and the old form naming a key id (still asked by some servers, SyTest). */
     const NotaryQuery = Type.Object({ minimum_valid_until_ts: Type.Optional(Type.Integer()) });
     const notaryGet = async (serverName: string, keyIds: string[], minimum: number | undefined) => {
-      const listing = await federation.keyRing.notaryListing(serverName, minimum ?? 0, keyIds).catch(() => undefined);
-      return { server_keys: listing ? [listing] : [] };
+      return { server_keys: await federation.keyRing.notaryListings(serverName, minimum ?? 0, keyIds).catch(() => []) };
     };
     app.get(
       '/_matrix/key/v2/query/:serverName',
