@@ -599,19 +599,24 @@ export class RoomService {
     }
     const pageSize = Math.min(Math.max(query.limit ?? 100, 1), 100);
     const term = query.searchTerm?.trim().toLowerCase() || undefined;
-    let after = query.since?.startsWith('r') ? query.since.slice(1) : '';
-    const first = after;
+    // Tokens: `r<id>` pages on from after that room, `b<id>` back from before it (ids in order).
+    const backwards = query.since?.startsWith('b') === true;
+    let cursor = query.since !== undefined && /^[rb]/.test(query.since) ? query.since.slice(1) : '';
+    if (backwards && cursor === '') return { chunk: [], total_room_count_estimate: await this.storage.rooms.countPublicRooms() };
+    const page = (from: string, limit: number) => (backwards ? this.storage.rooms.publicRoomIdsBefore(from, limit) : this.storage.rooms.publicRoomIds(from, limit));
     const chunk: JsonObject[] = [];
+    let firstScanned: string | undefined;
     let more = false;
     // A search reads on until the page is full, but no further than this many rooms a request.
     for (let scanned = 0; chunk.length < pageSize && scanned < DIRECTORY_SCAN_LIMIT; ) {
-      const ids = await this.storage.rooms.publicRoomIds(after, pageSize + 1);
+      const ids = await page(cursor, pageSize + 1);
       for (const roomId of ids) {
         if (chunk.length === pageSize) {
           more = true;
           break;
         }
-        after = roomId;
+        cursor = roomId;
+        firstScanned ??= roomId;
         scanned += 1;
         const entry = await this.directoryEntry(roomId);
         if (entry && (term === undefined || matchesSearch(entry, term))) chunk.push(entry);
@@ -619,13 +624,17 @@ export class RoomService {
       if (ids.length <= pageSize && !more) break;
       if (more) break;
     }
-    if (!more && chunk.length === pageSize) more = (await this.storage.rooms.publicRoomIds(after, 1)).length > 0;
-    return {
-      chunk,
-      ...(more ? { next_batch: `r${after}` } : {}),
-      ...(first ? { prev_batch: `r${first}` } : {}),
-      total_room_count_estimate: await this.storage.rooms.countPublicRooms(),
-    };
+    if (!more && chunk.length === pageSize) more = (await page(cursor, 1)).length > 0;
+    const tokens: JsonObject = {};
+    if (backwards) {
+      chunk.reverse();
+      if (more) tokens.prev_batch = `b${cursor}`;
+      if (firstScanned !== undefined) tokens.next_batch = `r${firstScanned}`;
+    } else {
+      if (more) tokens.next_batch = `r${cursor}`;
+      if (query.since !== undefined && firstScanned !== undefined) tokens.prev_batch = `b${firstScanned}`;
+    }
+    return { chunk, ...tokens, total_room_count_estimate: await this.storage.rooms.countPublicRooms() };
   }
 
   private async directoryEntry(roomId: string): Promise<JsonObject | undefined> {

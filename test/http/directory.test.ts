@@ -54,6 +54,31 @@ describe('the room directory', () => {
     expect((await alice.request('GET', '/directory/list/room/!nope:test.local')).status).toBe(404);
   });
 
+  it('pages forwards with next_batch and back with prev_batch, each room once', async () => {
+    const rooms: string[] = [];
+    for (let i = 0; i < 7; i++) rooms.push(await alice.createRoom({ visibility: 'public', preset: 'public_chat', name: `Page ${i}` }));
+    const forwards: string[] = [];
+    let next: string | undefined;
+    let prev: string | undefined;
+    for (let i = 0; i < 10; i++) {
+      const page = await alice.ok('POST', '/publicRooms', { limit: 3, ...(next ? { since: next } : {}) });
+      forwards.push(...page.chunk.map((r: { room_id: string }) => r.room_id));
+      next = page.next_batch;
+      prev = page.prev_batch;
+      if (!next) break;
+    }
+    expect(forwards).toEqual([...rooms].sort());
+    // Back from the last page: every room before it, once each, in order.
+    const backwards: string[][] = [];
+    for (let i = 0; i < 10 && prev; i++) {
+      const page = await alice.ok('POST', '/publicRooms', { limit: 3, since: prev });
+      backwards.push(page.chunk.map((r: { room_id: string }) => r.room_id));
+      expect(page.next_batch).toBeDefined();
+      prev = page.prev_batch;
+    }
+    expect(backwards.reverse().flat()).toEqual([...rooms].sort().slice(0, 6));
+  });
+
   it('takes null for since, limit and filter in POST /publicRooms (the first page)', async () => {
     const room = await alice.createRoom({ visibility: 'public', preset: 'public_chat', name: 'Nulls' });
     const page = await alice.ok('POST', '/publicRooms', { since: null, limit: null, filter: null });
