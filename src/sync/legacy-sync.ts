@@ -12,6 +12,7 @@ import type { RoomHistory } from '../rooms/room-reader.js';
 import type { Requester } from '../users/session-service.js';
 import type { FilterDefinition } from './filters.js';
 import type { PresenceService } from './presence.js';
+import { parseSyncToken } from './stream.js';
 import type { SyncService } from './sync-service.js';
 
 /** At most this many events of one room in one answer of the event stream (a sync timeline's cap). */
@@ -54,6 +55,8 @@ export class LegacySync {
    * the room's account data), presence and account data, waiting up to the timeout for news.
    */
   async events(request: EventStreamRequest): Promise<JsonObject> {
+    // A token we cannot read would make this an initial sync, everything at once: refused instead.
+    if (request.from !== undefined && parseSyncToken(request.from) === undefined) throw new MatrixError('M_INVALID_PARAM', 'from is not a token of this server');
     const from = request.from ?? this.sync.currentToken();
     const filter: FilterDefinition = {
       room: { timeline: { limit: EVENTS_PER_ROOM }, state: { types: [] }, ...(request.roomId !== undefined ? { rooms: [request.roomId] } : {}) },

@@ -180,7 +180,7 @@ describe('GET /events (the event stream)', () => {
   }, 60_000);
 
   it('refuses a bad limit or timeout with 400', async () => {
-    for (const query of ['limit=hello', 'limit=-2', 'timeout=hello']) {
+    for (const query of ['limit=hello', 'limit=-2', 'timeout=hello', 'from=nonsense']) {
       expect((await hs.http.get(`/_matrix/client/r0/events?${query}`).auth(alice.accessToken, bearer)).status).toBe(400);
     }
   });
