@@ -108,7 +108,9 @@ export class KeyRing {
     };
     let held = await read();
     if (held.some((listing) => !listing || listing.validUntilTs < minimumValidUntil)) {
-      await this.fetch(server).catch(() => undefined);
+      // A key we hold nothing of is asked for even within a minute of a failure (the asker wants
+      // that key, and an earlier failure says nothing of it); still one fetch at a time.
+      await this.fetch(server, held.some((listing) => !listing)).catch(() => undefined);
       held = await read();
     }
     const distinct = new Set(held.flatMap((listing) => (listing ? [listing.response] : [])));
@@ -159,12 +161,19 @@ export class KeyRing {
     }
   }
 
-  /** Fetches a server's keys (one fetch at a time per server, not again for a minute after failing). */
-  private fetch(server: string): Promise<void> {
+  /**
+   * Fetches a server's keys (one fetch at a time per server, not again for a minute after failing,
+   * unless `despiteFailure`).
+   */
+  private fetch(server: string, despiteFailure = false): Promise<void> {
     const pending = this.fetching.get(server);
     if (pending) return pending;
-    if ((this.failedUntil.get(server) ?? 0) > this.clock.now()) return Promise.resolve();
+    if (!despiteFailure && (this.failedUntil.get(server) ?? 0) > this.clock.now()) return Promise.resolve();
     const attempt = this.fetchNow(server)
+      .then(() => {
+        // It answers again: an earlier failure no longer holds anything back.
+        this.failedUntil.delete(server);
+      })
       .catch(() => {
         this.failedUntil.set(server, this.clock.now() + FAILURE_BACKOFF_MS);
         if (this.failedUntil.size > MAX_SERVERS_IN_MEMORY) this.failedUntil.delete(this.failedUntil.keys().next().value!);

@@ -231,9 +231,20 @@ describe('the notary keeps every key it was given', () => {
       const listingOf = (signer: typeof key1, validUntil: number) =>
         signJson({ server_name: origin, valid_until_ts: validUntil, verify_keys: { [signer.keyId]: { key: signer.publicKey } }, old_verify_keys: {} }, signer);
       // The origin's answers, in turn: first key_1 (already expired), then only key_2.
-      let answer = listingOf(key1, expired);
-      Object.assign(hs.services.federation.keyRing, { client: { request: async () => answer } });
+      let answer: Record<string, unknown> | undefined;
+      Object.assign(hs.services.federation.keyRing, {
+        client: {
+          request: async () => {
+            if (!answer) throw new Error('the origin is down');
+            return answer;
+          },
+        },
+      });
       const query = (keyId: string, minimum: number) => hs.http.post('/_matrix/key/v2/query').send({ server_keys: { [origin]: { [keyId]: { minimum_valid_until_ts: minimum } } } });
+      // Down at first: nothing to serve (and a minute's backoff for the key ring's own lookups)...
+      expect((await query(key1.keyId, 0)).body.server_keys).toEqual([]);
+      // ...which does not stop an asker naming a key we hold nothing of, a moment later.
+      answer = listingOf(key1, expired);
 
       const first = await query(key1.keyId, 0);
       expect(Object.keys(first.body.server_keys[0].verify_keys)).toEqual([key1.keyId]);
