@@ -31,6 +31,7 @@ import * as timelineGaps from './0025-timeline-gaps.js';
 import * as remoteMediaAccess from './0026-remote-media-access.js';
 import * as deviceInboxBySender from './0027-device-inbox-by-sender.js';
 import * as botPortal from './0029-bot-portal.js';
+import * as portalIdentities from './0030-portal-identities.js';
 import * as deviceSeenAndKeyListings from './0031-device-seen-and-key-listings.js';
 
 export const migrations: Record<string, Migration> = {
@@ -62,5 +63,6 @@ export const migrations: Record<string, Migration> = {
   '0026-remote-media-access': remoteMediaAccess,
   '0027-device-inbox-by-sender': deviceInboxBySender,
   '0029-bot-portal': botPortal,
+  '0030-portal-identities': portalIdentities,
   '0031-device-seen-and-key-listings': deviceSeenAndKeyListings,
 };

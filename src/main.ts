@@ -346,6 +346,35 @@ function defineOwnerCommands(program: Command): void {
       });
     });
   owners
+    .command('unbind')
+    .description("release the tie between a person and their account at the sign-in provider (their account was made again, or the name was given to someone else); ends their portal sessions")
+    .argument('<person>', 'localpart on portal.people_server_name, or a full user id')
+    .addOption(configOption())
+    .action(async (person: string, options: { config?: string }) => {
+      await withServices(options.config, async (services) => {
+        const userId = personIdNamedBy(person, services.config.portal?.people_server_name);
+        const identity = await services.bots.identityOf(userId);
+        const released = await services.bots.unbindIdentity(userId, cliActor());
+        console.log(
+          released && identity
+            ? `${userId} was ${identity.subject} at ${identity.idp}; the next account to sign in as ${userId} will be bound instead.`
+            : `${userId} has not signed in to the portal.`,
+        );
+      });
+    });
+  owners
+    .command('sign-out')
+    .description('sign a person out of the bot portal everywhere, now (their next sign-in reads the provider again)')
+    .argument('<person>', 'localpart on portal.people_server_name, or a full user id')
+    .addOption(configOption())
+    .action(async (person: string, options: { config?: string }) => {
+      await withServices(options.config, async (services) => {
+        const userId = personIdNamedBy(person, services.config.portal?.people_server_name);
+        const ended = await services.bots.endSessionsOf(userId, cliActor());
+        console.log(`${userId} is signed out of the portal (${ended} ${ended === 1 ? 'session' : 'sessions'} ended).`);
+      });
+    });
+  owners
     .command('list')
     .description('list the grants of the right to create bots')
     .addOption(configOption())

@@ -13,7 +13,16 @@ import { localpartProblem, userIdFor } from '../users/user-ids.js';
 /** Who did something: a person's or an admin's user id, or `cli:<system user>` for the CLI. */
 export type Actor = string;
 
-export type AuditAction = 'create' | 'rotate' | 'deactivate' | 'move' | 'grant' | 'revoke';
+/**
+ * `end-sessions`: an operator signed a person out of the portal everywhere;
+ * `bind`: a person's first sign-in tied them to their account at the provider; `refuse-sign-in`:
+ * another account at the provider claimed to be them (or theirs claimed another name) and was
+ * turned away; `unbind`: an operator released the tie.
+ */
+export type AuditAction = 'create' | 'rotate' | 'deactivate' | 'reactivate' | 'move' | 'grant' | 'revoke' | 'bind' | 'unbind' | 'refuse-sign-in' | 'end-sessions';
+
+/** Whether a provider's account may be this person here (see `BotOwnership.bindIdentity`). */
+export type IdentityCheck = { ok: true } | { ok: false; boundPerson: string | null };
 
 export interface AuditEntry {
   id: number;
@@ -46,8 +55,12 @@ export class BotOwnership {
     private readonly leaveRooms: (userId: string) => Promise<void>,
   ) {}
 
-  /** A bot made by its owner in the portal, with a fresh secret. Checks of the name are the caller's. */
-  async createOwned(bot: NewBot, actor: Actor): Promise<BotCredentials> {
+  /**
+   * A bot made by its owner in the portal, with a fresh secret. Checks of the name are the caller's.
+   * `maxActiveBots`: refused (`tooManyBotsError`) when the owner already has that many; the count
+   * and the insert are one step, so creations sent at once cannot pass the limit together.
+   */
+  async createOwned(bot: NewBot, actor: Actor, limits: { maxActiveBots?: number } = {}): Promise<BotCredentials> {
     const secret = generateBotSecret();
     const userId = this.accounts.userIdFor(bot.localpart);
     const now = this.clock.now();
@@ -57,6 +70,10 @@ export class BotOwnership {
       userType: BOT_USER_TYPE,
       displayname: bot.displayname,
       also: async (stores) => {
+        if (limits.maxActiveBots !== undefined) {
+          await stores.portal.lockOwner(bot.owner);
+          if ((await stores.portal.countActiveBotsOf(bot.owner)) >= limits.maxActiveBots) throw tooManyBotsError(limits.maxActiveBots);
+        }
         await stores.portal.setOwner({ user_id: userId, owner_id: bot.owner, description: bot.description, created_ts: now });
         await this.audit(stores, actor, 'create', userId, { owner: bot.owner });
       },
@@ -150,6 +167,72 @@ export class BotOwnership {
     });
   }
 
+  /**
+   * A person is the account at the provider (`idp`, `subject`: its stable subject, not its user
+   * name) they first signed in with. The first sign-in binds them; later ones must come from the
+   * same account. Another account whose user name maps to the same person (a name given again
+   * after someone left, an account renamed to it) is refused and logged, and so is the bound
+   * account when it now maps to someone else: either would otherwise take over a person's bots.
+   */
+  async bindIdentity(idp: string, subject: string, person: string): Promise<IdentityCheck> {
+    return this.storage.transaction(async (stores) => {
+      const now = this.clock.now();
+      if (await stores.portal.bindIdentity({ idp_id: idp, subject, owner_id: person, created_ts: now })) {
+        await this.audit(stores, person, 'bind', person, { idp, subject });
+        return { ok: true };
+      }
+      const rows = await stores.portal.identitiesOf(idp, subject, person);
+      if (rows.some((row) => row.idp_id === idp && row.subject === subject && row.owner_id === person)) return { ok: true };
+      const bySubject = rows.find((row) => row.idp_id === idp && row.subject === subject);
+      const ofPerson = rows.find((row) => row.owner_id === person);
+      await this.audit(stores, `oidc:${idp}`, 'refuse-sign-in', person, {
+        idp,
+        subject,
+        ...(ofPerson ? { bound_idp: ofPerson.idp_id, bound_subject: ofPerson.subject } : {}),
+        ...(bySubject ? { subject_bound_to: bySubject.owner_id } : {}),
+      });
+      return { ok: false, boundPerson: bySubject?.owner_id ?? null };
+    });
+  }
+
+  /** The provider's account a person is bound to, if they have signed in. */
+  async identityOf(person: string): Promise<{ idp: string; subject: string; since: number } | undefined> {
+    const row = await this.storage.portal.identityOfPerson(person);
+    return row ? { idp: row.idp_id, subject: row.subject, since: row.created_ts } : undefined;
+  }
+
+  /**
+   * An operator releases a person's binding (they really are a new account now, or left): the
+   * next account to sign in as them is bound instead. Their portal sessions end. False: none.
+   */
+  async unbindIdentity(person: string, actor: Actor): Promise<boolean> {
+    return this.storage.transaction(async (stores) => {
+      const row = await stores.portal.identityOfPerson(person);
+      if (!row) return false;
+      await stores.portal.unbindIdentity(person);
+      await stores.portal.deleteSessionsOf(person);
+      await this.audit(stores, actor, 'unbind', person, { idp: row.idp_id, subject: row.subject });
+      return true;
+    });
+  }
+
+  /**
+   * An operator signs a person out of the portal everywhere (their right came from the provider's
+   * attributes and should stop now, not at their next sign-in). The number of sessions ended.
+   */
+  async endSessionsOf(person: string, actor: Actor): Promise<number> {
+    return this.storage.transaction(async (stores) => {
+      const ended = await stores.portal.deleteSessionsOf(person);
+      await this.audit(stores, actor, 'end-sessions', person, { sessions: ended });
+      return ended;
+    });
+  }
+
+  /** Whether a person is known to the portal (signed in, granted the right, or owning a bot). */
+  isKnownPerson(person: string): Promise<boolean> {
+    return this.storage.portal.isKnownPerson(person);
+  }
+
   async hasGrant(person: string): Promise<boolean> {
     return (await this.storage.portal.grantOf(person)) !== undefined;
   }
@@ -187,6 +270,11 @@ function auditEntry(row: AuditRow): AuditEntry {
     }
   }
   return { id: row.id, ts: row.ts, actor: row.actor, action: row.action, target: row.target, detail };
+}
+
+/** An owner has as many bots as one person may have. */
+export function tooManyBotsError(max: number): MatrixError {
+  return new MatrixError('M_FORBIDDEN', `You already have ${max} bots, the most one person may have. Deactivate one you no longer need first.`);
 }
 
 /** A person is named by a full user id (@alice:example.org). */

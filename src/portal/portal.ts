@@ -8,10 +8,12 @@ import type { Clock } from '../core/clock.js';
 import { MatrixError, rateLimitedError } from '../core/errors.js';
 import { ConfigError, type PortalConfig } from '../config/index.js';
 import { RateLimiter } from '../ratelimit/rate-limiter.js';
+import { hashToken } from '../users/secrets.js';
+import { userIdFor } from '../users/user-ids.js';
 import type { OwnedBotRow, Storage } from '../storage/index.js';
 import type { AccountService, BotCredentials } from '../users/account-service.js';
 import { BotNames } from './bot-names.js';
-import { BotOwnership, MAX_DESCRIPTION_LENGTH, MAX_DISPLAYNAME_LENGTH } from './bot-ownership.js';
+import { BotOwnership, MAX_DESCRIPTION_LENGTH, MAX_DISPLAYNAME_LENGTH, tooManyBotsError } from './bot-ownership.js';
 import { meetsRequirements, personIdFrom, renderTemplate, templateProblem, type Claims } from './claims.js';
 import { OidcProvider, type PendingSignIn } from './oidc.js';
 import { PortalSessions, type PortalSession } from './sessions.js';
@@ -29,8 +31,16 @@ export interface BotForm {
 
 /** A sign-in the portal turned down, with the words to show. */
 export interface RefusedSignIn {
-  refused: 'requirements' | 'mapping';
+  refused: 'requirements' | 'mapping' | 'identity';
   reason: string;
+}
+
+/** How long a person may take at the provider's sign-in page. */
+export const SIGN_IN_LIFETIME_MS = 10 * 60_000;
+
+/** A callback whose sign-in was not started here, has finished already, or took too long. */
+export class SignInNotPending extends Error {
+  override name = 'SignInNotPending';
 }
 
 /** Which form field a person's mistake is about (the page shows the message beside it). */
@@ -85,12 +95,21 @@ export class BotPortal {
   /** Where to send the browser to sign in, and what to keep until it returns. */
   async startSignIn(idp: string, redirectUri: string, address: string): Promise<{ url: string; pending: PendingSignIn }> {
     this.limitSignIn(address);
-    return this.provider(idp).start(redirectUri);
+    const started = await this.provider(idp).start(redirectUri);
+    // The state is also kept here, so that its callback can finish once only (see finishSignIn).
+    const now = this.clock.now();
+    await this.storage.portal.insertSignIn(hashToken(started.pending.state), idp, now, now + SIGN_IN_LIFETIME_MS);
+    return started;
   }
 
   /** Back from the provider: a new session's id, or why the person may not sign in. */
   async finishSignIn(pending: PendingSignIn, callbackUrl: URL): Promise<{ sessionId: string } | RefusedSignIn> {
     const provider = this.provider(pending.idp);
+    // Taken before the provider is asked: a callback replayed with a copy of the browser's cookie
+    // is refused here, whatever the provider would say of its code, and costs the provider nothing.
+    if (!(await this.storage.portal.takeSignIn(hashToken(pending.state), pending.idp, this.clock.now()))) {
+      throw new SignInNotPending('the sign-in was not started here, has finished already, or took too long');
+    }
     const signedIn = await provider.finish(callbackUrl, pending);
     const claims: Claims = signedIn.claims;
     if (!meetsRequirements(claims, provider.config.attribute_requirements)) {
@@ -99,6 +118,17 @@ export class BotPortal {
     const mapping = provider.config.user_mapping_provider.config;
     const person = personIdFrom(claims, mapping.localpart_template, this.config.people_server_name);
     if (!person.ok) return { refused: 'mapping', reason: `We could not tell who you are: ${person.reason}.` };
+    // Who the person is rests on the provider's stable subject, not only on the user name the
+    // template makes (names are given again and renamed): see BotOwnership.bindIdentity.
+    const subject = subjectOf(claims, mapping.subject_claim);
+    if (subject === undefined) return { refused: 'mapping', reason: `We could not tell who you are: your sign-in has no ${mapping.subject_claim}.` };
+    const identity = await this.bots.bindIdentity(provider.id, subject, person.userId);
+    if (!identity.ok) {
+      return {
+        refused: 'identity',
+        reason: `Your account is not the one that signed in here before as ${person.userId}${identity.boundPerson && identity.boundPerson !== person.userId ? ` (it signed in as ${identity.boundPerson})` : ''}, so it cannot use that person's bots. If your account was renamed or made again, ask the people who run this service.`,
+      };
+    }
     const displayName = mapping.display_name_template ? renderTemplate(mapping.display_name_template, claims).trim().slice(0, 200) || null : null;
     const requirements = this.config.creator_attribute_requirements;
     const sessionId = await this.sessions.create({
@@ -149,10 +179,13 @@ export class BotPortal {
     if (description.length === 0) problems.description = 'Say in a few words what the bot is for.';
     if (description.length > MAX_DESCRIPTION_LENGTH) problems.description = `The description is too long: at most ${MAX_DESCRIPTION_LENGTH} characters.`;
     if (Object.keys(problems).length > 0) throw formError(problems);
-    if ((await this.botsLeft(session)) === 0) {
-      throw new MatrixError('M_FORBIDDEN', `You already have ${this.config.max_bots_per_owner} bots, the most one person may have. Deactivate one you no longer need first.`);
-    }
+    // Said early to spare the person a rate-limit token; the insert checks again (createOwned).
+    if ((await this.botsLeft(session)) === 0) throw tooManyBotsError(this.config.max_bots_per_owner);
     this.limitCreation(session.person);
+    // A bot must not pass for a person: not the user name of anyone the portal knows.
+    if (await this.bots.isKnownPerson(userIdFor(username, this.config.people_server_name))) {
+      throw fieldError('username', 'This is the user name of a person. Choose a name that says it is a bot.');
+    }
     try {
       await this.accounts.assertAvailable(username);
     } catch (err) {
@@ -161,7 +194,7 @@ export class BotPortal {
       throw err;
     }
     try {
-      return await this.bots.createOwned({ owner: session.person, localpart: username, displayname, description }, session.person);
+      return await this.bots.createOwned({ owner: session.person, localpart: username, displayname, description }, session.person, { maxActiveBots: this.config.max_bots_per_owner });
     } catch (err) {
       // Someone else took the name between the check and the insert.
       if (err instanceof MatrixError && err.errcode === 'M_USER_IN_USE') throw fieldError('username', 'This user name is taken. Choose another one.');
@@ -200,6 +233,13 @@ export class BotPortal {
     const decision = this.creationLimiter.check(person);
     if (!decision.allowed) throw rateLimitedError(decision.retryAfterMs);
   }
+}
+
+/** The provider's stable subject for a person (a string or number claim, 1 to 255 characters). */
+function subjectOf(claims: Claims, claim: string): string | undefined {
+  const value = Object.hasOwn(claims, claim) ? claims[claim] : undefined;
+  const text = typeof value === 'string' ? value : typeof value === 'number' ? String(value) : undefined;
+  return text !== undefined && text.length > 0 && text.length <= 255 ? text : undefined;
 }
 
 function fieldError(field: FormField, message: string): MatrixError {

@@ -128,5 +128,5 @@ export type { MediaRow, RemoteMediaKey, RemoteMediaRow } from './media-store.js'
 export type { ServerKeyRow, OutboxRow, DestinationRow, RemoteMembershipRow } from './federation-store.js';
 export type { BackupVersionRow, RoomKeyRow } from './e2e-store.js';
 export { GLOBAL_ACCOUNT_DATA } from './user-data-store.js';
-export type { BotOwnerRow, CreatorGrantRow, AuditRow, PortalSessionRow, OwnedBotRow } from './portal-store.js';
+export type { BotOwnerRow, CreatorGrantRow, AuditRow, PortalSessionRow, PortalIdentityRow, OwnedBotRow } from './portal-store.js';
 export type { DeviceInboxRow, NewToDeviceMessage } from './device-inbox-store.js';

@@ -2,14 +2,17 @@
  * The bot portal's tables: owners of bots, operators' grants of the right to create bots, the
  * audit log, the portal's sign-in sessions and the secret its cookies are signed with.
  */
-import type { Insertable, Kysely, Selectable } from 'kysely';
-import type { BotAuditLogTable, BotCreatorGrantsTable, BotOwnersTable, Database, PortalSessionsTable } from './schema.js';
+import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
+import { ADVISORY_LOCK_CLASS } from './cluster-store.js';
+import { isPostgres } from './dialect.js';
+import type { BotAuditLogTable, BotCreatorGrantsTable, BotOwnersTable, Database, PortalIdentitiesTable, PortalSessionsTable } from './schema.js';
 
 export type BotOwnerRow = Selectable<BotOwnersTable>;
 export type CreatorGrantRow = Selectable<BotCreatorGrantsTable>;
 export type AuditRow = Selectable<BotAuditLogTable>;
 export type NewAuditRow = Insertable<BotAuditLogTable>;
 export type PortalSessionRow = Selectable<PortalSessionsTable>;
+export type PortalIdentityRow = Selectable<PortalIdentitiesTable>;
 
 /** A bot with its owner, as an owner's list shows it. */
 export interface OwnedBotRow {
@@ -69,6 +72,18 @@ export class PortalStore {
       .where('bot_owners.owner_id', '=', ownerId);
     if (!options.includeDeactivated) query = query.where('users.deactivated', '=', 0);
     return query.orderBy('users.deactivated').orderBy('users.created_ts', 'desc').orderBy('bot_owners.user_id').limit(options.limit).execute();
+  }
+
+  /**
+   * Inside a transaction: waits until no other transaction holds this owner, and holds them until
+   * this one ends, so that counting their bots and adding one is a single step. PostgreSQL: a
+   * transaction-scoped advisory lock. SQLite needs none: a process has one connection, whose
+   * transactions run one at a time, and another process's write in between makes this
+   * transaction's write fail (SQLITE_BUSY_SNAPSHOT) rather than succeed on a stale count.
+   */
+  async lockOwner(ownerId: string): Promise<void> {
+    if (!isPostgres(this.db)) return;
+    await sql`SELECT pg_advisory_xact_lock(${ADVISORY_LOCK_CLASS + 2}, hashtext(current_schema() || ':bot-owner:' || ${ownerId}))`.execute(this.db);
   }
 
   /** How many bots an owner has that are not deactivated. */
@@ -161,6 +176,67 @@ export class PortalStore {
       .where('owner_id', '=', ownerId)
       .where('id_hash', 'not in', kept.map((row) => row.id_hash))
       .execute();
+  }
+
+  /**
+   * Binds the provider's subject to the person unless either is bound already (the first sign-in
+   * wins, also when two race: both keys are unique). True when this call made the binding.
+   */
+  async bindIdentity(row: PortalIdentityRow): Promise<boolean> {
+    const result = await this.db.insertInto('portal_identities').values(row).onConflict((oc) => oc.doNothing()).executeTakeFirst();
+    return Number(result.numInsertedOrUpdatedRows ?? 0n) > 0;
+  }
+
+  /** The bindings that involve this subject or this person (none, one, or two that disagree). */
+  async identitiesOf(idpId: string, subject: string, ownerId: string): Promise<PortalIdentityRow[]> {
+    return this.db
+      .selectFrom('portal_identities')
+      .selectAll()
+      .where((eb) => eb.or([eb.and([eb('idp_id', '=', idpId), eb('subject', '=', subject)]), eb('owner_id', '=', ownerId)]))
+      .execute();
+  }
+
+  async identityOfPerson(ownerId: string): Promise<PortalIdentityRow | undefined> {
+    return this.db.selectFrom('portal_identities').selectAll().where('owner_id', '=', ownerId).executeTakeFirst();
+  }
+
+  /** Releases a person's binding (an operator's decision); true when there was one. */
+  async unbindIdentity(ownerId: string): Promise<boolean> {
+    const result = await this.db.deleteFrom('portal_identities').where('owner_id', '=', ownerId).executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
+  /** Ends every portal session of a person. */
+  async deleteSessionsOf(ownerId: string): Promise<number> {
+    const result = await this.db.deleteFrom('portal_sessions').where('owner_id', '=', ownerId).executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
+  /** Whether this person is known to the portal: signed in, granted the right, or owning a bot. */
+  async isKnownPerson(ownerId: string): Promise<boolean> {
+    const [identity, grant, owned] = await Promise.all([
+      this.db.selectFrom('portal_identities').select('owner_id').where('owner_id', '=', ownerId).executeTakeFirst(),
+      this.db.selectFrom('bot_creator_grants').select('user_id').where('user_id', '=', ownerId).executeTakeFirst(),
+      this.db.selectFrom('bot_owners').select('owner_id').where('owner_id', '=', ownerId).limit(1).executeTakeFirst(),
+    ]);
+    return identity !== undefined || grant !== undefined || owned !== undefined;
+  }
+
+  /** A sign-in started: its state may come back once, until `expiresTs`. Drops those past their time. */
+  async insertSignIn(stateHash: string, idpId: string, now: number, expiresTs: number): Promise<void> {
+    await this.db.deleteFrom('portal_sign_ins').where('expires_ts', '<=', now).execute();
+    await this.db.insertInto('portal_sign_ins').values({ state_hash: stateHash, idp_id: idpId, expires_ts: expiresTs }).execute();
+  }
+
+  /** Takes a started sign-in (once): true when it was there, for this provider, and in time. */
+  async takeSignIn(stateHash: string, idpId: string, now: number): Promise<boolean> {
+    const result = await this.db
+      .deleteFrom('portal_sign_ins')
+      .where('state_hash', '=', stateHash)
+      .where('idp_id', '=', idpId)
+      .where('expires_ts', '>', now)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
   }
 
   /** The named secret, made by `make` the first time (the first process to ask wins). */

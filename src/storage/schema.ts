@@ -487,6 +487,21 @@ export interface PortalSessionsTable {
   expires_ts: number;
 }
 
+/** Which account at which provider is which person: bound at their first sign-in (migration 0030). */
+export interface PortalIdentitiesTable {
+  idp_id: string;
+  subject: string;
+  owner_id: string;
+  created_ts: number;
+}
+
+/** Sign-ins started and not yet finished, by the SHA-256 of their state: each finishes once. */
+export interface PortalSignInsTable {
+  state_hash: string;
+  idp_id: string;
+  expires_ts: number;
+}
+
 export interface PortalSecretsTable {
   name: string;
   value: string;
@@ -505,6 +520,8 @@ export interface Database {
   bot_audit_log: BotAuditLogTable;
   portal_sessions: PortalSessionsTable;
   portal_secrets: PortalSecretsTable;
+  portal_identities: PortalIdentitiesTable;
+  portal_sign_ins: PortalSignInsTable;
   user_activity: UserActivityTable;
   stream_head: StreamHeadTable;
   server_meta: ServerMetaTable;

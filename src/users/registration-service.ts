@@ -11,7 +11,7 @@ import type { Clock } from '../core/clock.js';
 import type { Config } from '../config/index.js';
 import { MatrixError } from '../core/errors.js';
 import type { Limiters } from '../ratelimit/limiters.js';
-import type { AccountService } from './account-service.js';
+import { BOT_USER_TYPE, type AccountService, type AlsoWrite } from './account-service.js';
 import { assertPasswordLength, MAX_PASSWORD_LENGTH } from './passwords.js';
 import { assertDeviceIdLength, type IssuedSession, type SessionService } from './session-service.js';
 
@@ -152,7 +152,7 @@ export class RegistrationService {
   }
 
   /** `POST /_synapse/admin/v1/register`, with Synapse's checks in Synapse's order. */
-  async registerWithSharedSecret(body: SharedSecretRegistration): Promise<RegisteredAccount> {
+  async registerWithSharedSecret(body: SharedSecretRegistration, options: { auditBot?: (userId: string) => AlsoWrite } = {}): Promise<RegisteredAccount> {
     const secret = this.assertSharedSecretEnabled();
     pruneOlderThan(this.nonces, this.clock.now() - NONCE_LIFETIME_MS);
     if (body.nonce === undefined) throw new MatrixError('M_BAD_JSON', 'nonce must be specified');
@@ -179,7 +179,10 @@ export class RegistrationService {
     const displayname = typeof body.displayname === 'string' ? body.displayname : undefined;
     const deviceId = typeof body.device_id === 'string' ? body.device_id : undefined;
     assertDeviceIdLength(deviceId);
-    const user = await this.accounts.createUser({ localpart: username.toLowerCase(), password, admin, userType, displayname });
+    const localpart = username.toLowerCase();
+    // A bot made this way is in the bot audit log too, written with the account.
+    const also = userType === BOT_USER_TYPE ? options.auditBot?.(this.accounts.userIdFor(localpart)) : undefined;
+    const user = await this.accounts.createUser({ localpart, password, admin, userType, displayname, also });
     return this.loginAfterRegistration(user.user_id, {
       inhibitLogin: body.inhibit_login === true,
       deviceId,

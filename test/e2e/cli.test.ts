@@ -163,13 +163,16 @@ describe('bot-homeserver CLI', () => {
     expect(cli('owners', 'grant', '@carol:example.org', '--note', 'ticket 7', '--config', config).stdout).toContain('@carol:example.org may now create bots.');
     expect(cli('owners', 'list', '--config', config).stdout).toMatch(/@carol:example\.org\t\S+\tby cli:\S+\tticket 7/);
     expect(cli('owners', 'revoke', '@carol:example.org', '--config', config).stdout).toContain('may no longer create bots');
+    expect(cli('owners', 'unbind', '@carol:example.org', '--config', config).stdout).toContain('@carol:example.org has not signed in to the portal.');
+    expect(cli('owners', 'sign-out', '@carol:example.org', '--config', config).stdout).toContain('@carol:example.org is signed out of the portal (0 sessions ended).');
     expect(cli('bots', 'deactivate', 'owned-bot', '--config', config).status).toBe(0);
     const audit = cli('audit', '--json', '--target', '@owned-bot:cli.test', '--config', config);
     const actions = audit.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { action: string; actor: string });
     expect(actions.map((entry) => entry.action)).toEqual(['deactivate', 'move', 'create']);
     expect(actions.every((entry) => entry.actor.startsWith('cli:'))).toBe(true);
     expect(cli('audit', '--config', config).stdout).toMatch(/\trevoke\t@carol:example\.org/);
-  });
+    // Thirteen commands as processes: a minute on a loaded machine.
+  }, 120_000);
 
   it('keeps a write it acknowledged when the server is killed', async () => {
     const admin = JSON.parse(cli('create-user', 'operator', '--admin', '--config', config, '--json').stdout) as {
@@ -457,7 +460,7 @@ describe('bot-homeserver CLI', () => {
       again.kill('SIGTERM');
       await exited(again);
     }
-  });
+  }, 60_000);
 
   it('says plainly what is wrong with the signing key, warns about a localhost server name, and shows unexpected errors in the sources', async () => {
     const badKey = join(dir, 'bad.key');
@@ -530,5 +533,5 @@ describe('bot-homeserver CLI', () => {
       worker.postMessage({ id: 1, body: new Uint8Array(Buffer.from(rss)), url: 'https://example.org/feed.xml', contentType: 'application/rss+xml' });
     }).finally(() => worker.terminate());
     expect(feed.feed.items.map((item) => item.title)).toEqual(['v1.2 & more']);
-  });
+  }, 60_000);
 });

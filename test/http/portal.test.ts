@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import { capturingLogger } from '../support/logs.js';
+import { sharedSecretMac } from '../../src/users/registration-service.js';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 
 const PORTAL = '/_bot_homeserver/portal';
@@ -63,6 +64,7 @@ describe('the bot portal over HTTP', () => {
     expect(res.headers['content-type']).toBe('text/html; charset=utf-8');
     const csp = res.headers['content-security-policy'] as string;
     for (const directive of ["default-src 'none'", "script-src 'self'", "style-src 'self'", "form-action 'self'", "frame-ancestors 'none'", "base-uri 'none'"]) expect(csp).toContain(directive);
+    expect(csp).not.toContain('unsafe-');
     expect(res.headers['x-content-type-options']).toBe('nosniff');
     expect(res.headers['referrer-policy']).toBe('no-referrer');
     expect(res.headers['strict-transport-security']).toMatch(/max-age=/);
@@ -72,8 +74,16 @@ describe('the bot portal over HTTP', () => {
     expect(api.headers['content-security-policy']).toBeUndefined();
   });
 
-  test('sets its cookies signed, HttpOnly, SameSite=Strict, and Secure only over HTTPS (x_forwarded respected)', async () => {
-    hs = await startTestHomeserver({ ...portalConfig(), listen: { x_forwarded: true } });
+  test('at an https:// public_baseurl its cookies are Secure even when a request came in plain HTTP', async () => {
+    hs = await startTestHomeserver({ ...portalConfig(), public_baseurl: 'https://bots.example.org/' });
+    const cookie = await signedIn(hs);
+    const plain = await hs.http.get(`${PORTAL}/`).set('Cookie', cookie);
+    const csrf = (plain.headers['set-cookie'] as unknown as string[]).find((c) => c.startsWith('bhs_portal_csrf='))!;
+    expect(csrf).toMatch(/; Secure/);
+  });
+
+  test('sets its cookies signed, HttpOnly, SameSite=Strict, and (at an http:// address) Secure only over HTTPS (x_forwarded respected)', async () => {
+    hs = await startTestHomeserver({ ...portalConfig(), public_baseurl: 'http://bots.lab.test/', listen: { x_forwarded: true } });
     const cookie = await signedIn(hs);
     const plain = await hs.http.get(`${PORTAL}/`).set('Cookie', cookie);
     const csrf = (plain.headers['set-cookie'] as unknown as string[]).find((c) => c.startsWith('bhs_portal_csrf='))!;
@@ -127,6 +137,58 @@ describe('the bot portal over HTTP', () => {
     expect(await hs.services.accounts.getUser('@second-bot:test.local')).toBeUndefined();
   });
 
+  test('max_bots_per_owner holds against many creations sent at once (the count and the insert are one step)', async () => {
+    hs = await startTestHomeserver(portalConfig({ max_bots_per_owner: 2 }));
+    const { token, cookie } = await formToken(hs, await signedIn(hs));
+    const names = Array.from({ length: 8 }, (_, i) => `racing-bot-${i}`);
+    const answers = await Promise.all(names.map((username) => hs!.http.post(`${PORTAL}/bots`).type('form').set('Cookie', cookie).send({ username, description: 'x', _csrf: token })));
+    expect(answers.filter((res) => res.status === 200)).toHaveLength(2);
+    for (const res of answers.filter((r) => r.status !== 200)) {
+      expect(res.status).toBe(400);
+      expect(res.text).toContain('the most one person may have');
+    }
+    expect(await hs.services.bots.countActiveBotsOf('@alice:example.org')).toBe(2);
+    const made = await Promise.all(names.map((name) => hs!.services.accounts.getUser(`@${name}:test.local`)));
+    expect(made.filter(Boolean)).toHaveLength(2);
+    expect((await hs.services.bots.auditLog({ limit: 20, actor: '@alice:example.org' })).map((e) => e.action)).toEqual(['create', 'create']);
+  }, 60_000);
+
+  test('a bot cannot take the user name of a person the portal knows (signed in, granted, owning bots)', async () => {
+    hs = await startTestHomeserver(portalConfig());
+    await hs.services.bots.grant('@carol:example.org', 'cli:operator');
+    await hs.services.bots.bindIdentity('corp', 'subject-of-dave', '@dave:example.org');
+    const { token, cookie } = await formToken(hs, await signedIn(hs));
+    const post = (username: string) => hs!.http.post(`${PORTAL}/bots`).type('form').set('Cookie', cookie).send({ username, description: 'x', _csrf: token });
+    for (const name of ['carol', 'dave']) {
+      const res = await post(name);
+      expect(res.status).toBe(400);
+      expect(res.text).toContain('This is the user name of a person');
+      expect(await hs.services.accounts.getUser(`@${name}:test.local`)).toBeUndefined();
+    }
+    expect((await post('carols-helper')).status).toBe(200);
+    // Now alice owns a bot, so her own name is a person's too.
+    expect((await post('alice')).text).toContain('This is the user name of a person');
+  });
+
+  test('one person cannot see, rotate or deactivate another person’s bot (same answer as no such bot)', async () => {
+    hs = await startTestHomeserver(portalConfig());
+    const alice = await formToken(hs, await signedIn(hs));
+    expect((await hs.http.post(`${PORTAL}/bots`).type('form').set('Cookie', alice.cookie).send({ username: 'alices-bot', description: 'x', _csrf: alice.token })).status).toBe(200);
+    const mallory = await formToken(hs, await signedIn(hs, '@mallory:example.org'));
+    const pages = [
+      await hs.http.get(`${PORTAL}/bots/alices-bot`).set('Cookie', mallory.cookie),
+      await hs.http.post(`${PORTAL}/bots/alices-bot/rotate`).type('form').set('Cookie', mallory.cookie).send({ _csrf: mallory.token }),
+      await hs.http.post(`${PORTAL}/bots/alices-bot/deactivate`).type('form').set('Cookie', mallory.cookie).send({ _csrf: mallory.token, confirm: 'yes' }),
+      await hs.http.get(`${PORTAL}/bots/no-such-bot`).set('Cookie', mallory.cookie),
+    ];
+    for (const page of pages) {
+      expect(page.status).toBe(404);
+      expect(page.text).toContain('There is no such bot among yours.');
+    }
+    expect((await hs.services.accounts.getUser('@alices-bot:test.local'))?.deactivated).toBe(0);
+    expect((await hs.services.bots.auditLog({ limit: 10, target: '@alices-bot:test.local' })).map((e) => e.action)).toEqual(['create']);
+  });
+
   test('a person without the right is refused creation even by a hand-made post, and shown where to ask', async () => {
     hs = await startTestHomeserver(portalConfig());
     const cookie = await signedIn(hs, '@bob:example.org', false);
@@ -168,6 +230,72 @@ describe('the bot portal over HTTP', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test('a session ends at its lifetime even when used all along, and after the idle timeout (on the server)', async () => {
+    hs = await startTestHomeserver(portalConfig({ session_lifetime: '1h', session_idle_timeout: '20m' }));
+    const cookie = await signedIn(hs);
+    for (let minutes = 0; minutes < 55; minutes += 15) {
+      expect((await hs.http.get(`${PORTAL}/`).set('Cookie', cookie)).text).toContain('Your bots');
+      hs.clock.advance(15 * 60_000);
+    }
+    // 60 minutes after sign-in, used 15 minutes ago: past its lifetime.
+    expect((await hs.http.get(`${PORTAL}/`).set('Cookie', cookie)).text).toContain('Your session has ended');
+    const idle = await signedIn(hs);
+    hs.clock.advance(20 * 60_000);
+    expect((await hs.http.get(`${PORTAL}/`).set('Cookie', idle)).text).toContain('Your session has ended');
+  });
+
+  test('a grant revoked by an operator holds at once in a session already open (no create, no new secret)', async () => {
+    hs = await startTestHomeserver(portalConfig());
+    await hs.services.bots.grant('@bob:example.org', 'cli:operator');
+    const { token, cookie } = await formToken(hs, await signedIn(hs, '@bob:example.org', false));
+    const create = (username: string) => hs!.http.post(`${PORTAL}/bots`).type('form').set('Cookie', cookie).send({ username, description: 'x', _csrf: token });
+    expect((await create('granted-bot')).status).toBe(200);
+    await hs.services.bots.revoke('@bob:example.org', 'cli:operator');
+    expect((await create('revoked-bot')).status).toBe(403);
+    expect(await hs.services.accounts.getUser('@revoked-bot:test.local')).toBeUndefined();
+    const rotate = await hs.http.post(`${PORTAL}/bots/granted-bot/rotate`).type('form').set('Cookie', cookie).send({ _csrf: token });
+    expect(rotate.status).toBe(403);
+    expect(rotate.text).toContain('no longer have the right');
+    // Deactivating stays possible.
+    expect((await hs.http.post(`${PORTAL}/bots/granted-bot/deactivate`).type('form').set('Cookie', cookie).send({ _csrf: token, confirm: 'yes' })).status).toBe(303);
+  });
+
+  test('a new secret is answered with no-store and never logged; the old one and its sessions stop', async () => {
+    const { logger, lines } = capturingLogger('trace');
+    hs = await startTestHomeserver(portalConfig(), { logger });
+    const { token, cookie } = await formToken(hs, await signedIn(hs));
+    const made = await hs.http.post(`${PORTAL}/bots`).type('form').set('Cookie', cookie).send({ username: 'turning-bot', description: 'x', _csrf: token });
+    expect(made.headers['cache-control']).toBe('no-cache, no-store, must-revalidate');
+    const first = /id="secret" type="text" readonly value="([^"]+)"/.exec(made.text)![1]!;
+    const session = await hs.http.post('/_matrix/client/v3/login').send({ type: 'm.login.password', identifier: { type: 'm.id.user', user: 'turning-bot' }, password: first });
+    const rotated = await hs.http.post(`${PORTAL}/bots/turning-bot/rotate`).type('form').set('Cookie', cookie).send({ _csrf: token });
+    expect(rotated.status).toBe(200);
+    expect(rotated.headers['cache-control']).toBe('no-cache, no-store, must-revalidate');
+    const second = /id="secret" type="text" readonly value="([^"]+)"/.exec(rotated.text)![1]!;
+    expect(second).not.toBe(first);
+    expect((await hs.http.get('/_matrix/client/v3/account/whoami').auth(session.body.access_token, { type: 'bearer' })).status).toBe(401);
+    expect((await hs.http.get('/_matrix/client/v3/devices').auth(session.body.access_token, { type: 'bearer' })).status).toBe(401);
+    expect(await hs.services.storage.sessions.listDevices('@turning-bot:test.local')).toEqual([]);
+    const log = lines.join('');
+    expect(log).not.toContain(first);
+    expect(log).not.toContain(second);
+    expect(log).not.toContain(cookie.split('=')[1]!.slice(0, 20));
+  });
+
+  test('an unexpected failure is a plain page: no stack, no message from inside', async () => {
+    hs = await startTestHomeserver(portalConfig());
+    const cookie = await signedIn(hs);
+    hs.services.portal!.botsOf = async () => {
+      throw new Error('relation "bot_owners" does not exist at /srv/secret/path.ts:12');
+    };
+    const res = await hs.http.get(`${PORTAL}/`).set('Cookie', cookie);
+    expect(res.status).toBe(500);
+    expect(res.text).toContain('Something went wrong on our side');
+    expect(res.text).not.toContain('bot_owners');
+    expect(res.text).not.toContain('secret/path');
+    expect(res.text).not.toMatch(/at .*\.ts:\d+/);
   });
 
   test('a callback without its sign-in cookie, or a bad back-channel logout token, is refused', async () => {
@@ -223,8 +351,68 @@ describe('the operator’s side: owners, grants and the audit log', () => {
     expect(paged.body.entries).toHaveLength(2);
     const next = await auth(hs.http.get(`/_bot_homeserver/admin/v1/audit?limit=10&from=${paged.body.next_token}`));
     expect(next.body.entries.map((e: { action: string }) => e.action)).toEqual(['revoke', 'grant', 'move', 'create']);
+    // The tie between a person and their account at the provider: shown, and released (logged).
+    expect((await auth(hs.http.get('/_bot_homeserver/admin/v1/owners/identities/@dave:example.org'))).status).toBe(404);
+    expect(await hs.services.bots.bindIdentity('corp', 'subject-of-dave', '@dave:example.org')).toEqual({ ok: true });
+    // His next sign-in, from the same account: fine.
+    expect(await hs.services.bots.bindIdentity('corp', 'subject-of-dave', '@dave:example.org')).toEqual({ ok: true });
+    // Dave's account under another name (renamed at the provider) is not let in as someone else.
+    expect(await hs.services.bots.bindIdentity('corp', 'subject-of-dave', '@david:example.org')).toEqual({ ok: false, boundPerson: '@dave:example.org' });
+    const daveCookie = await signedIn(hs, '@dave:example.org');
+    const identity = await auth(hs.http.get('/_bot_homeserver/admin/v1/owners/identities/@dave:example.org'));
+    expect(identity.body).toEqual({ user_id: '@dave:example.org', idp_id: 'corp', subject: 'subject-of-dave', bound_ts: hs.clock.now() });
+    expect((await auth(hs.http.delete('/_bot_homeserver/admin/v1/owners/identities/@dave:example.org'))).status).toBe(200);
+    expect((await auth(hs.http.delete('/_bot_homeserver/admin/v1/owners/identities/@dave:example.org'))).status).toBe(404);
+    expect((await hs.http.get(`${PORTAL}/`).set('Cookie', daveCookie)).text).toContain('Your session has ended');
+    const unbound = await auth(hs.http.get('/_bot_homeserver/admin/v1/audit?target=@dave:example.org'));
+    expect(unbound.body.entries.map((e: { action: string; actor: string }) => [e.action, e.actor])).toEqual([
+      ['unbind', admin.userId],
+      ['bind', '@dave:example.org'],
+    ]);
+    const [refusal] = (await auth(hs.http.get('/_bot_homeserver/admin/v1/audit?target=@david:example.org'))).body.entries;
+    expect(refusal).toMatchObject({ action: 'refuse-sign-in', actor: 'oidc:corp', detail: { idp: 'corp', subject: 'subject-of-dave', subject_bound_to: '@dave:example.org' } });
+    // Signing a person out of the portal everywhere, at once (logged).
+    const carolCookie = await signedIn(hs, '@carol:example.org');
+    const ended = await auth(hs.http.delete('/_bot_homeserver/admin/v1/owners/sessions/@carol:example.org'));
+    expect(ended.body).toEqual({ ended: 1 });
+    expect((await hs.http.get(`${PORTAL}/`).set('Cookie', carolCookie)).text).toContain('Your session has ended');
+    const [endedEntry] = (await auth(hs.http.get('/_bot_homeserver/admin/v1/audit?target=@carol:example.org&limit=1'))).body.entries;
+    expect(endedEntry).toMatchObject({ action: 'end-sessions', actor: admin.userId, detail: { sessions: 1 } });
     // Not for people who are not admins.
     const bob = await createUser(hs, 'bob');
     expect((await hs.http.get('/_bot_homeserver/admin/v1/audit').auth(bob.accessToken, { type: 'bearer' })).status).toBe(403);
+  });
+
+  test('every other way to make, re-enable or deactivate a bot is in the audit log too', async () => {
+    hs = await startTestHomeserver({ ...portalConfig(), registration_shared_secret: 'a-shared-secret' });
+    const admin = await createUser(hs, 'admin', { admin: true });
+    const bearer = { type: 'bearer' as const };
+
+    // Shared-secret registration of a bot.
+    const nonce = (await hs.http.get('/_synapse/admin/v1/register')).body.nonce as string;
+    const fields = { nonce, username: 'registered-bot', password: 'a-long-enough-secret', admin: false, userType: 'bot' };
+    const registered = await hs.http.post('/_synapse/admin/v1/register').send({ ...fields, user_type: 'bot', mac: sharedSecretMac('a-shared-secret', fields) });
+    expect(registered.status).toBe(200);
+
+    // The Synapse admin API: a bot made with PUT /v2/users, deactivated, and enabled again.
+    const put = (body: Record<string, unknown>) => hs!.http.put('/_synapse/admin/v2/users/@put-bot:test.local').auth(admin.accessToken, bearer).send(body);
+    expect((await put({ password: 'a-long-enough-secret', user_type: 'bot' })).status).toBe(201);
+    expect((await put({ deactivated: true })).status).toBe(200);
+    expect((await put({ deactivated: false, password: 'another-long-secret' })).status).toBe(200);
+
+    // A bot that deactivates itself with its secret (user-interactive auth).
+    const token = (await hs.http.post('/_matrix/client/v3/login').send({ type: 'm.login.password', identifier: { type: 'm.id.user', user: 'registered-bot' }, password: 'a-long-enough-secret' })).body.access_token as string;
+    const start = await hs.http.post('/_matrix/client/v3/account/deactivate').auth(token, bearer).send({});
+    const auth = { type: 'm.login.password', session: start.body.session, identifier: { type: 'm.id.user', user: 'registered-bot' }, password: 'a-long-enough-secret' };
+    expect((await hs.http.post('/_matrix/client/v3/account/deactivate').auth(token, bearer).send({ auth })).status).toBe(200);
+
+    const entries = (await hs.services.bots.auditLog({ limit: 20 })).map((e) => [e.actor, e.action, e.target]);
+    expect(entries).toEqual([
+      ['@registered-bot:test.local', 'deactivate', '@registered-bot:test.local'],
+      [admin.userId, 'reactivate', '@put-bot:test.local'],
+      [admin.userId, 'deactivate', '@put-bot:test.local'],
+      [admin.userId, 'create', '@put-bot:test.local'],
+      ['shared-secret-registration', 'create', '@registered-bot:test.local'],
+    ]);
   });
 });

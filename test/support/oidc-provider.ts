@@ -6,6 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { exportJWK, generateKeyPair, type JWK } from 'jose';
 import Provider, { type Configuration } from 'oidc-provider';
 
 export interface TestPerson {
@@ -21,6 +22,10 @@ export interface TestOidcProvider {
   clientSecret: string;
   /** What became of the back-channel logouts the provider sent: 'ok', or the error's message. */
   backchannel: string[];
+  /** The provider's signing key (private), for tests that make tokens as the provider would. */
+  signingKey: JWK & { kid: string };
+  /** What became of the token requests (code exchanges) the provider answered: 'ok', or the error's message. */
+  tokenRequests: string[];
   close(): Promise<void>;
 }
 
@@ -28,6 +33,12 @@ export const TEST_PEOPLE: Record<string, TestPerson> = {
   alice: { preferred_username: 'alice', name: 'Alice Example', email: 'alice@example.org', groups: ['staff', 'bot-creators'] },
   bob: { preferred_username: 'bob', name: 'Bob Example', email: 'bob@example.org', groups: ['staff'] },
   carol: { preferred_username: 'carol', name: 'Carol Example', email: 'carol@example.org', groups: ['contractors'] },
+  dave: { preferred_username: 'dave', name: 'Dave Example', email: 'dave@example.org', groups: ['staff', 'bot-creators'] },
+  // Another account at the provider (another subject) whose user name is dave's: a name given
+  // again after dave left, or an account renamed. It must not become dave here.
+  'dave-reused': { preferred_username: 'dave', name: 'Not Dave', email: 'dave@example.org', groups: ['staff', 'bot-creators'] },
+  erin: { preferred_username: 'erin', name: 'Erin Example', email: 'erin@example.org', groups: ['staff', 'bot-creators'] },
+  frank: { preferred_username: 'frank', name: 'Frank Example', email: 'frank@example.org', groups: ['staff'] },
 };
 
 export async function startOidcProvider(options: { portalBaseUrl: () => string; clientId?: string; clientSecret?: string }): Promise<TestOidcProvider> {
@@ -41,7 +52,11 @@ export async function startOidcProvider(options: { portalBaseUrl: () => string; 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const portal = options.portalBaseUrl();
+  // A key of our own rather than the library's development keys, so tests can sign as the provider.
+  const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+  const signingKey = { ...(await exportJWK(privateKey)), kid: 'test-signing-key', alg: 'RS256', use: 'sig' };
   const configuration: Configuration = {
+    jwks: { keys: [signingKey as never] },
     clients: [
       {
         client_id: clientId,
@@ -92,12 +107,17 @@ export async function startOidcProvider(options: { portalBaseUrl: () => string; 
   const events = provider as unknown as { on: (event: string, listener: (...args: unknown[]) => void) => void };
   events.on('backchannel.success', () => backchannel.push('ok'));
   events.on('backchannel.error', (_ctx, err) => backchannel.push((err as Error).message));
+  const tokenRequests: string[] = [];
+  events.on('grant.success', () => tokenRequests.push('ok'));
+  events.on('grant.error', (_ctx, err) => tokenRequests.push((err as Error).message));
   handler = provider.callback();
   return {
     issuer,
     clientId,
     clientSecret,
     backchannel,
+    signingKey,
+    tokenRequests,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

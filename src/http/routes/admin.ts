@@ -90,7 +90,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
 
     /** POST /_synapse/admin/v1/register: register with an HMAC of the shared secret. */
     app.post('/_synapse/admin/v1/register', { schema: { body: Type.Object({}) } }, async (request) =>
-      services.registration.registerWithSharedSecret(request.body),
+      services.registration.registerWithSharedSecret(request.body, { auditBot: (userId) => services.bots.audited(SHARED_SECRET_ACTOR, 'create', userId) }),
     );
 
     /** GET /_synapse/admin/v2/users: a page of accounts. */
@@ -131,7 +131,16 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
             throw new MatrixError('M_UNKNOWN', 'You may not demote yourself.');
           }
           // A bot's deactivation or new secret goes to the bot audit log, as from any other way.
-          const botChange = existing.user_type !== BOT_USER_TYPE ? undefined : body.deactivated === true && existing.deactivated === 0 ? 'deactivate' : body.password ? 'rotate' : undefined;
+          const botChange =
+            existing.user_type !== BOT_USER_TYPE
+              ? undefined
+              : body.deactivated === true && existing.deactivated === 0
+                ? 'deactivate'
+                : body.deactivated === false && existing.deactivated === 1
+                  ? 'reactivate'
+                  : body.password
+                    ? 'rotate'
+                    : undefined;
           await services.accounts.updateAccount(userId, {
             password: body.password,
             logoutDevices: body.logout_devices,
@@ -154,6 +163,7 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
           userType: body.user_type,
           displayname: body.displayname,
           avatarUrl: body.avatar_url,
+          also: body.user_type === BOT_USER_TYPE ? services.bots.audited(requesterOf(request).userId, 'create', userId) : undefined,
         });
         if (body.deactivated) await services.accounts.deactivate(userId);
         return reply.code(201).send(userDetails(await existingUser(userId)));
@@ -258,6 +268,30 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
       return {};
     });
 
+    /** GET /_bot_homeserver/admin/v1/owners/identities/<user_id>: the provider's account a person is bound to. */
+    app.get('/_bot_homeserver/admin/v1/owners/identities/:userId', { onRequest: requireAdmin, schema: { params: UserIdParams } }, async (request) => {
+      const identity = await services.bots.identityOf(request.params.userId);
+      if (!identity) throw new MatrixError('M_NOT_FOUND', 'This person has not signed in to the portal');
+      return { user_id: request.params.userId, idp_id: identity.idp, subject: identity.subject, bound_ts: identity.since };
+    });
+
+    /**
+     * DELETE /_bot_homeserver/admin/v1/owners/identities/<user_id>: releases the binding (the next
+     * account to sign in as this person is bound instead) and ends their portal sessions.
+     */
+    app.delete('/_bot_homeserver/admin/v1/owners/identities/:userId', { onRequest: requireAdmin, schema: { params: UserIdParams } }, async (request) => {
+      if (!(await services.bots.unbindIdentity(request.params.userId, requesterOf(request).userId))) throw new MatrixError('M_NOT_FOUND', 'This person has not signed in to the portal');
+      return {};
+    });
+
+    /**
+     * DELETE /_bot_homeserver/admin/v1/owners/sessions/<user_id>: signs a person out of the portal
+     * everywhere, at once (logged). Answers how many sessions ended.
+     */
+    app.delete('/_bot_homeserver/admin/v1/owners/sessions/:userId', { onRequest: requireAdmin, schema: { params: UserIdParams } }, async (request) => ({
+      ended: await services.bots.endSessionsOf(request.params.userId, requesterOf(request).userId),
+    }));
+
     /** GET /_bot_homeserver/admin/v1/audit: the bot audit log, newest first (`next_token` pages on). */
     app.get('/_bot_homeserver/admin/v1/audit', { onRequest: requireAdmin, schema: { querystring: AuditQuerySchema } }, async (request) => {
       const { limit, from, target, actor } = request.query;
@@ -287,6 +321,9 @@ export function adminRoutes(services: Services): FastifyPluginAsyncTypebox {
     );
   };
 }
+
+/** Who made a bot through shared-secret registration, in the bot audit log (no account asked). */
+const SHARED_SECRET_ACTOR = 'shared-secret-registration';
 
 /** A user as `GET /_synapse/admin/v2/users/<id>` shows it (creation time in seconds, as Synapse). */
 function userDetails(user: UserRow) {

@@ -13,6 +13,7 @@ import { optionalBody } from '../validation.js';
 import { AuthSchema, withPassword as withPasswordOf } from '../uia.js';
 import type { UiaAuth } from '../../users/password-auth.js';
 import { MAX_DEVICE_DISPLAY_NAME_LENGTH } from '../../users/session-service.js';
+import { BOT_USER_TYPE } from '../../users/account-service.js';
 import { MAX_DEVICES_PER_DELETE } from '../../users/device-service.js';
 
 const Auth = AuthSchema;
@@ -137,7 +138,10 @@ export function deviceRoutes(services: Services): FastifyPluginAsyncTypebox {
       async (request, reply) => {
         const userId = requesterOf(request).userId;
         return withPassword(reply, userId, 'POST /account/deactivate', request.body?.auth, async () => {
-          await services.accounts.deactivate(userId, { erase: request.body?.erase === true });
+          // A bot that deactivates itself (its secret did it) is in the bot audit log too.
+          const user = await services.accounts.getUser(userId);
+          const also = user?.user_type === BOT_USER_TYPE ? services.bots.audited(userId, 'deactivate', userId) : undefined;
+          await services.accounts.deactivate(userId, { erase: request.body?.erase === true, also });
           await services.rooms.leaveAllRooms(userId);
           // No identity server is ever bound here (third-party identifiers are out of scope).
           return { id_server_unbind_result: 'no-support' };

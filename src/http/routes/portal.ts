@@ -2,8 +2,8 @@
  * The bot portal's pages under `/_bot_homeserver/portal/` (docs/portal.md). Routes read the form,
  * call the portal (`portal/portal.ts`) and render a page (`portal/pages.ts`).
  *
- * Security: the session id travels in a signed, HttpOnly, SameSite=Strict cookie (Secure when the
- * request came over HTTPS, as `listen.x_forwarded` lets the proxy say); every form carries a CSRF
+ * Security: the session id travels in a signed, HttpOnly, SameSite=Strict cookie (always Secure
+ * when public_baseurl is https://; otherwise when the request came over HTTPS); every form carries a CSRF
  * token bound to the session; helmet sets a strict content security policy and the other headers.
  * The sign-in round trip keeps state, nonce and PKCE verifier in a short-lived signed cookie that
  * only the callback sees (SameSite=Lax: the provider's redirect back is a cross-site navigation).
@@ -19,7 +19,7 @@ import { MatrixError } from '../../core/errors.js';
 import { PORTAL_CSS, PORTAL_JS } from '../../portal/assets.js';
 import { ProviderError } from '../../portal/oidc.js';
 import { botPage, credentialsPage, homePage, messagePage, newBotPage, PORTAL_PREFIX, signInPage, type BotSummary, type FieldErrors, type Viewer } from '../../portal/pages.js';
-import type { BotPortal, OwnedBotRow, PendingSignIn, PortalSession } from '../../portal/portal.js';
+import { SIGN_IN_LIFETIME_MS, type BotPortal, type OwnedBotRow, type PendingSignIn, type PortalSession } from '../../portal/portal.js';
 import type { ServerInfo } from '../../server-info.js';
 import { escapeHtml } from '../../portal/html.js';
 
@@ -28,8 +28,6 @@ export { PORTAL_PREFIX };
 const SESSION_COOKIE = 'bhs_portal_session';
 const SIGN_IN_COOKIE = 'bhs_portal_sign_in';
 const CSRF_COOKIE = 'bhs_portal_csrf';
-/** How long a person may take at the provider's sign-in page. */
-const SIGN_IN_COOKIE_SECONDS = 600;
 /** The largest form the portal reads (its biggest has three short fields). */
 const FORM_BODY_LIMIT = 16_384;
 
@@ -56,6 +54,11 @@ export function portalRoutes(portal: BotPortal, server: ServerInfo): FastifyPlug
     const secret = await portal.cookieSecret();
     const publicUrl = (path: string) => `${server.publicBaseUrl}${PORTAL_PREFIX.slice(1)}${path}`;
     const redirectUri = () => publicUrl('/callback');
+    // Served at an https:// address, the cookies are always Secure: a request that reached us in
+    // plain HTTP (a proxy that does not say X-Forwarded-Proto, someone typing http://) must not
+    // get a session cookie the browser would then also send unencrypted. At an http:// address
+    // (a lab), Secure follows the request's protocol.
+    const secure: boolean | 'auto' = server.publicBaseUrl.startsWith('https:') ? true : 'auto';
 
     await app.register(cookie, { secret, hook: 'onRequest' });
     await app.register(formbody, { bodyLimit: FORM_BODY_LIMIT });
@@ -79,7 +82,7 @@ export function portalRoutes(portal: BotPortal, server: ServerInfo): FastifyPlug
     await app.register(csrf, {
       sessionPlugin: '@fastify/cookie',
       cookieKey: CSRF_COOKIE,
-      cookieOpts: { path: PORTAL_PREFIX, sameSite: 'strict', httpOnly: true, signed: true, secure: 'auto' },
+      cookieOpts: { path: PORTAL_PREFIX, sameSite: 'strict', httpOnly: true, signed: true, secure },
       // A token is good only with the session it was made for.
       getUserInfo: (request: FastifyRequest) => request.portalSession?.idHash ?? 'signed-out',
       csrfOpts: { hmacKey: secret },
@@ -175,7 +178,10 @@ export function portalRoutes(portal: BotPortal, server: ServerInfo): FastifyPlug
     /** GET /_bot_homeserver/portal/sign-in/<idp>: off to the provider, with state, nonce and PKCE. */
     app.get('/sign-in/:idp', { schema: { params: Type.Object({ idp: Type.String({ maxLength: 64 }) }) } }, async (request, reply) => {
       const { url, pending } = await portal.startSignIn(request.params.idp, redirectUri(), request.ip);
-      reply.setCookie(SIGN_IN_COOKIE, JSON.stringify(pending), { path: `${PORTAL_PREFIX}/callback`, httpOnly: true, sameSite: 'lax', signed: true, secure: 'auto', maxAge: SIGN_IN_COOKIE_SECONDS });
+      // `previous`: the session this browser has now, ended when the sign-in finishes (the
+      // callback may not see it: it comes from the provider, where SameSite=Strict keeps it back).
+      const cookie: SignInCookie = { ...pending, ...(request.portalSession ? { previous: request.portalSession.idHash } : {}) };
+      reply.setCookie(SIGN_IN_COOKIE, JSON.stringify(cookie), { path: `${PORTAL_PREFIX}/callback`, httpOnly: true, sameSite: 'lax', signed: true, secure, maxAge: SIGN_IN_LIFETIME_MS / 1000 });
       return reply.redirect(url, 303);
     });
 
@@ -205,7 +211,11 @@ export function portalRoutes(portal: BotPortal, server: ServerInfo): FastifyPlug
         const url = portal.config.request_access_url;
         return html(reply, messagePage({ title: 'You cannot use this page', paragraphs: [result.reason], link: url ? { href: url, text: 'Ask for access' } : undefined, signInAgain: false }), 403);
       }
-      reply.setCookie(SESSION_COOKIE, result.sessionId, { path: PORTAL_PREFIX, httpOnly: true, sameSite: 'strict', signed: true, secure: 'auto' });
+      // A new session id at every sign-in, and the session this browser had before ends: an id
+      // planted in the browser beforehand (session fixation) is worth nothing afterwards.
+      if (request.portalSession) await portal.sessions.end(request.portalSession.idHash);
+      if (pending.previous) await portal.sessions.end(pending.previous);
+      reply.setCookie(SESSION_COOKIE, result.sessionId, { path: PORTAL_PREFIX, httpOnly: true, sameSite: 'strict', signed: true, secure });
       // A page of our own, not a redirect: the way here began at the provider (another site),
       // and a SameSite=Strict cookie is sent only once a page of this site moves on.
       const home = `${PORTAL_PREFIX}/`;
@@ -296,15 +306,21 @@ export function portalRoutes(portal: BotPortal, server: ServerInfo): FastifyPlug
   };
 }
 
-function readPending(request: FastifyRequest): PendingSignIn | undefined {
+/** What the sign-in cookie holds: the round trip's secrets, and the session to end after it. */
+interface SignInCookie extends PendingSignIn {
+  previous?: string;
+}
+
+function readPending(request: FastifyRequest): SignInCookie | undefined {
   const raw = request.cookies[SIGN_IN_COOKIE];
   if (raw === undefined) return undefined;
   const unsigned = request.unsignCookie(raw);
   if (!unsigned.valid || !unsigned.value) return undefined;
   try {
-    const pending = JSON.parse(unsigned.value) as Partial<PendingSignIn>;
+    const pending = JSON.parse(unsigned.value) as Partial<SignInCookie>;
     if (typeof pending.idp === 'string' && typeof pending.state === 'string' && typeof pending.nonce === 'string' && typeof pending.verifier === 'string') {
-      return pending as PendingSignIn;
+      const { idp, state, nonce, verifier, previous } = pending;
+      return { idp, state, nonce, verifier, ...(typeof previous === 'string' ? { previous } : {}) };
     }
   } catch {
     // A cookie we did not write: as if there were none.
