@@ -112,6 +112,7 @@ describe('redaction', () => {
     const event = await alice.ok('GET', `/rooms/${enc(roomId)}/event/${enc(eventId)}`);
     expect(event.content).toEqual({});
     expect(event.unsigned.redacted_because).toMatchObject({ event_id: redaction.event_id, type: 'm.room.redaction', redacts: eventId, content: { reason: 'typo' } });
+    expect(event.unsigned.redacted_by).toBe(redaction.event_id);
     // The moderator (the room creator) can redact anyone's.
     await alice.ok('PUT', `/rooms/${enc(roomId)}/redact/${enc(await bob.send(roomId, text('spam')))}/r3`, {});
     expectMatrixError(await alice.request('PUT', `/rooms/${enc(roomId)}/redact/${enc('$missing')}/r4`, {}), 404, 'M_NOT_FOUND');
