@@ -33,6 +33,7 @@ import * as deviceInboxBySender from './0027-device-inbox-by-sender.js';
 import * as botPortal from './0029-bot-portal.js';
 import * as portalIdentities from './0030-portal-identities.js';
 import * as bridgeCrypto from './0031-bridge-crypto.js';
+import * as deviceSeenAndKeyListings from './0032-device-seen-and-key-listings.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -65,4 +66,5 @@ export const migrations: Record<string, Migration> = {
   '0029-bot-portal': botPortal,
   '0030-portal-identities': portalIdentities,
   '0031-bridge-crypto': bridgeCrypto,
+  '0032-device-seen-and-key-listings': deviceSeenAndKeyListings,
 };

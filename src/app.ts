@@ -29,6 +29,7 @@ import { appserviceRoutes } from './http/routes/appservices.js';
 import { keyRoutes } from './http/routes/keys.js';
 import { AUTHENTICATED_MEDIA_PREFIX, authenticatedMediaRoutes, legacyMediaRoutes, MEDIA_PREFIXES } from './http/routes/media.js';
 import { roomEventRoutes } from './http/routes/room-events.js';
+import { legacyRoutes } from './http/routes/legacy.js';
 import { directoryLookupRoutes, roomRoutes } from './http/routes/rooms.js';
 import { syncRoutes } from './http/routes/sync.js';
 import { webhookRoutes } from './http/routes/webhooks.js';
@@ -279,6 +280,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       await client.register(named('directoryLookupRoutes', directoryLookupRoutes(services)));
       await client.register(named('roomEventRoutes', roomEventRoutes(services)));
       await client.register(named('syncRoutes', syncRoutes(services)));
+      await client.register(named('legacyRoutes', legacyRoutes(services)));
       await client.register(named('profileRoutes', profileRoutes(services)));
       await client.register(named('deviceRoutes', deviceRoutes(services)));
       await client.register(named('keyRoutes', keyRoutes(services)));

@@ -28,6 +28,7 @@ import { RoomCache } from './rooms/room-cache.js';
 import { RoomHistory, RoomReader } from './rooms/room-reader.js';
 import { RoomService } from './rooms/room-service.js';
 import { UserDirectory } from './rooms/user-directory.js';
+import { LegacySync } from './sync/legacy-sync.js';
 import { GLOBAL_ACCOUNT_DATA, postgresSchemaOf, STATE_GROUP_ID_BLOCK, type Storage } from './storage/index.js';
 import { Notifier } from './sync/notifier.js';
 import { StreamCounter } from './sync/stream.js';
@@ -78,6 +79,7 @@ export interface Services {
   rooms: RoomService;
   roomReader: RoomReader;
   history: RoomHistory;
+  legacySync: LegacySync;
   typing: TypingTracker;
   receipts: ReceiptService;
   accountData: AccountDataService;
@@ -232,6 +234,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   sessions.devicesRemoved = (userId) => keys.devicesRemoved(userId);
   accounts.devicesRemoved = (userId) => keys.devicesRemoved(userId);
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence, async (userId) => (await pushRules.ruleset(userId)) as unknown as JsonObject, keys);
+  const legacySync = new LegacySync(sync, history, presence, (roomId) => rooms.directoryVisibility(roomId).catch(() => 'private' as const));
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
   if (cluster) shareAcrossProcesses(cluster, { graph, roomCache, notifier, typing, accountData, pushRules, toDevice, unread, keys, presence, limiters, federationSender, appserviceSender });
   const bots = new BotOwnership(storage, accounts, clock, (userId) => rooms.leaveAllRooms(userId));
@@ -244,7 +247,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     config, clock, storage, limiters, accounts, sessions, registration, signer,
     devices: new DeviceService(storage, (userId) => keys.devicesRemoved(userId)),
     keys, keyBackup: new KeyBackupService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
-    stream, notifier, roomCache, writer, federation, rooms, roomReader, history, typing, receipts, accountData, profiles, sync, toDevice, presence, media,
+    stream, notifier, roomCache, writer, federation, rooms, roomReader, history, legacySync, typing, receipts, accountData, profiles, sync, toDevice, presence, media,
     userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000)),
     pushRules,
     roomFederation, federationSender, appservices, backfiller, searchIndexer,

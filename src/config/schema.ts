@@ -139,6 +139,8 @@ export const ConfigSchema = Type.Object(
     enable_registration: Type.Boolean({ default: false }),
     // Profiles are public (the spec, Synapse); true requires an access token to read one.
     require_auth_for_profile_requests: Type.Boolean({ default: false }),
+    // The room directory (GET /publicRooms) needs an access token, as in Synapse; true lets anyone read it.
+    allow_public_rooms_without_auth: Type.Boolean({ default: false }),
     password_hashing: Type.Object(
       {
         memory_cost_kib: Type.Integer({ minimum: 8, maximum: 4_194_304, default: 19_456 }),

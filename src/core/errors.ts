@@ -46,7 +46,10 @@ export type Errcode = keyof typeof ERRCODE_STATUS;
 export interface MatrixErrorOptions {
   /** Overrides the errcode's usual status (405 for a wrong method, 500 for an internal error). */
   status?: number;
-  /** Extra top-level keys of the error body, e.g. `soft_logout` or `retry_after_ms`. */
+  /**
+   * Extra top-level keys of the error body, e.g. `soft_logout` or `retry_after_ms`. An `errcode`
+   * here replaces the errcode in the body: another server's errcode we pass on without knowing it.
+   */
   extra?: Record<string, unknown>;
   /** Extra response headers, e.g. `Retry-After`. */
   headers?: Record<string, string>;

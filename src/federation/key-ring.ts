@@ -90,16 +90,31 @@ export class KeyRing {
     return found;
   }
 
-  /** The signed listing of `server` as last fetched, signed by us too (we vouch for having seen it). */
-  async notaryListing(server: string, minimumValidUntil: number): Promise<Record<string, unknown> | undefined> {
-    if (server === this.signer.serverName) return this.ownKeyListing();
-    let stored = await this.storage.federation.keyResponse(server);
-    if (!stored || stored.validUntilTs < minimumValidUntil) {
-      await this.fetch(server).catch(() => undefined);
-      stored = await this.storage.federation.keyResponse(server);
+  /**
+   * The signed listings of `server` as last fetched, signed by us too (we vouch for having seen
+   * them): the newest one, or (`keyIds`) the last one that named each key asked for, so that a key
+   * its server no longer lists is still served. Asked again when what we hold is older than the
+   * asker wants or lacks a key it names; what we hold is served even past its valid_until_ts (the
+   * asker decides what it accepts).
+   */
+  async notaryListings(server: string, minimumValidUntil: number, keyIds: readonly string[] = []): Promise<Array<Record<string, unknown>>> {
+    if (server === this.signer.serverName) return [this.ownKeyListing()];
+    const read = async () => {
+      const newest = await this.storage.federation.keyResponse(server);
+      if (keyIds.length === 0) return [newest];
+      // The newest listing stands in for a key whose own row is not there (listings stored before
+      // migration 0031 have none).
+      return Promise.all(keyIds.map(async (keyId) => (await this.storage.federation.keyListing(server, keyId)) ?? (newest && listsKey(newest.response, keyId) ? newest : undefined)));
+    };
+    let held = await read();
+    if (held.some((listing) => !listing || listing.validUntilTs < minimumValidUntil)) {
+      // A key we hold nothing of is asked for even within a minute of a failure (the asker wants
+      // that key, and an earlier failure says nothing of it); still one fetch at a time.
+      await this.fetch(server, held.some((listing) => !listing)).catch(() => undefined);
+      held = await read();
     }
-    if (!stored) return undefined;
-    return signJson(JSON.parse(stored.response) as Record<string, unknown>, this.signer);
+    const distinct = new Set(held.flatMap((listing) => (listing ? [listing.response] : [])));
+    return [...distinct].map((response) => signJson(JSON.parse(response) as Record<string, unknown>, this.signer));
   }
 
   private ownVerifyKeys(keyIds: readonly string[], validAt: number): Map<string, KeyObject> {
@@ -146,12 +161,19 @@ export class KeyRing {
     }
   }
 
-  /** Fetches a server's keys (one fetch at a time per server, not again for a minute after failing). */
-  private fetch(server: string): Promise<void> {
+  /**
+   * Fetches a server's keys (one fetch at a time per server, not again for a minute after failing,
+   * unless `despiteFailure`).
+   */
+  private fetch(server: string, despiteFailure = false): Promise<void> {
     const pending = this.fetching.get(server);
     if (pending) return pending;
-    if ((this.failedUntil.get(server) ?? 0) > this.clock.now()) return Promise.resolve();
+    if (!despiteFailure && (this.failedUntil.get(server) ?? 0) > this.clock.now()) return Promise.resolve();
     const attempt = this.fetchNow(server)
+      .then(() => {
+        // It answers again: an earlier failure no longer holds anything back.
+        this.failedUntil.delete(server);
+      })
       .catch(() => {
         this.failedUntil.set(server, this.clock.now() + FAILURE_BACKOFF_MS);
         if (this.failedUntil.size > MAX_SERVERS_IN_MEMORY) this.failedUntil.delete(this.failedUntil.keys().next().value!);
@@ -226,11 +248,20 @@ export class KeyRing {
     }
     const { signatures: _ignored, ...unsignedListing } = listing;
     const own = { ...unsignedListing, signatures: { [server]: asObject(listing.signatures)[server] } };
-    await this.storage.federation.storeServerKeys(rows, { serverName: server, json: JSON.stringify(own), validUntilTs: validUntil });
+    await this.storage.federation.storeServerKeys(rows, { serverName: server, json: JSON.stringify(own), validUntilTs: validUntil, keyIds: [...selfKeys.keys()] });
     this.remember(server, rows);
   }
 }
 
 function asObject(value: unknown): Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+}
+
+/** Whether a stored key listing names `keyId` among its current keys. */
+function listsKey(response: string, keyId: string): boolean {
+  try {
+    return Object.hasOwn(asObject(asObject(JSON.parse(response)).verify_keys), keyId);
+  } catch {
+    return false;
+  }
 }

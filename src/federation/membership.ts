@@ -6,7 +6,9 @@
  * - leave a room we are not in (reject an invite): make_leave, sign, send_leave v2;
  * - invite a user of another server: their server countersigns the invite (invite v2) first.
  */
+import { canonicalJsonProblem } from '../core/canonical-json.js';
 import type { Clock } from '../core/clock.js';
+import { MAX_JSON_DEPTH } from '../core/json.js';
 import { ERRCODE_STATUS, MatrixError, type Errcode } from '../core/errors.js';
 import type { Signer } from '../core/signed-json.js';
 import { domainOf } from '../rooms/auth-rules.js';
@@ -208,6 +210,10 @@ export class FederatedMembership implements RemoteRooms {
     const signed = answer.event;
     if (typeof signed !== 'object' || signed === null || Array.isArray(signed)) throw new MatrixError('M_UNKNOWN', `${server} answered the invite without the event`, { status: 502 });
     const event = signed as Pdu;
+    // What is not JSON of the room version (floats, integers out of range from v6) is a bad answer
+    // to a bad request of ours: 400 M_BAD_JSON for the inviter, as Synapse answers, not a 502.
+    const jsonProblem = canonicalJsonProblem(version.strictCanonicalJson ? event : {}, MAX_JSON_DEPTH + 2);
+    if (jsonProblem) throw new MatrixError('M_BAD_JSON', `${server} answered the invite with JSON room version ${version.id} does not allow: ${jsonProblem}`);
     // The same event (its id covers everything but signatures), with a valid signature of theirs.
     let sameEvent = false;
     try {
@@ -324,8 +330,13 @@ function toClientError(err: unknown, fallback: string): MatrixError {
   if (err instanceof FederationError && err.status !== undefined && err.status < 500) {
     const errcode = err.errcode;
     const body = err.body as { error?: unknown } | undefined;
-    const message = typeof body?.error === 'string' ? body.error : err.message;
-    if (errcode !== undefined && errcode in ERRCODE_STATUS) return new MatrixError(errcode as Errcode, message, { status: err.status });
+    const message = typeof body?.error === 'string' ? body.error.slice(0, 1000) : err.message;
+    // Kept from their answer, as Synapse passes it on: the room version a make_join was refused for.
+    const roomVersionId = (err.body as { room_version?: unknown } | undefined)?.room_version;
+    const extra = errcode === 'M_INCOMPATIBLE_ROOM_VERSION' && typeof roomVersionId === 'string' && roomVersionId.length <= 64 ? { room_version: roomVersionId } : {};
+    if (errcode !== undefined && errcode in ERRCODE_STATUS) return new MatrixError(errcode as Errcode, message, { status: err.status, extra });
+    // An errcode of theirs we do not know is passed on as it is (bounded, well-formed), not as M_UNKNOWN.
+    if (errcode !== undefined && /^[A-Z][A-Z0-9_]{0,63}$/.test(errcode)) return new MatrixError('M_UNKNOWN', message, { status: err.status, extra: { ...extra, errcode } });
     return new MatrixError('M_UNKNOWN', message, { status: err.status });
   }
   if (err instanceof JoinRefused) return new MatrixError('M_UNKNOWN', `${fallback}: ${err.message}`, { status: 502 });

@@ -18,7 +18,15 @@ import type { KeyRing } from './key-ring.js';
 const MAX_PREV_EVENTS = 20;
 const MAX_AUTH_EVENTS = 10;
 
-export type PduCheck = { verified: VerifiedPdu & { signers: ReadonlySet<string> } } | { dropped: string };
+/**
+ * `unsigned`: dropped for want of a valid signature of its sender's server (no hashes or
+ * signatures at all, or none that verifies): a refusal (403), where a malformed PDU is a bad
+ * request (400).
+ */
+export type PduCheck = { verified: VerifiedPdu & { signers: ReadonlySet<string> } } | { dropped: string; unsigned: boolean };
+
+const UNHASHED = 'hashes.sha256 is missing';
+const UNSIGNED = 'signatures is missing';
 
 /** Step 1: the event format of the room version. Returns why it is malformed, or undefined. */
 export function pduFormatProblem(raw: unknown, version: RoomVersion, roomId: string): string | undefined {
@@ -36,8 +44,8 @@ export function pduFormatProblem(raw: unknown, version: RoomVersion, roomId: str
     if (list.length > max) return `${key} names more than ${max} events`;
   }
   const hashes = pdu.hashes as Record<string, unknown> | undefined;
-  if (typeof hashes !== 'object' || hashes === null || typeof hashes.sha256 !== 'string') return 'hashes.sha256 is missing';
-  if (typeof pdu.signatures !== 'object' || pdu.signatures === null) return 'signatures is missing';
+  if (typeof hashes !== 'object' || hashes === null || typeof hashes.sha256 !== 'string') return UNHASHED;
+  if (typeof pdu.signatures !== 'object' || pdu.signatures === null) return UNSIGNED;
   const isV12Create = version.roomIdFromCreateEvent && pdu.type === 'm.room.create';
   if (isV12Create ? pdu.room_id !== undefined : pdu.room_id !== roomId) return `room_id is not ${roomId}`;
   // v6+: canonical JSON throughout (no floats, integers in range); any version: our depth limit.
@@ -53,7 +61,7 @@ export function pduFormatProblem(raw: unknown, version: RoomVersion, roomId: str
  */
 export async function checkPdu(raw: unknown, version: RoomVersion, roomId: string, keyRing: KeyRing): Promise<PduCheck> {
   const problem = pduFormatProblem(raw, version, roomId);
-  if (problem) return { dropped: `malformed: ${problem}` };
+  if (problem) return { dropped: `malformed: ${problem}`, unsigned: problem === UNHASHED || problem === UNSIGNED };
   const { unsigned: _unsigned, ...pdu } = raw as Pdu;
   const lenient = !version.strictCanonicalJson;
   // Step 2: signatures over the redacted form, by the sender's server (keys valid at the event's
@@ -61,7 +69,7 @@ export async function checkPdu(raw: unknown, version: RoomVersion, roomId: strin
   const redacted = signedForm(pdu, version);
   const senderServer = domainOf(pdu.sender);
   const validAt = version.enforceKeyValidity ? pdu.origin_server_ts : 0;
-  if (!(await keyRing.isSignedBy(redacted, senderServer, validAt, lenient))) return { dropped: `not signed by ${senderServer}` };
+  if (!(await keyRing.isSignedBy(redacted, senderServer, validAt, lenient))) return { dropped: `not signed by ${senderServer}`, unsigned: true };
   const signers = new Set([senderServer]);
   const via = (pdu.content as Record<string, unknown>).join_authorised_via_users_server;
   if (version.restrictedJoins && pdu.type === 'm.room.member' && typeof via === 'string' && isUserId(via)) {

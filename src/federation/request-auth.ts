@@ -7,6 +7,7 @@ import { MatrixError } from '../core/errors.js';
 import { canonicalJsonBytes } from '../core/canonical-json.js';
 import { decodeBase64 } from '../core/signed-json.js';
 import { verify } from 'node:crypto';
+import { parseServerName } from './discovery.js';
 import type { KeyRing } from './key-ring.js';
 
 export interface XMatrixAuthorization {
@@ -71,12 +72,18 @@ export interface SignedRequest {
 
 /**
  * The origin of a signed request, or a 401: the header must parse, name us as the destination
- * (when it names one), and carry a valid signature by one of the origin's current keys.
+ * (when it names one), and carry a valid signature by one of the origin's current keys. An origin
+ * that is not a server name is 400.
  */
 export async function authenticateRequest(request: SignedRequest, serverName: string, keyRing: KeyRing, now: number): Promise<string> {
   const headers = request.authorization === undefined ? [] : Array.isArray(request.authorization) ? request.authorization : [request.authorization];
   const candidates = headers.map(parseXMatrix).filter((auth): auth is XMatrixAuthorization => auth !== undefined);
   if (candidates.length === 0) throw new MatrixError('M_UNAUTHORIZED', 'Missing or malformed X-Matrix Authorization header');
+  // An origin that is no server name (`localhost:http`) is a malformed header: 400, as Synapse
+  // answers, and never a key lookup.
+  if (candidates.some((auth) => parseServerName(auth.origin) === undefined)) {
+    throw new MatrixError('M_UNAUTHORIZED', 'Malformed X-Matrix Authorization header: the origin is not a server name', { status: 400 });
+  }
   for (const auth of candidates) {
     if (auth.destination !== undefined && auth.destination !== serverName) {
       throw new MatrixError('M_UNAUTHORIZED', `The request is for ${auth.destination}, not ${serverName}`);

@@ -150,7 +150,7 @@ export class RoomFederation {
     const room = await this.residentRoom(origin, roomId);
     const version = room.version;
     const checked = await checkPdu(raw, version, roomId, this.deps.keyRing);
-    if ('dropped' in checked) throw new MatrixError('M_BAD_JSON', `The event was refused: ${checked.dropped}`);
+    if ('dropped' in checked) throw refusedPdu(checked, 'The event');
     let verified: VerifiedPdu = checked.verified;
     const { pdu } = verified;
     if (verified.eventId !== eventId) throw new MatrixError('M_INVALID_PARAM', 'The event id in the path is not the event\u2019s');
@@ -201,21 +201,26 @@ export class RoomFederation {
     if (!version) {
       throw new MatrixError('M_INCOMPATIBLE_ROOM_VERSION', `Room version ${versionId} is not supported here`, { status: 400, extra: { room_version: versionId } });
     }
+    // The room's ACL first, as Synapse: a denied server learns nothing of what else is wrong.
+    const room = await this.deps.cache.room(roomId);
+    if (room && !serverAllowedByAcl(room.lookup, origin)) throw new MatrixError('M_FORBIDDEN', 'Server is banned from this room');
     const checked = await checkPdu(body.event, version, roomId, this.deps.keyRing);
-    if ('dropped' in checked) throw new MatrixError('M_FORBIDDEN', `The invite was refused: ${checked.dropped}`);
+    if ('dropped' in checked) throw refusedPdu(checked, 'The invite');
     const { pdu } = checked.verified;
     if (checked.verified.eventId !== eventId) throw new MatrixError('M_INVALID_PARAM', 'The event id in the path is not the event\u2019s');
     if (pdu.type !== 'm.room.member' || pdu.content.membership !== 'invite' || pdu.state_key === undefined) throw new MatrixError('M_BAD_JSON', 'Not an invite');
     if (domainOf(pdu.sender) !== origin) throw new MatrixError('M_FORBIDDEN', `${origin} cannot invite on behalf of ${pdu.sender}`);
     const invitee = pdu.state_key;
     if (domainOf(invitee) !== this.serverName) throw new MatrixError('M_FORBIDDEN', `${invitee} is not a user of this server`);
-    if (!(await this.deps.userExists(invitee))) throw new MatrixError('M_NOT_FOUND', `Unknown user ${invitee}`);
-    const room = await this.deps.cache.room(roomId);
-    if (room && !serverAllowedByAcl(room.lookup, origin)) throw new MatrixError('M_FORBIDDEN', 'Server is banned from this room');
+    const resident = room !== undefined && this.isResident(room);
+    // An invite kept here (a room we are not in) must be for a user we have. In a room we are in,
+    // the invite reaches us again as a PDU of the room and goes by its auth rules, as Synapse
+    // countersigns it whoever it names.
+    if (!resident && !(await this.deps.userExists(invitee))) throw new MatrixError('M_NOT_FOUND', `Unknown user ${invitee}`);
     const signed = cosignPdu(pdu, version, this.deps.signer);
     // In a room we are in, the invite reaches us again as a PDU of the room, and the user sees it
     // from the room's state; otherwise it is kept with the stripped state the inviter sent.
-    if (!room || !this.isResident(room)) {
+    if (!resident) {
       if ((await this.deps.storage.federation.pendingRemoteInvites(invitee)) >= MAX_PENDING_REMOTE_INVITES) {
         throw new MatrixError('M_FORBIDDEN', `${invitee} has too many invites waiting for an answer`);
       }
@@ -263,7 +268,8 @@ export class RoomFederation {
   async stateAt(origin: string, roomId: string, eventId: string, idsOnly: boolean): Promise<JsonObject> {
     const room = await this.roomWithMemberOf(origin, roomId);
     const event = await this.deps.graph.event(eventId);
-    if (!event || event.roomId !== roomId || event.outlier) throw new MatrixError('M_NOT_FOUND', 'Event not found in this room');
+    // A rejected event has no state of its own to give (Synapse: 404 too).
+    if (!event || event.roomId !== roomId || event.outlier || event.rejected !== undefined) throw new MatrixError('M_NOT_FOUND', 'Event not found in this room');
     const before = await this.deps.graph.stateBefore(event);
     if (!before) throw new MatrixError('M_NOT_FOUND', 'The state at this event is not known here');
     const stateIds = [...before.values()];
@@ -435,10 +441,12 @@ export class RoomFederation {
         }
         if (verified.length === 0) return;
         try {
-          const { outcomes } = await this.deps.remote.ingest(roomId, verified, this.sourceFor(origin, room, budget));
+          const { outcomes, rejected } = await this.deps.remote.ingest(roomId, verified, this.sourceFor(origin, room, budget));
           for (const event of verified) {
             const outcome = outcomes.get(event.eventId);
-            results[event.eventId] = outcome === undefined || outcome.startsWith('soft failed') ? {} : { error: outcome };
+            // Judged is answered `{}`, accepted, soft-failed or rejected alike (Synapse's answer):
+            // an error is for an event that could not be judged (its prevs or auth events not had).
+            results[event.eventId] = outcome === undefined || outcome.startsWith('soft failed') || rejected.has(event.eventId) ? {} : { error: outcome };
           }
         } catch (err) {
           this.deps.log?.warn({ err, roomId, origin }, 'federation: events of a transaction could not be applied');
@@ -578,4 +586,13 @@ function eventIdGuess(raw: unknown, version: RoomVersion | undefined): string | 
   } catch {
     return undefined;
   }
+}
+
+/**
+ * A PDU handed to us directly (send_join, invite) that failed steps 1 and 2: unsigned is a
+ * refusal (403), malformed (floats in a v6 room, a missing field) a bad request (400 M_BAD_JSON),
+ * as Synapse answers them.
+ */
+function refusedPdu(checked: { dropped: string; unsigned: boolean }, what: string): MatrixError {
+  return checked.unsigned ? new MatrixError('M_FORBIDDEN', `${what} was refused: ${checked.dropped}`) : new MatrixError('M_BAD_JSON', `${what} was refused: ${checked.dropped}`);
 }

@@ -38,7 +38,8 @@ export function authenticate(sessions: SessionService) {
     if (token === null) throw new MatrixError('M_MISSING_TOKEN', 'Missing access token');
     // An application service names the user it acts as (its as_token only; others are refused it).
     const userId = (request.query as Record<string, unknown> | undefined)?.user_id;
-    request.requester = await sessions.authenticate(token, typeof userId === 'string' ? userId : undefined);
+    const userAgent = request.headers['user-agent'];
+    request.requester = await sessions.authenticate(token, typeof userId === 'string' ? userId : undefined, { ip: request.ip, userAgent });
   };
 }
 

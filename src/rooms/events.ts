@@ -195,7 +195,11 @@ export function toClientEvent(event: StoredEvent, options: ClientEventOptions): 
   ) {
     unsigned.transaction_id = event.txnId;
   }
-  if (options.redactedBecause !== undefined) unsigned.redacted_because = options.redactedBecause;
+  if (options.redactedBecause !== undefined) {
+    unsigned.redacted_because = options.redactedBecause;
+    // Synapse's name for the redaction's id beside it, which clients and SyTest read.
+    unsigned.redacted_by = options.redactedBecause.event_id;
+  }
   const client: ClientEvent = {
     event_id: event.eventId,
     type: event.type,

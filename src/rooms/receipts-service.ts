@@ -42,6 +42,13 @@ export class ReceiptService {
       await this.accountData.write(userId, roomId, 'm.fully_read', { event_id: eventId });
       return;
     }
+    // Read receipts only move forwards (as Synapse's): one for an earlier event than the user's
+    // receipt is accepted and changes nothing.
+    const current = await this.storage.userData.receiptOf(roomId, userId, type, threadId ?? '');
+    if (current && current.event_id !== eventId) {
+      const marked = await this.reader.getEvent(current.event_id);
+      if (marked && marked.roomId === roomId && marked.stream > event.stream) return;
+    }
     const ts = this.clock.now();
     await this.store(room, userId, type, eventId, threadId, ts);
     if (type === 'm.read') for (const listener of this.publicReceiptListeners) listener(roomId, userId, eventId, threadId, ts);

@@ -50,6 +50,11 @@ export class JoinRefused extends Error {
 export interface IngestResult {
   /** Per event id: undefined when accepted, else why it was rejected (or 'soft failed'). */
   outcomes: Map<string, string | undefined>;
+  /**
+   * The events judged and kept as rejected (they failed the auth rules): a transaction's answer
+   * for them is `{}`, as Synapse's, unlike events that could not be judged (nothing fetched).
+   */
+  rejected: Set<string>;
 }
 
 /** How many events a gap is filled with from /get_missing_events before asking for the state instead. */
@@ -267,6 +272,7 @@ export class RemoteEvents {
     const batch = newBatch();
     const { pending, order } = batch;
     const outcomes = new Map<string, string | undefined>();
+    const rejected = new Set<string>();
     // Deepest last, so parents come before children (a gap may still sit between them).
     const sorted = [...pdus].sort((a, b) => a.pdu.depth - b.pdu.depth || (a.eventId < b.eventId ? -1 : 1));
     for (const incoming of sorted) {
@@ -281,10 +287,11 @@ export class RemoteEvents {
         continue;
       }
       outcomes.set(incoming.eventId, await this.admit(room, version, incoming, batch, source, { outlier: false }));
+      if (pending.get(incoming.eventId)?.event.rejected !== undefined) rejected.add(incoming.eventId);
     }
     if (source.needsMore) return undefined;
     if (order.length > 0) await this.write(room, batch, fanOut);
-    return { outcomes, gaps: batch.gaps.length > 0 };
+    return { outcomes, rejected, gaps: batch.gaps.length > 0 };
   }
 
   private async backfillNow(roomId: string, pdus: readonly VerifiedPdu[], source: GatheredAnswers, gaps: BackfillGaps): Promise<number | undefined> {
@@ -495,6 +502,14 @@ export class RemoteEvents {
     if (rejected === undefined) {
       const byAuth = checkEventAuth(proposedOf(pdu), lookupOf(authEvents, version, room.roomId, pending, await this.createEvent(room, pending)), version, signed);
       if (!byAuth.allowed) rejected = `not allowed by its auth events: ${byAuth.reason}`;
+    }
+
+    // A redaction naming an event we hold in another room is no redaction of this room: rejected
+    // (stored, never shown), as Synapse ignores it. (Its target is never touched: see redactionsOf.)
+    if (rejected === undefined && pdu.type === 'm.room.redaction') {
+      const targetId = typeof pdu.redacts === 'string' ? pdu.redacts : typeof pdu.content.redacts === 'string' ? pdu.content.redacts : undefined;
+      const target = targetId === undefined ? undefined : (pending.get(targetId)?.event ?? (await this.graph.event(targetId)));
+      if (target && target.roomId !== room.roomId) rejected = 'it redacts an event of another room';
     }
 
     // Step 5: the state before it (outliers and history have none here: their auth events stand in).

@@ -545,6 +545,13 @@ export class RoomHistory {
     };
   }
 
+  /** The legacy `GET /events/{eventId}`: an event of any room, when the user may see it (404 otherwise). */
+  async eventById(viewer: Viewer, eventId: string): Promise<ClientEvent> {
+    const event = await this.reader.getEvent(eventId);
+    if (!event) throw new MatrixError('M_NOT_FOUND', 'Event not found.');
+    return { ...(await this.event(viewer, event.roomId, eventId)), room_id: event.roomId };
+  }
+
   async event(viewer: Viewer, roomId: string, eventId: string): Promise<ClientEvent> {
     // Someone outside the room learns nothing, not even that the event exists (the spec's 404).
     const { visibility } = await this.roomForHistory(roomId, viewer.userId).catch((err: unknown) => {

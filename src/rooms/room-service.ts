@@ -190,13 +190,19 @@ export class RoomService {
    * Joins by room id or alias; returns the room id. A room this server is not in is joined
    * through other servers: those named (`via`), the alias's, the inviter's and the room id's.
    */
-  async join(requester: Requester, roomIdOrAlias: string, reason?: string, via: readonly string[] = []): Promise<string> {
+  /**
+   * Joins a room. `custom`: the rest of the client's request body, kept in the join's content as
+   * Synapse keeps it (a per-room display name, anything of the client's own), except the keys
+   * that are the server's to set.
+   */
+  async join(requester: Requester, roomIdOrAlias: string, reason?: string, via: readonly string[] = [], custom: JsonObject = {}): Promise<string> {
+    const extra = clientJoinContent(custom);
     const { roomId, room, candidates } = await this.membershipTarget(requester.userId, roomIdOrAlias, via);
     // A room we knew but are no longer in, with nobody to ask, is joined here (it may be ours).
     if (candidates && (candidates.length > 0 || !room)) {
       if (candidates.length === 0) throw new MatrixError('M_NOT_FOUND', 'No known servers');
       const profile = await this.profileOf(requester.userId);
-      const content = { ...profile, ...(reason !== undefined ? { reason } : {}) };
+      const content = { ...profile, ...extra, ...(reason !== undefined ? { reason } : {}) };
       // An invite reaches us before the inviting server has written it (it writes it once we have
       // countersigned it): a bot that joins the moment it is invited can be refused for a moment.
       for (let attempt = 1; ; attempt++) {
@@ -221,7 +227,7 @@ export class RoomService {
         // An invite to a direct chat stays marked as one in the join, as Synapse does.
         const isDirect = current.membership(requester.userId) === 'invite' && previous?.is_direct === true;
         const vouched = authoriser !== undefined && needsAuthoriser(current, requester.userId) ? { join_authorised_via_users_server: authoriser } : {};
-        const draft = memberDraft(requester.userId, requester.userId, { ...profile, membership: 'join', ...(isDirect ? { is_direct: true } : {}), ...vouched }, reason);
+        const draft = memberDraft(requester.userId, requester.userId, { ...profile, ...extra, membership: 'join', ...(isDirect ? { is_direct: true } : {}), ...vouched }, reason);
         // Joining again with nothing changed writes nothing, as in Synapse.
         if (current.isJoined(requester.userId) && isDeepStrictEqual(previous, draft.content)) return [];
         return [draft];
@@ -488,7 +494,9 @@ export class RoomService {
       const room = await this.reader.roomOrForbidden(roomId, requester.userId);
       const target = await this.reader.getEvent(eventId);
       if (!room.isJoined(requester.userId)) throw notInRoom(requester.userId, roomId);
-      if (!target || target.roomId !== roomId) throw new MatrixError('M_NOT_FOUND', 'Event not found');
+      if (!target) throw new MatrixError('M_NOT_FOUND', 'Event not found');
+      // An event of another room is a mistake of the request, not a missing event (Synapse: 400).
+      if (target.roomId !== roomId) throw new MatrixError('M_INVALID_PARAM', 'Cannot redact an event of another room', { status: 400 });
       const [event] = await this.writer.submit({
         roomId,
         prepare: (current) => {
@@ -591,19 +599,24 @@ export class RoomService {
     }
     const pageSize = Math.min(Math.max(query.limit ?? 100, 1), 100);
     const term = query.searchTerm?.trim().toLowerCase() || undefined;
-    let after = query.since?.startsWith('r') ? query.since.slice(1) : '';
-    const first = after;
+    // Tokens: `r<id>` pages on from after that room, `b<id>` back from before it (ids in order).
+    const backwards = query.since?.startsWith('b') === true;
+    let cursor = query.since !== undefined && /^[rb]/.test(query.since) ? query.since.slice(1) : '';
+    if (backwards && cursor === '') return { chunk: [], total_room_count_estimate: await this.storage.rooms.countPublicRooms() };
+    const page = (from: string, limit: number) => (backwards ? this.storage.rooms.publicRoomIdsBefore(from, limit) : this.storage.rooms.publicRoomIds(from, limit));
     const chunk: JsonObject[] = [];
+    let firstScanned: string | undefined;
     let more = false;
     // A search reads on until the page is full, but no further than this many rooms a request.
     for (let scanned = 0; chunk.length < pageSize && scanned < DIRECTORY_SCAN_LIMIT; ) {
-      const ids = await this.storage.rooms.publicRoomIds(after, pageSize + 1);
+      const ids = await page(cursor, pageSize + 1);
       for (const roomId of ids) {
         if (chunk.length === pageSize) {
           more = true;
           break;
         }
-        after = roomId;
+        cursor = roomId;
+        firstScanned ??= roomId;
         scanned += 1;
         const entry = await this.directoryEntry(roomId);
         if (entry && (term === undefined || matchesSearch(entry, term))) chunk.push(entry);
@@ -611,13 +624,17 @@ export class RoomService {
       if (ids.length <= pageSize && !more) break;
       if (more) break;
     }
-    if (!more && chunk.length === pageSize) more = (await this.storage.rooms.publicRoomIds(after, 1)).length > 0;
-    return {
-      chunk,
-      ...(more ? { next_batch: `r${after}` } : {}),
-      ...(first ? { prev_batch: `r${first}` } : {}),
-      total_room_count_estimate: await this.storage.rooms.countPublicRooms(),
-    };
+    if (!more && chunk.length === pageSize) more = (await page(cursor, 1)).length > 0;
+    const tokens: JsonObject = {};
+    if (backwards) {
+      chunk.reverse();
+      if (more) tokens.prev_batch = `b${cursor}`;
+      if (firstScanned !== undefined) tokens.next_batch = `r${firstScanned}`;
+    } else {
+      if (more) tokens.next_batch = `r${cursor}`;
+      if (query.since !== undefined && firstScanned !== undefined) tokens.prev_batch = `b${firstScanned}`;
+    }
+    return { chunk, ...tokens, total_room_count_estimate: await this.storage.rooms.countPublicRooms() };
   }
 
   private async directoryEntry(roomId: string): Promise<JsonObject | undefined> {
@@ -866,6 +883,14 @@ function assertAllowed(room: RoomSnapshot, draft: EventDraft): void {
 function inviteStateOf(room: RoomSnapshot, inviter: string): JsonObject[] {
   const inviterEvent = room.get('m.room.member', inviter);
   return [...room.strippedState(), ...(inviterEvent ? [toStrippedState(inviterEvent)] : [])];
+}
+
+/** Keys of a join's content that the server sets, never the client's request. */
+const SERVER_SET_JOIN_KEYS = new Set(['membership', 'join_authorised_via_users_server', 'third_party_signed', 'reason', 'is_direct']);
+
+/** What of a join request's body goes into the join's content (the event's own size limit bounds it). */
+function clientJoinContent(body: JsonObject): JsonObject {
+  return Object.fromEntries(Object.entries(body).filter(([key]) => !SERVER_SET_JOIN_KEYS.has(key)));
 }
 
 function memberDraft(sender: string, target: string, content: JsonObject, reason?: string): EventDraft {

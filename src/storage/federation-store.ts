@@ -7,6 +7,10 @@ export type OutboxRow = Selectable<FederationOutboxTable>;
 export type DestinationRow = Selectable<FederationDestinationsTable>;
 export type RemoteMembershipRow = Selectable<RemoteMembershipsTable>;
 
+/** Key ids of one listing stored for the notary, and listings kept per server, at most. */
+const MAX_LISTED_KEYS = 10;
+const MAX_LISTINGS_PER_SERVER = 20;
+
 export class FederationStore {
   constructor(private readonly db: Kysely<Database>) {}
 
@@ -17,7 +21,7 @@ export class FederationStore {
   }
 
   /** Stores keys from a verified listing; a key seen again keeps the later validity. */
-  async storeServerKeys(rows: ServerKeyRow[], response: { serverName: string; json: string; validUntilTs: number } | undefined): Promise<void> {
+  async storeServerKeys(rows: ServerKeyRow[], response: { serverName: string; json: string; validUntilTs: number; keyIds: readonly string[] } | undefined): Promise<void> {
     for (const row of rows) {
       await this.db
         .insertInto('server_keys')
@@ -38,7 +42,40 @@ export class FederationStore {
         .values({ server_name: response.serverName, response: response.json, valid_until_ts: response.validUntilTs })
         .onConflict((oc) => oc.column('server_name').doUpdateSet({ response: response.json, valid_until_ts: response.validUntilTs }))
         .execute();
+      for (const keyId of response.keyIds.slice(0, MAX_LISTED_KEYS)) {
+        await this.db
+          .insertInto('server_key_listings')
+          .values({ server_name: response.serverName, key_id: keyId, response: response.json, valid_until_ts: response.validUntilTs })
+          .onConflict((oc) => oc.columns(['server_name', 'key_id']).doUpdateSet({ response: response.json, valid_until_ts: response.validUntilTs }))
+          .execute();
+      }
+      // A server that names new keys on every fetch does not fill the disk: its newest are kept.
+      const kept = await this.db
+        .selectFrom('server_key_listings')
+        .select('key_id')
+        .where('server_name', '=', response.serverName)
+        .orderBy('valid_until_ts', 'desc')
+        .orderBy('key_id')
+        .limit(MAX_LISTINGS_PER_SERVER)
+        .execute();
+      if (kept.length === MAX_LISTINGS_PER_SERVER) {
+        await this.db
+          .deleteFrom('server_key_listings')
+          .where('server_name', '=', response.serverName)
+          .where(
+            'key_id',
+            'not in',
+            kept.map((row) => row.key_id),
+          )
+          .execute();
+      }
     }
+  }
+
+  /** The listing a server last gave with this key id in it (the notary's answer for that key). */
+  async keyListing(serverName: string, keyId: string): Promise<{ response: string; validUntilTs: number } | undefined> {
+    const row = await this.db.selectFrom('server_key_listings').selectAll().where('server_name', '=', serverName).where('key_id', '=', keyId).executeTakeFirst();
+    return row ? { response: row.response, validUntilTs: Number(row.valid_until_ts) } : undefined;
   }
 
   async keyResponse(serverName: string): Promise<{ response: string; validUntilTs: number } | undefined> {

@@ -167,6 +167,12 @@ export class RoomStore {
     return rows.map((row) => row.room_id);
   }
 
+  /** Published rooms before `beforeRoomId`, nearest first (a page of the directory backwards). */
+  async publicRoomIdsBefore(beforeRoomId: string, limit: number): Promise<string[]> {
+    const rows = await this.db.selectFrom('rooms').select('room_id').where('is_public', '=', 1).where('room_id', '<', beforeRoomId).orderBy('room_id', 'desc').limit(limit).execute();
+    return rows.map((row) => row.room_id);
+  }
+
   async countPublicRooms(): Promise<number> {
     const row = await this.db.selectFrom('rooms').select((eb) => eb.fn.countAll<number>().as('n')).where('is_public', '=', 1).executeTakeFirst();
     return Number(row?.n ?? 0);

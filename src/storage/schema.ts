@@ -20,6 +20,8 @@ export interface DevicesTable {
   created_ts: number;
   last_seen_ts: number | null;
   last_seen_ip: string | null;
+  /** Migration 0031. */
+  last_seen_user_agent: string | null;
 }
 
 export interface AccessTokensTable {
@@ -265,6 +267,14 @@ export interface ServerKeysTable {
 
 export interface ServerKeyResponsesTable {
   server_name: string;
+  response: string;
+  valid_until_ts: number;
+}
+
+/** Every key listing a server gave, by each key id it lists (migration 0031): what the notary serves per key. */
+export interface ServerKeyListingsTable {
+  server_name: string;
+  key_id: string;
   response: string;
   valid_until_ts: number;
 }
@@ -565,6 +575,7 @@ export interface Database {
   state_group_entries: StateGroupEntriesTable;
   server_keys: ServerKeysTable;
   server_key_responses: ServerKeyResponsesTable;
+  server_key_listings: ServerKeyListingsTable;
   federation_inbound_txns: FederationInboundTxnsTable;
   federation_outbox: FederationOutboxTable;
   federation_destinations: FederationDestinationsTable;

@@ -31,6 +31,16 @@ export class SessionStore {
     return this.db.selectFrom('devices').selectAll().where('user_id', '=', userId).orderBy('created_ts').orderBy('device_id').execute();
   }
 
+  /** Where and with what a device was last seen (nothing when the device is gone). */
+  async recordDeviceSeen(userId: string, deviceId: string, seen: { ip: string; userAgent: string | null; ts: number }): Promise<void> {
+    await this.db
+      .updateTable('devices')
+      .set({ last_seen_ip: seen.ip, last_seen_user_agent: seen.userAgent, last_seen_ts: seen.ts })
+      .where('user_id', '=', userId)
+      .where('device_id', '=', deviceId)
+      .execute();
+  }
+
   async renameDevice(userId: string, deviceId: string, displayName: string | null): Promise<boolean> {
     const result = await this.db.updateTable('devices').set({ display_name: displayName }).where('user_id', '=', userId).where('device_id', '=', deviceId).executeTakeFirst();
     return Number(result.numUpdatedRows) > 0;

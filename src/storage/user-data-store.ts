@@ -121,6 +121,18 @@ export class UserDataStore {
       .execute();
   }
 
+  /** A user's receipt of one type (and thread; '' for none) in a room. */
+  async receiptOf(roomId: string, userId: string, receiptType: string, threadId: string): Promise<ReceiptRow | undefined> {
+    return this.db
+      .selectFrom('receipts')
+      .selectAll()
+      .where('room_id', '=', roomId)
+      .where('user_id', '=', userId)
+      .where('receipt_type', '=', receiptType)
+      .where('thread_id', '=', threadId)
+      .executeTakeFirst();
+  }
+
   async receiptsChanged(roomId: string, after: number, upTo: number): Promise<ReceiptRow[]> {
     return this.db
       .selectFrom('receipts')

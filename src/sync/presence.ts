@@ -138,6 +138,25 @@ export class PresenceService {
     return rows.slice(0, MAX_PER_SYNC).map((row) => ({ type: 'm.presence', sender: row.user_id, content: this.contentOf(row) }));
   }
 
+  /**
+   * The legacy APIs' presence events (`/initialSync`, `/rooms/{roomId}/initialSync`): one per
+   * user, with `user_id` and `status_msg` in the content as those APIs had them. A change queued by
+   * a sync that has not been written yet counts already (a user sees themself online at once).
+   */
+  async legacyEvents(userIds: readonly string[]): Promise<JsonObject[]> {
+    if (!this.enabled || userIds.length === 0) return [];
+    const rows = new Map((await this.storage.userData.presenceOf([...userIds])).map((row) => [row.user_id, row]));
+    return userIds.slice(0, MAX_PER_SYNC).map((userId) => {
+      const queued = this.queued.get(userId);
+      const stored = rows.get(userId);
+      const row: PresenceRow | undefined = queued
+        ? { ...(stored ?? ({} as PresenceRow)), user_id: userId, presence: queued.presence, status_msg: queued.statusMsg, last_active_ts: queued.lastActive }
+        : stored;
+      const content = row ? this.contentOf(row) : { presence: 'offline' };
+      return { type: 'm.presence', sender: userId, content: { status_msg: null, last_active_ago: null, ...content, user_id: userId } };
+    });
+  }
+
   private readonly queued = new Map<string, { presence: PresenceState; statusMsg: string | null; lastActive: number }>();
   private flushing: Promise<void> | undefined;
 

@@ -39,6 +39,11 @@ export interface SyncRequest {
   signal?: AbortSignal | undefined;
   /** `set_presence`: what this sync says of the user's presence (default online). */
   setPresence?: PresenceState | undefined;
+  /**
+   * For the legacy APIs built on sync (`/events`, `/initialSync`): the device's to-device inbox and
+   * key counts are left alone, so that they stay for the device's `/sync`.
+   */
+  legacy?: boolean | undefined;
 }
 
 interface BuiltSync {
@@ -121,7 +126,7 @@ export class SyncService {
     }
     const deadline = performance.now() + request.timeoutMs;
     let serial = this.notifier.serialOf(userId);
-    let built = await this.build(request.requester, since, filter, request.fullState);
+    let built = await this.build(request.requester, since, filter, request.fullState, request.legacy === true);
     // The first sync, and any sync with news, returns at once.
     while (since && built.empty && !request.signal?.aborted) {
       const remaining = deadline - performance.now();
@@ -133,7 +138,7 @@ export class SyncService {
       if (request.signal?.aborted) return {}; // the client left: nobody reads the answer
       const woken = this.notifier.serialOf(userId) !== serial;
       serial = this.notifier.serialOf(userId);
-      built = await this.build(request.requester, since, filter, request.fullState);
+      built = await this.build(request.requester, since, filter, request.fullState, request.legacy === true);
       if (!woken) break; // timed out
     }
     // Nothing new: the same token back, so a client's position does not move past unseen events.
@@ -180,7 +185,12 @@ export class SyncService {
     return { definition: parseStoredFilter(stored), textLength: stored.length };
   }
 
-  private async build(requester: Requester, since: SyncToken | undefined, filter: CompiledFilter, fullState: boolean): Promise<BuiltSync> {
+  /** The token of now: what a sync starting now would answer with nothing new. */
+  currentToken(): string {
+    return formatSyncToken({ stream: this.stream.current, typing: this.typing.serial });
+  }
+
+  private async build(requester: Requester, since: SyncToken | undefined, filter: CompiledFilter, fullState: boolean, legacy = false): Promise<BuiltSync> {
     const userId = requester.userId;
     const viewer: Viewer = { userId, deviceId: requester.deviceId };
     const upTo = this.stream.current;
@@ -259,10 +269,10 @@ export class SyncService {
       }
     }
 
-    const toDevice = await this.toDevice.forSync(userId, requester.deviceId, since?.stream, upTo);
+    const toDevice = legacy ? { events: [] } : await this.toDevice.forSync(userId, requester.deviceId, since?.stream, upTo);
     const presence = (await this.presence.forSync(userId, since?.stream, upTo)).filter((e) => filter.presence.matches({ type: 'm.presence', sender: String(e.sender) }));
-    const changedDevices = since && this.keys ? await this.keys.changedFor(userId, since.stream, upTo) : [];
-    const leftDevices = since && this.keys ? await this.keys.leftOf(userId, await this.usersWhoMayHaveLeft(userId, join, Object.keys(leave))) : [];
+    const changedDevices = since && this.keys && !legacy ? await this.keys.changedFor(userId, since.stream, upTo) : [];
+    const leftDevices = since && this.keys && !legacy ? await this.keys.leftOf(userId, await this.usersWhoMayHaveLeft(userId, join, Object.keys(leave))) : [];
     const keyCounts = this.keys ? await this.keys.countsFor({ userId, deviceId: requester.deviceId }) : { counts: {}, fallbackTypes: [] };
     const empty =
       Object.keys(join).length === 0 &&
@@ -401,7 +411,9 @@ export class SyncService {
       timeline: {
         // Bundled aggregations where the spec asks for them: limited timelines.
         events: await this.renderFor(timelineEvents, viewer, filter, page.more ? { visibility } : undefined),
-        limited: page.more,
+        // A room newly joined since the token is limited whatever came (as Synapse marks it): the
+        // client has no timeline of it to go on from, and pages back from prev_batch.
+        limited: page.more || (since !== undefined && fresh),
         prev_batch: await this.prevBatch(room, page.gapBefore, timelineEvents[0], firstStream),
       },
       state: { events: await this.renderFor(state, viewer, filter) },

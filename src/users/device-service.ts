@@ -49,11 +49,24 @@ export class DeviceService {
     await this.storage.transaction(async (stores) => {
       const existing = await stores.sessions.getDevice(userId, deviceId);
       if (!existing) {
-        await stores.sessions.insertDevice({ user_id: userId, device_id: deviceId, display_name: displayName, created_ts: now, last_seen_ts: null, last_seen_ip: null });
+        await stores.sessions.insertDevice({ user_id: userId, device_id: deviceId, display_name: displayName, created_ts: now, last_seen_ts: null, last_seen_ip: null, last_seen_user_agent: null });
       } else if (existing.display_name !== displayName) {
         await stores.sessions.renameDevice(userId, deviceId, displayName);
       }
     });
+  }
+
+  /**
+   * The admin `whois` answer: each device of the user with its one "session" and the connection
+   * it was last seen on (none yet for a device that has made no request since it was recorded).
+   */
+  async whois(userId: string): Promise<{ user_id: string; devices: Record<string, { sessions: Array<{ connections: Array<{ ip: string; last_seen: number; user_agent: string | null }> }> }> }> {
+    const devices: Record<string, { sessions: Array<{ connections: Array<{ ip: string; last_seen: number; user_agent: string | null }> }> }> = {};
+    for (const device of await this.storage.sessions.listDevices(userId)) {
+      const connections = device.last_seen_ip !== null && device.last_seen_ts !== null ? [{ ip: device.last_seen_ip, last_seen: Number(device.last_seen_ts), user_agent: device.last_seen_user_agent }] : [];
+      devices[device.device_id] = { sessions: [{ connections }] };
+    }
+    return { user_id: userId, devices };
   }
 
   /** Deletes the devices with their tokens; devices that do not exist are skipped (deleting is idempotent). */
@@ -73,6 +86,6 @@ function viewOf(device: DeviceRow): DeviceView {
     device_id: device.device_id,
     ...(device.display_name !== null ? { display_name: device.display_name } : {}),
     ...(device.last_seen_ip !== null ? { last_seen_ip: device.last_seen_ip } : {}),
-    ...(device.last_seen_ts !== null ? { last_seen_ts: device.last_seen_ts } : {}),
+    ...(device.last_seen_ts !== null ? { last_seen_ts: Number(device.last_seen_ts) } : {}),
   };
 }

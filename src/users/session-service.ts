@@ -21,6 +21,15 @@ import { resolveLocalUserId, userIdFor } from './user-ids.js';
 export const MAX_DEVICE_DISPLAY_NAME_LENGTH = 100;
 
 /** The user behind an access token. */
+/** Where a request came from: its address and `User-Agent`. */
+export interface ClientSeen {
+  ip: string;
+  userAgent: string | undefined;
+}
+
+/** Addresses and user agents are kept to this many characters. */
+const MAX_SEEN_TEXT = 512;
+
 export interface Requester {
   userId: string;
   deviceId: string;
@@ -134,6 +143,7 @@ export class SessionService {
           created_ts: now,
           last_seen_ts: null,
           last_seen_ip: null,
+          last_seen_user_agent: null,
         });
       }
       const refreshTokenId = refreshToken
@@ -161,7 +171,11 @@ export class SessionService {
    * The requester an access token stands for. An application service's as_token stands for its
    * sender, or, with `?user_id=` (`masquerade`), for a user in its namespaces that exists.
    */
-  async authenticate(accessToken: string, masquerade?: string): Promise<Requester> {
+  /**
+   * The user behind an access token. `client`: where the request came from, recorded as the
+   * device's last seen address, user agent and time (admin `whois`, `/devices`).
+   */
+  async authenticate(accessToken: string, masquerade?: string, client?: ClientSeen): Promise<Requester> {
     const service = this.appservices.byToken(accessToken);
     if (service) return this.appserviceRequester(service, masquerade);
     const token = await this.storage.sessions.findAccessToken(hashToken(accessToken));
@@ -185,6 +199,7 @@ export class SessionService {
       }
     }
     await this.noteActivity(token.user_id);
+    if (client) await this.noteDeviceSeen(token.user_id, token.device_id, client);
     return { userId: token.user_id, deviceId: token.device_id, accessTokenId: token.id };
   }
 
@@ -197,6 +212,24 @@ export class SessionService {
     this.activityWritten.set(userId, now);
     await this.storage.users.recordSeen(userId, now);
   }
+
+  /**
+   * Records where and with what a device was seen: at once when the address or user agent
+   * changed, otherwise at most once a minute per device (a request must not cost a write).
+   */
+  private async noteDeviceSeen(userId: string, deviceId: string, client: ClientSeen): Promise<void> {
+    const now = this.clock.now();
+    const key = `${userId}\u0000${deviceId}`;
+    const ip = client.ip.slice(0, MAX_SEEN_TEXT);
+    const userAgent = client.userAgent === undefined ? null : client.userAgent.slice(0, MAX_SEEN_TEXT);
+    const last = this.deviceSeenWritten.get(key);
+    if (last && last.ip === ip && last.userAgent === userAgent && now - last.ts < ACTIVITY_WRITE_INTERVAL_MS && now >= last.ts) return;
+    if (this.deviceSeenWritten.size >= MAX_ACTIVITY_ENTRIES) this.deviceSeenWritten.clear();
+    this.deviceSeenWritten.set(key, { ip, userAgent, ts: now });
+    await this.storage.sessions.recordDeviceSeen(userId, deviceId, { ip, userAgent, ts: now });
+  }
+
+  private readonly deviceSeenWritten = new Map<string, { ip: string; userAgent: string | null; ts: number }>();
 
   /** `POST /refresh`: trades a refresh token for a new access token and refresh token. */
   async refresh(refreshToken: string): Promise<{ access_token: string; refresh_token: string; expires_in_ms?: number }> {

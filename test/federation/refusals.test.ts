@@ -1,6 +1,7 @@
 /**
  * What a server must refuse from another: a forged signature, a content hash that does not match
- * (the event is redacted), an event its auth events do not allow (rejected), an event the room's
+ * (the event is redacted), an event its auth events do not allow (rejected, though the answer to
+ * the transaction is `{}` as for any event judged), an event the room's
  * current state no longer allows (soft failed: stored, never shown), a request without a valid
  * X-Matrix signature, a server the room's ACL denies; and a destination in ip_range_blacklist is
  * never contacted.
@@ -89,13 +90,20 @@ describe('PDUs that are refused', () => {
     expect(seen.body.content).toEqual({});
   });
 
-  it('rejects an event its auth events do not allow', async () => {
+  it('rejects an event its auth events do not allow (answered `{}`, as by Synapse: it was judged)', async () => {
     const { pdu, eventId } = await pduFromA({ type: 'm.room.power_levels', state_key: '', content: { users: { [botA.userId]: 100 } } });
     const answer = await sendFromA([pdu]);
-    expect(answer.pdus[eventId].error).toMatch(/not allowed/);
+    expect(answer.pdus[eventId]).toEqual({});
     expect((await eventOnB(eventId)).status).toBe(404);
     const levels = await aliceB.ok('GET', `/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`);
     expect(levels.users[botA.userId]).toBeUndefined();
+    // Nor has it a state to give another server (Synapse: 404 too).
+    for (const kind of ['state', 'state_ids']) {
+      const failure = await a.services.federation.client
+        .request('b.test', { method: 'GET', path: `/_matrix/federation/v1/${kind}/${encodeURIComponent(roomId)}?event_id=${encodeURIComponent(eventId)}` })
+        .then(() => undefined, (err: { status?: number; errcode?: string }) => ({ status: err.status, errcode: err.errcode }));
+      expect(failure).toEqual({ status: 404, errcode: 'M_NOT_FOUND' });
+    }
   });
 
   it('soft fails an event the current state no longer allows', async () => {

@@ -87,6 +87,38 @@ describe('devices', () => {
   });
 });
 
+describe('where devices were last seen', () => {
+  it('/devices shows the last address and time; admin whois adds the user agent, to admins and the user themself', async () => {
+    const phone = await loginDevice('alice', alice.password, 'PHONE');
+    await hs.http.get('/_matrix/client/v3/account/whoami').auth(phone, bearer).set('User-Agent', 'PhoneBot/1.0');
+    const seen = await hs.http.get('/_matrix/client/v3/devices/PHONE').auth(alice.accessToken, bearer);
+    expectMatchesSpec('GET', '/_matrix/client/v3/devices/PHONE', seen);
+    expect(seen.body).toMatchObject({ device_id: 'PHONE', last_seen_ip: expect.stringContaining('127.0.0.1'), last_seen_ts: expect.any(Number) });
+
+    const own = await hs.http.get(`/_matrix/client/v3/admin/whois/${encodeURIComponent(alice.userId)}`).auth(alice.accessToken, bearer);
+    expect(own.status).toBe(200);
+    expect(own.body.user_id).toBe(alice.userId);
+    expect(own.body.devices.PHONE).toEqual({ sessions: [{ connections: [{ ip: expect.stringContaining('127.0.0.1'), last_seen: expect.any(Number), user_agent: 'PhoneBot/1.0' }] }] });
+    // A device never used since it was made has a session and no connection yet.
+    await loginDevice('alice', alice.password, 'TABLET');
+    const again = await hs.http.get(`/_matrix/client/r0/admin/whois/${encodeURIComponent(alice.userId)}`).auth(alice.accessToken, bearer);
+    expect(again.body.devices.TABLET).toEqual({ sessions: [{ connections: [] }] });
+
+    const bob = await createUser(hs, 'bob');
+    expectMatrixError(await hs.http.get(`/_matrix/client/v3/admin/whois/${encodeURIComponent(alice.userId)}`).auth(bob.accessToken, bearer), 403, 'M_FORBIDDEN');
+    const admin = await createUser(hs, 'admin', { admin: true });
+    const asAdmin = await hs.http.get(`/_matrix/client/v3/admin/whois/${encodeURIComponent(alice.userId)}`).auth(admin.accessToken, bearer);
+    expect(Object.keys(asAdmin.body.devices).sort()).toEqual([alice.deviceId, 'PHONE', 'TABLET'].sort());
+  });
+
+  it('stores what it saw with the device, not only in memory', async () => {
+    const phone = await loginDevice('alice', alice.password, 'PHONE');
+    await hs.http.get('/_matrix/client/v3/account/whoami').auth(phone, bearer).set('User-Agent', 'PhoneBot/2.0');
+    const row = await hs.services.storage.sessions.getDevice(alice.userId, 'PHONE');
+    expect(row).toMatchObject({ last_seen_user_agent: 'PhoneBot/2.0' });
+  });
+});
+
 describe('the account', () => {
   it('changes a person’s password with UIA, ending the other sessions but not this one', async () => {
     const other = await loginDevice('alice', alice.password, 'OTHER');

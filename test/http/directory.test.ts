@@ -53,4 +53,54 @@ describe('the room directory', () => {
     expect((await bob.ok('GET', '/publicRooms')).chunk).toEqual([]);
     expect((await alice.request('GET', '/directory/list/room/!nope:test.local')).status).toBe(404);
   });
+
+  it('pages forwards with next_batch and back with prev_batch, each room once', async () => {
+    const rooms: string[] = [];
+    for (let i = 0; i < 7; i++) rooms.push(await alice.createRoom({ visibility: 'public', preset: 'public_chat', name: `Page ${i}` }));
+    const forwards: string[] = [];
+    let next: string | undefined;
+    let prev: string | undefined;
+    for (let i = 0; i < 10; i++) {
+      const page = await alice.ok('POST', '/publicRooms', { limit: 3, ...(next ? { since: next } : {}) });
+      forwards.push(...page.chunk.map((r: { room_id: string }) => r.room_id));
+      next = page.next_batch;
+      prev = page.prev_batch;
+      if (!next) break;
+    }
+    expect(forwards).toEqual([...rooms].sort());
+    // Back from the last page: every room before it, once each, in order.
+    const backwards: string[][] = [];
+    for (let i = 0; i < 10 && prev; i++) {
+      const page = await alice.ok('POST', '/publicRooms', { limit: 3, since: prev });
+      backwards.push(page.chunk.map((r: { room_id: string }) => r.room_id));
+      expect(page.next_batch).toBeDefined();
+      prev = page.prev_batch;
+    }
+    expect(backwards.reverse().flat()).toEqual([...rooms].sort().slice(0, 6));
+  });
+
+  it('takes null for since, limit and filter in POST /publicRooms (the first page)', async () => {
+    const room = await alice.createRoom({ visibility: 'public', preset: 'public_chat', name: 'Nulls' });
+    const page = await alice.ok('POST', '/publicRooms', { since: null, limit: null, filter: null });
+    expect(page.chunk.map((r: { room_id: string }) => r.room_id)).toEqual([room]);
+    expect((await alice.ok('POST', '/publicRooms', { since: null, filter: { generic_search_term: null } })).chunk).toHaveLength(1);
+    expect((await alice.request('POST', '/publicRooms', { since: 12 })).status).toBe(400);
+  });
+});
+
+describe('allow_public_rooms_without_auth', () => {
+  it('lets anyone without a token read this server\u2019s list, not another server\u2019s; a bad token is still refused', async () => {
+    await hs.close();
+    hs = await startTestHomeserver({ allow_public_rooms_without_auth: true });
+    alice = client(hs, await createUser(hs, 'alice'));
+    const room = await alice.createRoom({ visibility: 'public', preset: 'public_chat', name: 'Open' });
+    const anonymous = await hs.http.get('/_matrix/client/v3/publicRooms');
+    expect(anonymous.status).toBe(200);
+    expect(anonymous.body.chunk.map((r: { room_id: string }) => r.room_id)).toEqual([room]);
+    expect((await hs.http.get(`/_matrix/client/r0/publicRooms?server=${hs.config.server_name}`)).status).toBe(200);
+    expect((await hs.http.get('/_matrix/client/v3/publicRooms?server=other.example')).status).toBe(401);
+    expect((await hs.http.get('/_matrix/client/v3/publicRooms').set('Authorization', 'Bearer nonsense')).status).toBe(401);
+    // The search (POST) still needs a token, as in Synapse.
+    expect((await hs.http.post('/_matrix/client/v3/publicRooms').send({})).status).toBe(401);
+  });
 });

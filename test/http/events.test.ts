@@ -112,9 +112,18 @@ describe('redaction', () => {
     const event = await alice.ok('GET', `/rooms/${enc(roomId)}/event/${enc(eventId)}`);
     expect(event.content).toEqual({});
     expect(event.unsigned.redacted_because).toMatchObject({ event_id: redaction.event_id, type: 'm.room.redaction', redacts: eventId, content: { reason: 'typo' } });
+    expect(event.unsigned.redacted_by).toBe(redaction.event_id);
     // The moderator (the room creator) can redact anyone's.
     await alice.ok('PUT', `/rooms/${enc(roomId)}/redact/${enc(await bob.send(roomId, text('spam')))}/r3`, {});
     expectMatrixError(await alice.request('PUT', `/rooms/${enc(roomId)}/redact/${enc('$missing')}/r4`, {}), 404, 'M_NOT_FOUND');
+  });
+
+  it('refuses a redaction of another room\u2019s event with 400, and that event stays whole', async () => {
+    const other = await carol.createRoom({});
+    const elsewhere = await carol.send(other, text('mine'));
+    expectMatrixError(await alice.request('PUT', `/rooms/${enc(roomId)}/redact/${enc(elsewhere)}/x1`, {}), 400, 'M_INVALID_PARAM');
+    expectMatrixError(await alice.request('POST', `/rooms/${enc(roomId)}/redact/${enc(elsewhere)}`, {}), 400, 'M_INVALID_PARAM');
+    expect((await carol.ok('GET', `/rooms/${enc(other)}/event/${enc(elsewhere)}`)).content).toEqual(text('mine'));
   });
 
   it('redacting state keeps the keys the algorithm keeps', async () => {

@@ -158,6 +158,19 @@ describe('membership', () => {
     expectMatrixError(await carol.request('POST', `/join/${enc('garbage')}`, {}), 400, 'M_INVALID_PARAM');
   });
 
+  it('keeps the custom content of a join request, but not the keys the server sets', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat', room_alias_name: 'custom' });
+    await bob.ok('POST', `/join/${enc(roomId)}`, { foo: 'bar', membership: 'leave', join_authorised_via_users_server: alice.userId });
+    const member = await bob.ok('GET', `/rooms/${enc(roomId)}/state/m.room.member/${enc(bob.userId)}`);
+    expect(member).toMatchObject({ foo: 'bar', membership: 'join' });
+    expect(member).not.toHaveProperty('join_authorised_via_users_server');
+    await carol.ok('POST', `/join/${enc('#custom:test.local')}`, { displayname: 'Carol here', reason: 'hello' });
+    expect(await carol.ok('GET', `/rooms/${enc(roomId)}/state/m.room.member/${enc(carol.userId)}`)).toMatchObject({ displayname: 'Carol here', reason: 'hello', membership: 'join' });
+    await carol.ok('POST', `/rooms/${enc(roomId)}/join`, { custom: { nested: true } });
+    expect(await carol.ok('GET', `/rooms/${enc(roomId)}/state/m.room.member/${enc(carol.userId)}`)).toMatchObject({ custom: { nested: true } });
+    expectMatrixError(await bob.request('POST', `/rooms/${enc(roomId)}/join`, { big: 'x'.repeat(70_000) }), 413, 'M_TOO_LARGE');
+  });
+
   it('knock: only where the join rule says so; the knocker sees knock_state, a moderator lets them in', async () => {
     const closed = await alice.createRoom({ preset: 'private_chat' });
     expectMatrixError(await bob.request('POST', `/knock/${enc(closed)}`, {}), 403, 'M_FORBIDDEN');

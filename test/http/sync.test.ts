@@ -530,6 +530,23 @@ describe('a filtered timeline', () => {
     expect((both.events as Json[]).map((event) => event.content.body)).toEqual(['a second one']);
     expect(both.limited).toBe(true);
   });
+
+  it('of a room joined since the token is limited, even holding every event (as Synapse marks it)', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    for (let i = 0; i < 3; i++) await alice.send(roomId, text(`before ${i}`));
+    const filter = JSON.stringify({ room: { timeline: { limit: 10, types: ['m.room.message'] }, state: { types: [] } } });
+    const since = (await bob.sync({ filter })).next_batch as string;
+    await bob.join(roomId);
+    const answer = await bob.sync({ since, filter });
+    const joined = answer.rooms.join[roomId].timeline;
+    expect((joined.events as Json[]).map((event) => event.content.body)).toEqual(['before 0', 'before 1', 'before 2']);
+    expect(joined.limited).toBe(true);
+    // Then, joined throughout: limited only when something was left out.
+    await alice.send(roomId, text('after'));
+    const next = (await bob.sync({ since: answer.next_batch as string, filter })).rooms.join[roomId].timeline;
+    expect((next.events as Json[]).map((event) => event.content.body)).toEqual(['after']);
+    expect(next.limited).toBe(false);
+  });
 });
 
 describe('the leave section', () => {

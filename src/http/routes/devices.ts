@@ -7,6 +7,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import type { Services } from '../../services.js';
+import { MatrixError } from '../../core/errors.js';
 import { authenticate, requesterOf } from '../auth.js';
 import { optionalBody } from '../validation.js';
 import { AuthSchema, withPassword as withPasswordOf } from '../uia.js';
@@ -27,6 +28,18 @@ export function deviceRoutes(services: Services): FastifyPluginAsyncTypebox {
 
     /** GET /devices */
     app.get('/devices', { onRequest: requireUser }, async (request) => ({ devices: await services.devices.list(requesterOf(request).userId) }));
+
+    /**
+     * GET /admin/whois/{userId}: a user's devices with where and with what each was last seen.
+     * For server admins, and for users asking about themselves (as Synapse allows).
+     */
+    app.get('/admin/whois/:userId', { onRequest: requireUser, schema: { params: Type.Object({ userId: Type.String({ maxLength: 255 }) }) } }, async (request) => {
+      const requester = requesterOf(request);
+      if (request.params.userId !== requester.userId && !(await services.accounts.isAdmin(requester.userId))) {
+        throw new MatrixError('M_FORBIDDEN', 'You are not a server admin');
+      }
+      return services.devices.whois(request.params.userId);
+    });
 
     /** GET /devices/{deviceId} */
     app.get('/devices/:deviceId', { onRequest: requireUser, schema: { params: DeviceParams } }, async (request) =>

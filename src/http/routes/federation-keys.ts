@@ -26,20 +26,26 @@ export function federationKeyRoutes(services: Services): FastifyPluginAsyncTypeb
       const listings = await Promise.all(
         Object.entries(request.body.server_keys).map(async ([server, keys]) => {
           const minimum = Math.max(0, ...Object.values(keys).map((key) => key.minimum_valid_until_ts ?? 0));
-          return federation.keyRing.notaryListing(server, minimum).catch(() => undefined);
+          return federation.keyRing.notaryListings(server, minimum, Object.keys(keys).slice(0, 20)).catch(() => []);
         }),
       );
-      return { server_keys: listings.filter((listing) => listing !== undefined) };
+      return { server_keys: listings.flat() };
     });
 
-    /** GET /_matrix/key/v2/query/{serverName} */
+    /** GET /_matrix/key/v2/query/{serverName}, and the old form naming a key id (still asked by some servers, SyTest). */
+    const NotaryQuery = Type.Object({ minimum_valid_until_ts: Type.Optional(Type.Integer()) });
+    const notaryGet = async (serverName: string, keyIds: string[], minimum: number | undefined) => {
+      return { server_keys: await federation.keyRing.notaryListings(serverName, minimum ?? 0, keyIds).catch(() => []) };
+    };
     app.get(
       '/_matrix/key/v2/query/:serverName',
-      { schema: { params: Type.Object({ serverName: Type.String({ maxLength: 255 }) }), querystring: Type.Object({ minimum_valid_until_ts: Type.Optional(Type.Integer()) }) } },
-      async (request) => {
-        const listing = await federation.keyRing.notaryListing(request.params.serverName, request.query.minimum_valid_until_ts ?? 0).catch(() => undefined);
-        return { server_keys: listing ? [listing] : [] };
-      },
+      { schema: { params: Type.Object({ serverName: Type.String({ maxLength: 255 }) }), querystring: NotaryQuery } },
+      async (request) => notaryGet(request.params.serverName, [], request.query.minimum_valid_until_ts),
+    );
+    app.get(
+      '/_matrix/key/v2/query/:serverName/:keyId',
+      { schema: { params: Type.Object({ serverName: Type.String({ maxLength: 255 }), keyId: Type.String({ maxLength: 255 }) }), querystring: NotaryQuery } },
+      async (request) => notaryGet(request.params.serverName, [request.params.keyId], request.query.minimum_valid_until_ts),
     );
 
     /** GET /_matrix/federation/v1/version: no authentication. */

@@ -35,10 +35,12 @@ const TransactionBody = Type.Object(
   },
   { additionalProperties: true },
 );
+// Both lists may be left out (empty), as Synapse reads them: the room's ACL and membership are
+// checked before anything of the body.
 const MissingEventsBody = Type.Object(
   {
-    earliest_events: Type.Array(Type.String(), { maxItems: 100 }),
-    latest_events: Type.Array(Type.String(), { maxItems: 100 }),
+    earliest_events: Type.Optional(Type.Array(Type.String(), { maxItems: 100 })),
+    latest_events: Type.Optional(Type.Array(Type.String(), { maxItems: 100 })),
     limit: Type.Optional(Type.Integer()),
     min_depth: Type.Optional(Type.Integer()),
   },
@@ -137,7 +139,13 @@ export function federationRoutes(services: Services): FastifyPluginAsyncTypebox 
       async (request) => limited(request, () => roomFederation.backfill(originOf(request), request.params.roomId, listOf(request.query.v), request.query.limit)),
     );
     app.post('/v1/get_missing_events/:roomId', { schema: { params: Type.Object({ roomId: Type.String() }), body: MissingEventsBody } }, async (request) =>
-      limited(request, () => roomFederation.missingEvents(originOf(request), request.params.roomId, request.body)),
+      limited(request, () =>
+        roomFederation.missingEvents(originOf(request), request.params.roomId, {
+          ...request.body,
+          earliest_events: request.body.earliest_events ?? [],
+          latest_events: request.body.latest_events ?? [],
+        }),
+      ),
     );
 
     // ---- queries ----
@@ -161,7 +169,7 @@ export function federationRoutes(services: Services): FastifyPluginAsyncTypebox 
       services.rooms.publicRooms({ limit: request.query.limit, since: request.query.since }),
     );
     app.post('/v1/publicRooms', { schema: { body: PublicRoomsBody } }, async (request) =>
-      services.rooms.publicRooms({ limit: request.body.limit, since: request.body.since, searchTerm: request.body.filter?.generic_search_term }),
+      services.rooms.publicRooms({ limit: request.body.limit ?? undefined, since: request.body.since ?? undefined, searchTerm: request.body.filter?.generic_search_term ?? undefined }),
     );
     // ---- media (authenticated federation media, spec v1.11) ----
     const serveMedia = async (mediaId: string, reply: FastifyReply, thumbnail: boolean) => {

@@ -1,4 +1,5 @@
 /** Sending and reading events: send, state, redact, event, messages, context, typing, receipts. */
+import { randomUUID } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { RECEIPT_TYPES, type ReceiptType } from '../../rooms/receipts-service.js';
@@ -13,6 +14,11 @@ const JsonObject = Type.Object({}, { additionalProperties: true });
 const RoomIdParams = Type.Object({ roomId: Type.String() });
 const MAX_PAGE = 1000;
 
+/** A transaction id of its own for a request that names none (the legacy POST forms). */
+function untransacted(): string {
+  return `post-${randomUUID()}`;
+}
+
 export function roomEventRoutes(services: Services): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.addHook('onRequest', authenticate(services.sessions));
@@ -25,6 +31,19 @@ export function roomEventRoutes(services: Services): FastifyPluginAsyncTypebox {
         const { roomId, eventType, txnId } = request.params;
         const eventId = await services.rooms.send(requesterOf(request), roomId, eventType, txnId, request.body);
         return { event_id: eventId };
+      },
+    );
+
+    /**
+     * POST /rooms/{roomId}/send/{eventType}: the legacy send without a transaction id (Synapse
+     * still serves it). Each request is a new event: there is nothing to make a retry idempotent.
+     */
+    app.post(
+      '/rooms/:roomId/send/:eventType',
+      { schema: { params: Type.Object({ roomId: Type.String(), eventType: Type.String() }), body: JsonObject } },
+      async (request) => {
+        const { roomId, eventType } = request.params;
+        return { event_id: await services.rooms.send(requesterOf(request), roomId, eventType, untransacted(), request.body) };
       },
     );
 
@@ -76,6 +95,20 @@ export function roomEventRoutes(services: Services): FastifyPluginAsyncTypebox {
         const { roomId, eventId, txnId } = request.params;
         return { event_id: await services.rooms.redact(requesterOf(request), roomId, eventId, txnId, request.body?.reason) };
       },
+    );
+
+    /** POST /rooms/{roomId}/redact/{eventId}: the legacy redaction without a transaction id. */
+    app.post(
+      '/rooms/:roomId/redact/:eventId',
+      {
+        schema: {
+          params: Type.Object({ roomId: Type.String(), eventId: Type.String() }),
+          body: optionalBody(Type.Object({ reason: Type.Optional(Type.String({ maxLength: 2048 })) })),
+        },
+      },
+      async (request) => ({
+        event_id: await services.rooms.redact(requesterOf(request), request.params.roomId, request.params.eventId, untransacted(), request.body?.reason),
+      }),
     );
 
     /** GET /rooms/{roomId}/event/{eventId} */

@@ -5,7 +5,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { MAX_CREATE_ROOM_INVITES, MAX_INITIAL_STATE } from '../../rooms/room-service.js';
 import type { Services } from '../../services.js';
 import { StringEnum } from '../../schemas.js';
-import { authenticate, requesterOf } from '../auth.js';
+import { authenticate, extractAccessToken, requesterOf } from '../auth.js';
 import { optionalBody } from '../validation.js';
 
 const JsonObject = Type.Object({}, { additionalProperties: true });
@@ -53,7 +53,7 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
     /** POST /join/{roomIdOrAlias} */
     app.post('/join/:roomIdOrAlias', { schema: { params: Type.Object({ roomIdOrAlias: Type.String() }), querystring: JoinServersQuery, body: ReasonBody } }, async (request) => {
       const via = [...listOf(request.query.via), ...listOf(request.query.server_name)];
-      const roomId = await services.rooms.join(requesterOf(request), request.params.roomIdOrAlias, request.body?.reason, via);
+      const roomId = await services.rooms.join(requesterOf(request), request.params.roomIdOrAlias, request.body?.reason, via, request.body ?? {});
       return { room_id: roomId };
     });
 
@@ -66,7 +66,7 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
 
     /** POST /rooms/{roomId}/join */
     app.post('/rooms/:roomId/join', { schema: { params: RoomIdParams, body: ReasonBody } }, async (request) => {
-      const roomId = await services.rooms.join(requesterOf(request), request.params.roomId, request.body?.reason);
+      const roomId = await services.rooms.join(requesterOf(request), request.params.roomId, request.body?.reason, [], request.body ?? {});
       return { room_id: roomId };
     });
 
@@ -209,19 +209,17 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
       replacement_room: await services.rooms.upgradeRoom(requesterOf(request), request.params.roomId, request.body.new_version),
     }));
 
-    /** GET /publicRooms: this server's directory, or another's (`server`). A token is needed, as in Synapse by default. */
-    app.get(
-      '/publicRooms',
-      { schema: { querystring: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 0 })), since: Type.Optional(Type.String({ maxLength: 512 })), server: Type.Optional(Type.String({ maxLength: 255 })) }) } },
-      async (request) => services.rooms.publicRooms({ limit: request.query.limit, since: request.query.since, server: request.query.server }),
-    );
-
     /** POST /publicRooms: the same, with a search (`filter.generic_search_term`). */
     app.post(
       '/publicRooms',
       { schema: { querystring: Type.Object({ server: Type.Optional(Type.String({ maxLength: 255 })) }), body: PublicRoomsBody } },
       async (request) =>
-        services.rooms.publicRooms({ limit: request.body.limit, since: request.body.since, searchTerm: request.body.filter?.generic_search_term, server: request.query.server }),
+        services.rooms.publicRooms({
+          limit: request.body.limit ?? undefined,
+          since: request.body.since ?? undefined,
+          searchTerm: request.body.filter?.generic_search_term ?? undefined,
+          server: request.query.server,
+        }),
     );
 
     /** PUT /directory/list/room/{roomId}: publish the room here, or take it out. */
@@ -240,9 +238,12 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
 /** The body of `POST /publicRooms`, here and over federation. */
 export const PublicRoomsBody = Type.Object(
   {
-    limit: Type.Optional(Type.Integer({ minimum: 0 })),
-    since: Type.Optional(Type.String({ maxLength: 512 })),
-    filter: Type.Optional(Type.Object({ generic_search_term: Type.Optional(Type.String({ maxLength: 512 })) }, { additionalProperties: true })),
+    // null is as good as absent (Synapse reads them so; clients send `"since": null` for the first page).
+    limit: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
+    since: Type.Optional(Type.Union([Type.String({ maxLength: 512 }), Type.Null()])),
+    filter: Type.Optional(
+      Type.Union([Type.Object({ generic_search_term: Type.Optional(Type.Union([Type.String({ maxLength: 512 }), Type.Null()])) }, { additionalProperties: true }), Type.Null()]),
+    ),
   },
   { additionalProperties: true },
 );
@@ -250,6 +251,24 @@ export const PublicRoomsBody = Type.Object(
 /** GET /directory/room/{roomAlias}: resolving an alias needs no login. */
 export function directoryLookupRoutes(services: Services): FastifyPluginAsyncTypebox {
   return async (app) => {
+    const requireUser = authenticate(services.sessions);
+    /**
+     * GET /publicRooms: this server's directory, or another's (`server`). A token is needed, as in
+     * Synapse by default; `allow_public_rooms_without_auth` (Synapse's key) lets anyone without one
+     * read this server's own list (never another server's: that would make us a proxy for anyone).
+     */
+    app.get(
+      '/publicRooms',
+      {
+        onRequest: async (request) => {
+          const server = (request.query as Record<string, unknown>).server;
+          if (services.config.allow_public_rooms_without_auth && extractAccessToken(request) === null && (server === undefined || server === services.config.server_name)) return;
+          await requireUser(request);
+        },
+        schema: { querystring: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 0 })), since: Type.Optional(Type.String({ maxLength: 512 })), server: Type.Optional(Type.String({ maxLength: 255 })) }) },
+      },
+      async (request) => services.rooms.publicRooms({ limit: request.query.limit, since: request.query.since, server: request.query.server }),
+    );
     app.get('/directory/room/:roomAlias', { schema: { params: Type.Object({ roomAlias: Type.String() }) } }, async (request) => {
       const { roomId, servers } = await services.rooms.lookupAlias(request.params.roomAlias);
       return { room_id: roomId, servers };
