@@ -32,6 +32,7 @@ import * as remoteMediaAccess from './0026-remote-media-access.js';
 import * as deviceInboxBySender from './0027-device-inbox-by-sender.js';
 import * as botPortal from './0029-bot-portal.js';
 import * as portalIdentities from './0030-portal-identities.js';
+import * as eventsRowid from './0033-events-rowid.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -63,4 +64,5 @@ export const migrations: Record<string, Migration> = {
   '0027-device-inbox-by-sender': deviceInboxBySender,
   '0029-bot-portal': botPortal,
   '0030-portal-identities': portalIdentities,
+  '0033-events-rowid': eventsRowid,
 };
