@@ -6,7 +6,9 @@
  * fsynced it, for an index that only repeated the table's order. The table is rebuilt with
  * `stream_ordering integer primary key`: the same columns, values and indexes, one b-tree fewer
  * (issue 34). PostgreSQL's bigint primary key is what it should be: nothing to do there.
- * On a large database this copies the table once (about a second per 100k events).
+ * On a large database this copies the table once: 1.8 s for 100k events on a loaded 2-core VM, and
+ * the file grows by the table's size (the old pages are free afterwards, reused by later writes;
+ * `VACUUM` gives them back to the file system).
  * Frozen: later changes get a new migration.
  */
 import { sql, type Kysely } from 'kysely';
