@@ -34,6 +34,7 @@ import * as botPortal from './0029-bot-portal.js';
 import * as portalIdentities from './0030-portal-identities.js';
 import * as bridgeCrypto from './0031-bridge-crypto.js';
 import * as deviceSeenAndKeyListings from './0032-device-seen-and-key-listings.js';
+import * as eventsRowid from './0033-events-rowid.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -67,4 +68,5 @@ export const migrations: Record<string, Migration> = {
   '0030-portal-identities': portalIdentities,
   '0031-bridge-crypto': bridgeCrypto,
   '0032-device-seen-and-key-listings': deviceSeenAndKeyListings,
+  '0033-events-rowid': eventsRowid,
 };

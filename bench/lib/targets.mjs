@@ -1,5 +1,5 @@
 /**
- * The issues' targets (6: speed; 14: a large feed; 16: federation; 20: PostgreSQL), checked against one run's results, and our
+ * The issues' targets (6: speed; 14: a large feed; 16: federation; 20: PostgreSQL; 34: the send path's CPU), checked against one run's results, and our
  * send rates as fractions of the machine's limits (bare Fastify, bare SQLite). Both go into the JSON and the printed summary.
  * A target whose scenario did not run (or ran at smaller sizes, in quick mode) says so.
  */
@@ -90,6 +90,34 @@ export function evaluateTargets(results, settings) {
     // Quick mode's 3 s windows measure PostgreSQL lower than full mode's 20 s (seen: 38-45 % against 52-60 %).
     const quick = settings.send.durationMs < 20_000 ? ` (quick mode: ${settings.send.durationMs / 1000} s windows)` : '';
     add('postgres-half-of-sqlite', `10 concurrent senders on PostgreSQL (one process) ≥ 50% of SQLite (full)${quick}`, `${sendPostgres.rate_per_s}/s, ${pct(ratio)} of ${sendFull.rate_per_s}/s`, ratio >= 0.5);
+  }
+  // Issue 34: the send path's CPU, beside what this machine's bare references cost in the same run
+  // (a bare Fastify request in the same rhythm, a bare SQLite commit): their sum is a floor no
+  // send can go under here, whatever the targets say.
+  const bareSeq = find(results, 'limits', 'bare Fastify route, 1 sequential sender');
+  for (const sync of ['full', 'normal']) {
+    const one = find(results, 'send-throughput', '1 sequential sender', sync);
+    const ten = find(results, 'send-throughput', '10 concurrent senders', sync);
+    const commit = find(results, 'limits', /^bare SQLite/, sync);
+    // A sequential send pays a whole commit; ten senders share one per group commit.
+    const floorOf = (request, shared) => {
+      const parts = [];
+      if (request) parts.push(`bare Fastify ${ms(round(request.server.cpu_ms_per_op, 3))}`);
+      if (commit) parts.push(`${shared ? 'a share of ' : ''}a bare SQLite commit (${ms(round(commit.server.cpu_ms_per_op, 3))})`);
+      return parts.length ? ` (floor here: ${parts.join(' + ')})` : '';
+    };
+    if (one) add(`send-cpu-one-${sync}`, `one sender: server CPU per send ≤ 0.40 ms (${sync})`, `${ms(one.server.cpu_ms_per_op)}${floorOf(bareSeq, false)}`, one.server.cpu_ms_per_op <= 0.4);
+    if (one && sync === 'normal') add('send-p50-one-normal', 'one sender: send p50 < 0.5 ms (normal)', ms(one.latency_ms.p50), one.latency_ms.p50 < 0.5);
+    if (ten) add(`send-cpu-ten-${sync}`, `ten senders: server CPU per send ≤ 0.16 ms (${sync}), signing included`, `${ms(ten.server.cpu_ms_per_op)}${floorOf(bare, true)}`, ten.server.cpu_ms_per_op <= 0.16);
+    const wake = find(results, 'sync-wake', 'no other syncs', sync);
+    if (wake && floor) {
+      const ratio = wake.latency_ms.p50 / floor.latency_ms.p50;
+      add(`wake-vs-bare-${sync}`, `send-to-sync wake p50 ≤ 1.5x a bare Fastify request after the same silence (${sync})`, `${ms(wake.latency_ms.p50)} vs ${ms(floor.latency_ms.p50)} (${round(ratio, 2)}x)`, ratio <= 1.5);
+    }
+  }
+  if (sendFull && sendPostgres) {
+    const ratio = sendPostgres.rate_per_s / sendFull.rate_per_s;
+    add('postgres-80-of-sqlite', '10 concurrent senders on PostgreSQL (one process) ≥ 80% of SQLite (full)', `${pct(ratio)}`, ratio >= 0.8);
   }
   const acrossServers = find(results, 'federation', 'send on A → long-poll on B');
   if (acrossServers) add('federation-wake', 'send on A → long-poll on B p50 < 10 ms (loopback)', ms(acrossServers.latency_ms.p50), acrossServers.latency_ms.p50 < 10);

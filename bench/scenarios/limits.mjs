@@ -1,6 +1,7 @@
 /**
  * The limits of this machine, measured in the same run for reference: a bare Fastify route under
- * the same generators and concurrency as send-throughput's 10 senders, and a bare better-sqlite3
+ * the same generators and concurrency as send-throughput's 10 senders (and its one sequential
+ * sender), and a bare better-sqlite3
  * loop of one small insert per transaction (WAL; synchronous FULL and NORMAL), each in a child
  * process of its own. The report gives send throughput as a fraction of them. The bare route is
  * also timed in the wake scenario's rhythm (one request after each 15 ms of silence): what any
@@ -54,7 +55,24 @@ async function bareFastify(ctx) {
       tag: `${ctx.runId}-bare`,
     });
     const concurrent = { scenario: name, variant: 'bare Fastify route, 10 concurrent senders', synchronous: '–', ...measured };
-    return [concurrent, await afterSilence(ctx, server, pid)];
+    // One sender back to back, as send-throughput's sequential variant: what a request costs when
+    // the server has one at a time (it sleeps between them), the floor under a sequential send.
+    const sequential = {
+      scenario: name,
+      variant: 'bare Fastify route, 1 sequential sender',
+      synchronous: '–',
+      ...(await closedLoop({
+        server,
+        target: { ...messageTarget('!bare:bench.local'), expect: 'hello' },
+        tokens: ['bare'],
+        processes: 1,
+        sendersPerProcess: 1,
+        warmupMs,
+        durationMs,
+        tag: `${ctx.runId}-bare-seq`,
+      })),
+    };
+    return [concurrent, sequential, await afterSilence(ctx, server, pid)];
   } finally {
     child.kill('SIGKILL');
   }
