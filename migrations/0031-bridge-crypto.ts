@@ -17,3 +17,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addPrimaryKeyConstraint('bridge_crypto_records_pk', ['database', 'object_store', 'record_key'])
     .execute();
 }
+
+export async function down(db: Kysely<unknown>): Promise<void> {
+  await db.schema.dropTable('bridge_crypto_records').execute();
+}
