@@ -384,7 +384,9 @@ export class AppserviceHomeserver implements BridgeHomeserver {
     }
     if (!response.ok) {
       const errcode = typeof parsed.errcode === 'string' && parsed.errcode in ERRCODE_STATUS ? (parsed.errcode as Errcode) : 'M_UNKNOWN';
-      throw new MatrixError(errcode, `${method} ${path.split('?')[0]}: ${response.status} ${typeof parsed.error === 'string' ? parsed.error : String(parsed.errcode ?? '')}`, { status: response.status });
+      // A user-interactive auth answer has no error: its flows say what it wanted.
+      const said = typeof parsed.error === 'string' ? parsed.error : Array.isArray(parsed.flows) ? `user-interactive auth required, flows ${JSON.stringify(parsed.flows).slice(0, 200)}` : String(parsed.errcode ?? '');
+      throw new MatrixError(errcode, `${method} ${path.split('?')[0]}: ${response.status} ${said}`, { status: response.status });
     }
     return parsed;
   }
