@@ -50,6 +50,15 @@ function appserviceConfig(config: Config): NonNullable<Config['bridge']['appserv
   return appservice;
 }
 
+/** The registration's sender: never the bridge user itself. */
+export function appserviceSenderLocalpart(config: Config): string {
+  const localpart = appserviceConfig(config).sender_localpart ?? `${config.bridge.localpart}-appservice`;
+  if (localpart === config.bridge.localpart) {
+    throw new ConfigError(`bridge.appservice.sender_localpart must differ from bridge.localpart (${localpart}): Synapse refuses /sync to the appservice's sender`);
+  }
+  return localpart;
+}
+
 /** The registration file to install in the main homeserver (Synapse's `app_service_config_files`). */
 export function bridgeRegistration(config: Config): string {
   const appservice = appserviceConfig(config);
@@ -59,7 +68,10 @@ export function bridgeRegistration(config: Config): string {
     url: appservice.url,
     as_token: appservice.as_token,
     hs_token: appservice.hs_token,
-    sender_localpart: config.bridge.localpart,
+    // Not the bridge user: Synapse answers /sync to the sender with a 500, and the bridge's crypto
+    // device syncs as the bridge user. The bridge user is in the exclusive namespace; the bridge
+    // registers it and acts as it with ?user_id= (identity assertion).
+    sender_localpart: appserviceSenderLocalpart(config),
     // The bridge has its own limits (webhooks, feeds); the homeserver's would only drop posts.
     rate_limited: false,
     namespaces: {
@@ -92,7 +104,7 @@ export async function startBridgeApp(config: Config, options: BridgeAppOptions =
   const homeserver = new AppserviceHomeserver({
     homeserverUrl: appservice.homeserver_url,
     serverName: appservice.server_name,
-    senderLocalpart: config.bridge.localpart,
+    localpart: config.bridge.localpart,
     asToken: appservice.as_token,
     displayName: config.bridge.displayname,
     storage,

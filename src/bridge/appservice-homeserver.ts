@@ -1,9 +1,12 @@
 /**
  * The bridge as an application service of another homeserver (the organisation's main one): the
- * bridge user is the registration's sender there, `@<sender_localpart>:<its server>`. The main
+ * bridge user `@<localpart>:<its server>` is in the registration's exclusive user namespace, and the
+ * registration's sender is another user (Synapse refuses /sync to the sender, and the bridge's
+ * crypto device syncs as the bridge user). At start the bridge registers its user there; then
+ * every request with the `as_token` acts as it (`?user_id=`, identity assertion). The main
  * homeserver pushes the events of the bridge's rooms as transactions (`receiveTransaction`, called
  * by the bridge's own HTTP listener); the bridge acts through the main homeserver's Client-Server
- * API with its `as_token`.
+ * API.
  */
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
@@ -18,7 +21,9 @@ const LAST_TXN_KEY = 'appservice_last_txn';
 /** Where the crypto device's own sync (its to-device messages, device lists) has got to. */
 const DEVICE_SYNC_TOKEN_KEY = 'appservice_device_sync_token';
 const DEVICE_SYNC_TIMEOUT_MS = 30_000;
-const DEVICE_RETRY_AFTER_ERROR_MS = 2_000;
+/** After a failed device sync: waits from the first to the last, doubling, back to the first after a success. */
+const DEVICE_RETRY_FIRST_MS = 2_000;
+const DEVICE_RETRY_MAX_MS = 60_000;
 /** The device's sync carries no room at all: only what comes for the device. */
 const DEVICE_SYNC_FILTER = JSON.stringify({ presence: { not_types: ['*'] }, account_data: { not_types: ['*'] }, room: { rooms: [] } });
 const CLIENT = '/_matrix/client/v3';
@@ -28,7 +33,8 @@ export interface AppserviceHomeserverOptions {
   homeserverUrl: string;
   /** The main homeserver's server name (the bridge user's domain). */
   serverName: string;
-  senderLocalpart: string;
+  /** The bridge user's localpart (in the registration's exclusive namespace, or its sender). */
+  localpart: string;
   asToken: string;
   /** A display name for the bridge user, set at start. */
   displayName: string | undefined;
@@ -59,15 +65,22 @@ export class AppserviceHomeserver implements BridgeHomeserver {
    * never logged; a new one at each start): key requests and the device's own sync use it.
    */
   private deviceToken: string | undefined;
+  /**
+   * Whether as_token requests name the bridge user (`?user_id=`): yes unless the bridge user is
+   * the registration's sender (a registration made by an earlier version: it works where /sync to
+   * the sender does, not on Synapse).
+   */
+  private assertIdentity = true;
 
   constructor(private readonly options: AppserviceHomeserverOptions) {
-    this.userId = `@${options.senderLocalpart}:${options.serverName}`;
+    this.userId = `@${options.localpart}:${options.serverName}`;
     this.baseUrl = options.homeserverUrl.replace(/\/+$/, '');
   }
 
   async prepare(): Promise<void> {
-    // The as_token must be accepted, and must stand for the bridge user.
-    const whoami = await this.request('GET', `${CLIENT}/account/whoami`).catch((err: unknown) => {
+    // The registration's sender (the as_token alone): a registration made by an earlier version
+    // has the bridge user as sender.
+    const sender = await this.request('GET', `${CLIENT}/account/whoami`, undefined, { assert: false }).catch((err: unknown) => {
       if (err instanceof MatrixError && err.status === 401) {
         throw new BridgeHomeserverError(
           `${this.baseUrl} does not accept the bridge's as_token: install the output of "bot-homeserver bridge registration" in its app_service_config_files and restart it`,
@@ -75,8 +88,28 @@ export class AppserviceHomeserver implements BridgeHomeserver {
       }
       throw err;
     });
+    if (sender.user_id === this.userId) {
+      this.assertIdentity = false;
+      this.options.log.warn(
+        { user: this.userId },
+        'the bridge user is the appservice registration’s sender_localpart: Synapse refuses /sync to the sender, so in encrypted rooms the bridge gets no room keys there; regenerate the registration ("bot-homeserver bridge registration"), install it on the main homeserver and restart both',
+      );
+    } else {
+      // Before anything else as the bridge user: it exists on the main homeserver, registered by
+      // the appservice (a profile set or a login before would leave Synapse with a user it cannot use).
+      await this.request('POST', `${CLIENT}/register`, { type: 'm.login.application_service', username: this.options.localpart, inhibit_login: true }, { assert: false }).catch((err: unknown) => {
+        // Already registered: a restart.
+        if (err instanceof MatrixError && err.errcode === 'M_USER_IN_USE') return;
+        if (err instanceof MatrixError && err.errcode === 'M_EXCLUSIVE') {
+          throw new BridgeHomeserverError(`${this.baseUrl} does not let the appservice register ${this.userId} (${err.message}): install the output of "bot-homeserver bridge registration" and check server_name and bridge.localpart`);
+        }
+        throw err;
+      });
+    }
+    // The as_token must be accepted, and must stand for the bridge user.
+    const whoami = await this.request('GET', `${CLIENT}/account/whoami`);
     if (whoami.user_id !== this.userId) {
-      throw new BridgeHomeserverError(`the homeserver says the as_token is ${String(whoami.user_id)}, not ${this.userId}: check server_name and sender_localpart`);
+      throw new BridgeHomeserverError(`the homeserver says the as_token is ${String(whoami.user_id)}, not ${this.userId}: check server_name and bridge.localpart`);
     }
     const rooms = await this.request('GET', `${CLIENT}/joined_rooms`);
     for (const roomId of Array.isArray(rooms.joined_rooms) ? rooms.joined_rooms : []) if (typeof roomId === 'string') this.joined.add(roomId);
@@ -107,6 +140,9 @@ export class AppserviceHomeserver implements BridgeHomeserver {
    */
   private async followDevice(handler: ActivityHandler, signal: AbortSignal): Promise<void> {
     let since = await this.options.storage.bridge.getValue(DEVICE_SYNC_TOKEN_KEY);
+    let retryMs = DEVICE_RETRY_FIRST_MS;
+    // Each kind of failure is logged once (until a sync succeeds), not at every retry.
+    const logged = new Set<string>();
     while (!signal.aborted) {
       try {
         const query = new URLSearchParams({ filter: DEVICE_SYNC_FILTER, timeout: String(since === undefined ? 0 : DEVICE_SYNC_TIMEOUT_MS) });
@@ -117,12 +153,37 @@ export class AppserviceHomeserver implements BridgeHomeserver {
         const device = deviceDeliveryOf(body);
         await handler({ messages: [], invites: [], leaves: [], initial: false, device }, (stores) => stores.bridge.setValue(DEVICE_SYNC_TOKEN_KEY, next));
         since = next;
+        if (logged.size > 0) this.options.log.info('the bridge’s crypto device syncs again');
+        logged.clear();
+        retryMs = DEVICE_RETRY_FIRST_MS;
       } catch (err) {
         if (signal.aborted) break;
-        this.options.log.error({ err }, 'the bridge’s crypto device could not sync');
-        await new Promise((resolve) => setTimeout(resolve, DEVICE_RETRY_AFTER_ERROR_MS).unref());
+        this.logSyncFailure(err, logged);
+        await new Promise((resolve) => {
+          const timer = setTimeout(resolve, retryMs);
+          timer.unref();
+          signal.addEventListener('abort', () => {
+            clearTimeout(timer);
+            resolve(undefined);
+          }, { once: true });
+        });
+        retryMs = Math.min(retryMs * 2, DEVICE_RETRY_MAX_MS);
       }
     }
+  }
+
+  private logSyncFailure(err: unknown, logged: Set<string>): void {
+    const status = err instanceof MatrixError ? err.status : undefined;
+    const errcode = err instanceof MatrixError ? err.errcode : undefined;
+    const kind = err instanceof MatrixError ? `${err.status} ${err.errcode}` : err instanceof BridgeHomeserverError ? 'unreachable' : String((err as Error)?.name);
+    if (logged.has(kind)) return;
+    logged.add(kind);
+    const error = err instanceof Error ? err.message : String(err);
+    const hint =
+      !this.assertIdentity && status === 500
+        ? ': the bridge user is the registration’s sender, and Synapse refuses /sync to it; regenerate the registration ("bot-homeserver bridge registration") and restart both'
+        : '; retrying, with longer waits';
+    this.options.log.warn({ status, errcode, error }, `the bridge’s crypto device could not sync${hint}`);
   }
 
   /**
@@ -289,14 +350,22 @@ export class AppserviceHomeserver implements BridgeHomeserver {
   }
 
   /**
-   * A client request as the bridge user (its as_token, or the crypto device's token); a Matrix
-   * error answer becomes a MatrixError.
+   * A client request as the bridge user (its as_token with `?user_id=`, or the crypto device's
+   * token); a Matrix error answer becomes a MatrixError.
    */
-  private async request(method: string, path: string, body?: unknown, options: { token?: string | undefined; timeoutMs?: number; signal?: AbortSignal } = {}): Promise<JsonObject> {
+  private async request(
+    method: string,
+    path: string,
+    body?: unknown,
+    options: { token?: string | undefined; timeoutMs?: number; signal?: AbortSignal; assert?: boolean } = {},
+  ): Promise<JsonObject> {
     let response: Response;
     const deadline = AbortSignal.timeout(options.timeoutMs ?? this.options.timeoutMs);
+    // With the as_token, as the bridge user (identity assertion); a device token is the user's own.
+    const asUser = options.token === undefined && options.assert !== false && this.assertIdentity;
+    const url = asUser ? `${this.baseUrl}${path}${path.includes('?') ? '&' : '?'}user_id=${encodeURIComponent(this.userId)}` : `${this.baseUrl}${path}`;
     try {
-      response = await fetch(`${this.baseUrl}${path}`, {
+      response = await fetch(url, {
         method,
         headers: { authorization: `Bearer ${options.token ?? this.options.asToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? undefined : JSON.stringify(body),
@@ -315,7 +384,9 @@ export class AppserviceHomeserver implements BridgeHomeserver {
     }
     if (!response.ok) {
       const errcode = typeof parsed.errcode === 'string' && parsed.errcode in ERRCODE_STATUS ? (parsed.errcode as Errcode) : 'M_UNKNOWN';
-      throw new MatrixError(errcode, `${method} ${path.split('?')[0]}: ${response.status} ${typeof parsed.error === 'string' ? parsed.error : String(parsed.errcode ?? '')}`, { status: response.status });
+      // A user-interactive auth answer has no error: its flows say what it wanted.
+      const said = typeof parsed.error === 'string' ? parsed.error : Array.isArray(parsed.flows) ? `user-interactive auth required, flows ${JSON.stringify(parsed.flows).slice(0, 200)}` : String(parsed.errcode ?? '');
+      throw new MatrixError(errcode, `${method} ${path.split('?')[0]}: ${response.status} ${said}`, { status: response.status });
     }
     return parsed;
   }

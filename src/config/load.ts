@@ -188,10 +188,13 @@ function checkRequirement(key: string, requirement: AttributeRequirement): void 
  */
 function checkBridgeUser(config: Config): void {
   if (!config.bridge.enabled) return;
-  const claimed = config.app_services.find((registration) => registration.senderLocalpart === config.bridge.localpart);
+  const bridgeUser = `@${config.bridge.localpart}:${config.server_name}`;
+  const claimed = config.app_services.find(
+    (registration) => registration.senderLocalpart === config.bridge.localpart || registration.namespaces.users.some((namespace) => namespace.exclusive && namespace.pattern.test(bridgeUser)),
+  );
   if (claimed) {
     throw new ConfigError(
-      `${claimed.file}: sender_localpart ${config.bridge.localpart} is the user of this server's own bridge; to run the bridge as this appservice (bot-homeserver bridge), set bridge.enabled: false here`,
+      `${claimed.file}: the appservice claims ${bridgeUser}, the user of this server's own bridge; to run the bridge as this appservice (bot-homeserver bridge), set bridge.enabled: false here`,
     );
   }
 }

@@ -339,6 +339,9 @@ export const ConfigSchema = Type.Object(
               hs_token: Type.String({ minLength: 16, [EXPECTED]: 'a random secret of at least 16 characters (openssl rand -hex 32)' }),
               // Where the main homeserver reaches this bridge (the registration's url).
               url: Type.String({ pattern: '^https?://[^\\s]+$', [EXPECTED]: 'an http:// or https:// URL the main homeserver can reach' }),
+              // The registration's sender, a user distinct from the bridge user (Synapse refuses /sync
+              // to the sender, and the crypto device needs it); default <localpart>-appservice.
+              sender_localpart: Type.Optional(Type.String({ pattern: '^[a-z0-9._=\\-/+]+$', [EXPECTED]: "a localpart of a-z, 0-9 and '._=-/+', not the bridge's" })),
             },
             { additionalProperties: false },
           ),

@@ -309,7 +309,10 @@ describe('registration files', () => {
     // The bridge run as an appservice of this server: its user is not also this server's own bridge.
     const bridge = join(dir, 'bridge.yaml');
     writeFileSync(bridge, 'id: bridge\nurl: null\nas_token: bridge-as\nhs_token: bridge-hs\nsender_localpart: bridge\nnamespaces:\n  users: []\n');
-    await expect(startTestHomeserver({ app_service_config_files: [bridge], bridge: { enabled: true } })).rejects.toThrow(/bridge\.yaml: sender_localpart bridge is the user of this server's own bridge.*set bridge\.enabled: false/);
+    await expect(startTestHomeserver({ app_service_config_files: [bridge], bridge: { enabled: true } })).rejects.toThrow(/bridge\.yaml: the appservice claims @bridge:\S+, the user of this server's own bridge.*set bridge\.enabled: false/);
+    // The registration "bot-homeserver bridge registration" prints: the bridge user in its exclusive namespace.
+    writeFileSync(bridge, 'id: bridge\nurl: null\nas_token: bridge-as\nhs_token: bridge-hs\nsender_localpart: bridge-appservice\nnamespaces:\n  users:\n    - exclusive: true\n      regex: "^@bridge:.*$"\n');
+    await expect(startTestHomeserver({ app_service_config_files: [bridge], bridge: { enabled: true } })).rejects.toThrow(/the appservice claims @bridge:\S+, the user of this server's own bridge/);
   });
 
   it('refuse a namespace that backtracks catastrophically, and /register/available stays a normal answer', async () => {

@@ -23,6 +23,8 @@ type OlmMachine = import('@matrix-org/matrix-sdk-crypto-wasm').OlmMachine;
 const DEVICE_ID_KEY = 'crypto_device_id';
 const STORE_KEY_KEY = 'crypto_store_key_sealed';
 const SCHEMA_KEY = 'crypto_store_schema';
+/** `pending` from the moment the cross-signing keys are made until the homeserver took them, then `uploaded`. */
+const CROSS_SIGNING_KEY = 'crypto_cross_signing';
 /** How the bridge's device is named in people's device lists. */
 export const BRIDGE_DEVICE_NAME = 'Bridge (webhooks and feeds)';
 
@@ -282,27 +284,57 @@ export class CryptoDevice {
   /**
    * Cross-signing: the bridge user gets its own identity (master, self-signing and user-signing
    * keys, kept in the store) and signs its device with it, so people's clients show the device as
-   * its owner's own. Done once; a device whose identity is in place is left as it is.
+   * its owner's own. Done once the homeserver took the keys; until then (it refused them) tried
+   * again at each start, with new keys, as nobody has seen the old ones.
    */
   private async crossSign(): Promise<void> {
+    const { storage, log, transport } = this.options;
     const status = (await this.machine.crossSigningStatus()) as { hasMaster: boolean; hasSelfSigning: boolean };
-    if (status.hasMaster && status.hasSelfSigning) return;
+    const state = await storage.bridge.getValue(CROSS_SIGNING_KEY);
+    if (status.hasMaster && status.hasSelfSigning && state !== 'pending') {
+      if (state === 'uploaded') return;
+      // Keys made by a version that did not record the upload: uploaded if the homeserver has the master key.
+      let published: boolean;
+      try {
+        const answer = await transport.cryptoRequest({ kind: 'keys_query', body: { device_keys: { [this.userId]: [] } } });
+        published = ((answer.master_keys ?? {}) as JsonObject)[this.userId] !== undefined;
+      } catch (err) {
+        log.warn(errorFields(err), 'the bridge could not check its cross-signing keys on the homeserver; tried again at the next start');
+        return;
+      }
+      if (published) {
+        await storage.bridge.setValue(CROSS_SIGNING_KEY, 'uploaded');
+        return;
+      }
+    }
     const requests = (await this.machine.bootstrapCrossSigning(true)) as {
       uploadKeysRequest: OutgoingRequest | undefined;
       uploadSigningKeysRequest: { body: string };
       uploadSignaturesRequest: OutgoingRequest;
     };
+    await storage.bridge.setValue(CROSS_SIGNING_KEY, 'pending');
     await this.persist();
     if (requests.uploadKeysRequest) await this.send(requests.uploadKeysRequest);
     try {
-      await this.options.transport.cryptoRequest({ kind: 'signing_keys_upload', body: JSON.parse(requests.uploadSigningKeysRequest.body) as JsonObject });
+      await transport.cryptoRequest({ kind: 'signing_keys_upload', body: JSON.parse(requests.uploadSigningKeysRequest.body) as JsonObject });
     } catch (err) {
-      // Appservices of some homeservers cannot (user-interactive auth): the device still works, unsigned.
-      this.options.log.warn({ err }, 'the bridge could not upload its cross-signing keys; its device stays unsigned');
+      // Appservice users of some homeservers cannot (Synapse asks for user-interactive auth): the device still works, unsigned.
+      log.warn(errorFields(err), 'the homeserver refused the bridge’s cross-signing keys; its device stays unsigned, and the upload is tried again at the next start');
       return;
     }
+    await storage.bridge.setValue(CROSS_SIGNING_KEY, 'uploaded');
     await this.send(requests.uploadSignaturesRequest);
   }
+}
+
+/** What to log of a homeserver's refusal: its status, errcode and error, no stack. */
+function errorFields(err: unknown): { status?: number; errcode?: string; error: string } {
+  const fields = err as { status?: unknown; errcode?: unknown };
+  return {
+    ...(typeof fields?.status === 'number' ? { status: fields.status } : {}),
+    ...(typeof fields?.errcode === 'string' ? { errcode: fields.errcode } : {}),
+    error: err instanceof Error ? err.message : String(err),
+  };
 }
 
 interface OutgoingRequest {
