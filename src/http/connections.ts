@@ -79,3 +79,20 @@ export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket)
   }
   socket.destroy();
 }
+
+/**
+ * Runs a long poll with a signal that aborts when its client goes away, so a parked request
+ * (`/sync`, legacy `/events`) is freed at once rather than at its timeout.
+ */
+export async function whileClientWaits<T>(raw: http.ServerResponse, poll: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const disconnected = new AbortController();
+  const onClose = (): void => {
+    if (!raw.writableFinished) disconnected.abort();
+  };
+  raw.once('close', onClose);
+  try {
+    return await poll(disconnected.signal);
+  } finally {
+    raw.off('close', onClose);
+  }
+}

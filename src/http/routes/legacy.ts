@@ -8,6 +8,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
 import { legacyLimit, v1 } from '../../sync/legacy-sync.js';
 import { authenticate, requesterOf } from '../auth.js';
+import { whileClientWaits } from '../connections.js';
 
 export function legacyRoutes(services: Services): FastifyPluginAsyncTypebox {
   return async (app) => {
@@ -26,24 +27,17 @@ export function legacyRoutes(services: Services): FastifyPluginAsyncTypebox {
           }),
         },
       },
-      async (request, reply) => {
-        const disconnected = new AbortController();
-        const onClose = (): void => {
-          if (!reply.raw.writableFinished) disconnected.abort();
-        };
-        reply.raw.once('close', onClose);
-        try {
-          return await services.legacySync.events({
+      async (request, reply) =>
+        // A client that goes away frees its parked request at once.
+        whileClientWaits(reply.raw, (signal) =>
+          services.legacySync.events({
             requester: requesterOf(request),
             from: request.query.from,
             timeoutMs: Math.min(request.query.timeout ?? 0, services.config.max_sync_timeout),
             roomId: request.query.room_id,
-            signal: disconnected.signal,
-          });
-        } finally {
-          reply.raw.off('close', onClose);
-        }
-      },
+            signal,
+          }),
+        ),
     );
 
     /** GET /events/{eventId}: one event of any room the user may read it in. */

@@ -5,6 +5,7 @@ import type { Services } from '../../services.js';
 import { StringEnum } from '../../schemas.js';
 import { FilterSchema } from '../../sync/filters.js';
 import { authenticate, requesterOf } from '../auth.js';
+import { whileClientWaits } from '../connections.js';
 import { MatrixError } from '../../core/errors.js';
 
 const UserParams = Type.Object({ userId: Type.String() });
@@ -27,27 +28,19 @@ export function syncRoutes(services: Services): FastifyPluginAsyncTypebox {
           }),
         },
       },
-      async (request, reply) => {
-        // A client that goes away frees its parked sync at once.
-        const disconnected = new AbortController();
-        const onClose = (): void => {
-          if (!reply.raw.writableFinished) disconnected.abort();
-        };
-        reply.raw.once('close', onClose);
-        try {
-          return await services.sync.sync({
+      async (request, reply) =>
+        // A client that goes away frees its parked request at once.
+        whileClientWaits(reply.raw, (signal) =>
+          services.sync.sync({
             requester: requesterOf(request),
             since: request.query.since,
             timeoutMs: Math.min(request.query.timeout ?? 0, services.config.max_sync_timeout),
             fullState: request.query.full_state === true,
             filter: request.query.filter,
-            signal: disconnected.signal,
+            signal,
             setPresence: request.query.set_presence,
-          });
-        } finally {
-          reply.raw.off('close', onClose);
-        }
-      },
+          }),
+        ),
     );
 
     /** POST /user/{userId}/filter */
