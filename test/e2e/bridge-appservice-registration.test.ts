@@ -6,7 +6,7 @@
  * device sync with one warning per kind. A registration of an earlier version (sender = bridge
  * user) still works, with a warning.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -14,10 +14,10 @@ import pino from 'pino';
 import type { FastifyBaseLogger } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { startTestHomeserver, type TestHomeserver } from '../../src/testing/index.js';
+import type { TestHomeserver } from '../../src/testing/index.js';
 import { bridgeRegistration, startBridgeApp, type RunningBridge } from '../../src/bridge-app.js';
-import { finishConfig, type Config } from '../../src/config/index.js';
-import { freePort } from '../support/ports.js';
+import type { Config } from '../../src/config/index.js';
+import { mainWithBridgeRegistration } from '../support/bridge-appservice.js';
 
 const BRIDGE = '@bridge:localhost';
 
@@ -55,27 +55,9 @@ describe('the bridge’s appservice registration on the main homeserver', () => 
 
   async function setUp(registrationText?: (config: Config) => string): Promise<Config> {
     dir = mkdtempSync(join(tmpdir(), 'bhs-bridge-as-reg-'));
-    const port = await freePort();
-    const mainPort = await freePort();
-    const config = finishConfig({
-      database: { path: join(dir, 'bridge.db') },
-      listen: { host: '127.0.0.1', port },
-      logging: { level: 'silent' },
-      ratelimiting_enabled: false,
-      bridge: {
-        appservice: {
-          homeserver_url: `http://127.0.0.1:${mainPort}`,
-          server_name: 'localhost',
-          as_token: 'bridge-as-token-0123456789',
-          hs_token: 'bridge-hs-token-0123456789',
-          url: `http://127.0.0.1:${port}`,
-        },
-      },
-    });
-    const registration = join(dir, 'bridge-registration.yaml');
-    writeFileSync(registration, (registrationText ?? bridgeRegistration)(config));
-    main = await startTestHomeserver({ port: mainPort, config: { app_service_config_files: [registration], bridge: { enabled: false } } });
-    return config;
+    const started = await mainWithBridgeRegistration(dir, registrationText);
+    main = started.main;
+    return started.config;
   }
 
   it('has a sender of its own, registers the bridge user first, acts as it, and retries a refused cross-signing upload', async () => {

@@ -5,17 +5,16 @@
  * crypto client there sends `!bridge webhook ci` encrypted, reads the URL in the encrypted DM,
  * posts to it and decrypts the message.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as sdk from 'matrix-js-sdk';
 import { logger } from 'matrix-js-sdk/lib/logger.js';
-import { startTestHomeserver, type TestHomeserver } from '../../../src/testing/index.js';
-import { bridgeRegistration, startBridgeApp, type RunningBridge } from '../../../src/bridge-app.js';
-import { finishConfig } from '../../../src/config/index.js';
+import type { TestHomeserver } from '../../../src/testing/index.js';
+import { startBridgeApp, type RunningBridge } from '../../../src/bridge-app.js';
 import { decryptedWhere, encryptedRoomWith, encryptionReady, startCryptoClient } from '../../support/crypto-clients.js';
-import { freePort } from '../../support/ports.js';
+import { mainWithBridgeRegistration } from '../../support/bridge-appservice.js';
 
 describe('the bridge as an application service, in an encrypted room', () => {
   let dir: string;
@@ -34,26 +33,9 @@ describe('the bridge as an application service, in an encrypted room', () => {
   it('reads the encrypted command, sends the URL in an encrypted DM, and posts encrypted', async () => {
     (logger as unknown as { disableAll(): void }).disableAll();
     dir = mkdtempSync(join(tmpdir(), 'bhs-bridge-as-e2ee-'));
-    const port = await freePort();
-    const mainPort = await freePort();
-    const config = finishConfig({
-      database: { path: join(dir, 'bridge.db') },
-      listen: { host: '127.0.0.1', port },
-      logging: { level: 'silent' },
-      ratelimiting_enabled: false,
-      bridge: {
-        appservice: {
-          homeserver_url: `http://127.0.0.1:${mainPort}`,
-          server_name: 'localhost',
-          as_token: 'bridge-as-token-0123456789',
-          hs_token: 'bridge-hs-token-0123456789',
-          url: `http://127.0.0.1:${port}`,
-        },
-      },
-    });
-    const registration = join(dir, 'bridge-registration.yaml');
-    writeFileSync(registration, bridgeRegistration(config));
-    main = await startTestHomeserver({ port: mainPort, config: { app_service_config_files: [registration], bridge: { enabled: false } } });
+    const started = await mainWithBridgeRegistration(dir);
+    main = started.main;
+    const config = started.config;
     bridge = await startBridgeApp(config);
     const bridgeId = '@bridge:localhost';
     expect(bridge.bridge.deviceId).toMatch(/^BRIDGE/);
