@@ -162,6 +162,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   // Also queued in the events' own transaction: a restart loses nothing an appservice is owed.
   writer.onWrite(appserviceSender.enqueueHook);
   writer.onCommit(appserviceSender.commitListener);
+  sessions.onAppserviceSeen = (serviceId) => appserviceSender.heardFrom(serviceId);
   const appservices = new AppServices(appserviceRegistry, appserviceSender, appserviceClient, accounts, sessions, config.server_name);
   const membership = new FederatedMembership({ signer, client: federation.client, keyRing: federation.keyRing, remote: remoteEvents, storage, cache: roomCache, stream, notifier, clock });
   const roomReader = new RoomReader(storage, roomCache, stream, clock);

@@ -37,10 +37,15 @@ interface Transaction {
   ephemeral: Array<Record<string, unknown>>;
 }
 
+/** How soon after a failure a request from the appservice may bring the next try forward. */
+const HEARD_FROM_RETRY_GAP_MS = 1_000;
+
 interface ServiceState {
   sending: boolean;
   timer: NodeJS.Timeout | undefined;
   failures: number;
+  /** When the last failure was, in monotonic ms (a request from the appservice retries at most once a second). */
+  failedAt: number;
   /** Ephemeral events waiting for the next new transaction. */
   ephemeral: Array<Record<string, unknown>>;
   /** The transaction this process sent and the appservice has not answered yet. */
@@ -128,6 +133,23 @@ export class AppServiceSender {
     for (const service of this.targets) this.kick(service);
   }
 
+  /**
+   * The appservice made a request of its own, so it is up again: a transaction waiting out a
+   * failure goes now, not when the wait ends (after a restart of the appservice the wait could be
+   * a minute or more). Failures still count: one that fails again waits longer.
+   */
+  heardFrom(serviceId: string): void {
+    const state = this.states.get(serviceId);
+    if (this.stopped || !state || state.timer === undefined) return;
+    // An appservice busy with requests while its endpoint fails is not retried at their rate.
+    if (performance.now() - state.failedAt < HEARD_FROM_RETRY_GAP_MS) return;
+    const service = this.targets.find((target) => target.id === serviceId);
+    if (!service) return;
+    clearTimeout(state.timer);
+    state.timer = undefined;
+    this.kick(service);
+  }
+
   /** Whether this process sends to the appservices now (with several processes, one does). */
   get running(): boolean {
     return !this.stopped;
@@ -150,7 +172,7 @@ export class AppServiceSender {
   private state(service: AppService): ServiceState {
     let state = this.states.get(service.id);
     if (!state) {
-      state = { sending: false, timer: undefined, failures: 0, ephemeral: [], inFlight: undefined };
+      state = { sending: false, timer: undefined, failures: 0, failedAt: 0, ephemeral: [], inFlight: undefined };
       this.states.set(service.id, state);
     }
     return state;
@@ -175,6 +197,7 @@ export class AppServiceSender {
 
   private retryLater(service: AppService, state: ServiceState): void {
     state.failures++;
+    state.failedAt = performance.now();
     const delay = Math.min(this.options.maxRetryMs, this.options.minRetryMs * 2 ** Math.min(state.failures - 1, 20));
     state.timer = setTimeout(() => {
       state.timer = undefined;

@@ -166,18 +166,21 @@ export class SessionService {
     return session;
   }
 
-  /** Resolves an access token to its user, or explains with the error a client expects. */
+  /** Told when an application service makes a request with its as_token: it is up. */
+  onAppserviceSeen: ((serviceId: string) => void) | undefined;
+
   /**
-   * The requester an access token stands for. An application service's as_token stands for its
-   * sender, or, with `?user_id=` (`masquerade`), for a user in its namespaces that exists.
-   */
-  /**
-   * The user behind an access token. `client`: where the request came from, recorded as the
-   * device's last seen address, user agent and time (admin `whois`, `/devices`).
+   * The requester an access token stands for, or the error a client expects. An application
+   * service's as_token stands for its sender, or, with `?user_id=` (`masquerade`), for a user in
+   * its namespaces that exists. `client`: where the request came from, recorded as the device's
+   * last seen address, user agent and time (admin `whois`, `/devices`).
    */
   async authenticate(accessToken: string, masquerade?: string, client?: ClientSeen): Promise<Requester> {
     const service = this.appservices.byToken(accessToken);
-    if (service) return this.appserviceRequester(service, masquerade);
+    if (service) {
+      this.onAppserviceSeen?.(service.id);
+      return this.appserviceRequester(service, masquerade);
+    }
     const token = await this.storage.sessions.findAccessToken(hashToken(accessToken));
     if (!token) {
       throw new MatrixError('M_UNKNOWN_TOKEN', 'Invalid access token passed.', { extra: { soft_logout: false } });

@@ -298,6 +298,28 @@ describe('transactions to the appservice', () => {
   });
 });
 
+describe('an appservice back after a failure', () => {
+  it('gets its waiting transaction when it makes a request of its own, not at the end of the wait', async () => {
+    // A wait of an hour after a failure: only the appservice's own request can bring the retry forward.
+    hs = await startTestHomeserver({ app_service_config_files: [registrationFile(appservice.url)], federation: { min_retry_interval: '1h', max_retry_interval: '1h' } });
+    const person = client(hs, await createUser(hs, 'person'));
+    const roomId = await person.createRoom({ preset: 'public_chat' });
+    const as = asAppservice(hs);
+    await as.post('/register', { type: 'm.login.application_service', username: '_irc_alice', inhibit_login: true });
+    expect((await asAppservice(hs, `@_irc_alice:${SERVER_NAME}`).post(`/join/${encodeURIComponent(roomId)}`, {})).status).toBe(200);
+    await appservice.waitFor(() => appservice.transactions.length > 0, 'the join');
+    appservice.status = 503;
+    const attempted = appservice.attempts.length;
+    const sent = await person.send(roomId, { msgtype: 'm.text', body: 'while it restarts' });
+    await appservice.waitFor(() => appservice.attempts.length > attempted, 'the refused attempt');
+    appservice.status = 200;
+    // Back up (as a bridge starting): its first request tells the homeserver so.
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    expect((await as.get('/account/whoami')).status).toBe(200);
+    await appservice.waitFor(() => appservice.events().some((event) => event.event_id === sent), 'the message after the whoami');
+  });
+});
+
 describe('registration files', () => {
   it('are refused at start with the file and key named', async () => {
     const file = registrationFile(appservice.url);
