@@ -29,6 +29,8 @@ export interface ClientSeen {
 
 /** Addresses and user agents are kept to this many characters. */
 const MAX_SEEN_TEXT = 512;
+/** The shortest time between two writes of where a device was seen, when what was seen changed. */
+const DEVICE_CHANGE_WRITE_GAP_MS = 5_000;
 
 export interface Requester {
   userId: string;
@@ -217,8 +219,9 @@ export class SessionService {
   }
 
   /**
-   * Records where and with what a device was seen: at once when the address or user agent
-   * changed, otherwise at most once a minute per device (a request must not cost a write).
+   * Records where and with what a device was seen: a change of address or user agent within
+   * seconds, otherwise at most once a minute per device. A request must not cost a write: a client
+   * that changes its user agent on every request still gets one write per device every few seconds.
    */
   private async noteDeviceSeen(userId: string, deviceId: string, client: ClientSeen): Promise<void> {
     const now = this.clock.now();
@@ -226,7 +229,10 @@ export class SessionService {
     const ip = client.ip.slice(0, MAX_SEEN_TEXT);
     const userAgent = client.userAgent === undefined ? null : client.userAgent.slice(0, MAX_SEEN_TEXT);
     const last = this.deviceSeenWritten.get(key);
-    if (last && last.ip === ip && last.userAgent === userAgent && now - last.ts < ACTIVITY_WRITE_INTERVAL_MS && now >= last.ts) return;
+    if (last && now >= last.ts) {
+      const changed = last.ip !== ip || last.userAgent !== userAgent;
+      if (now - last.ts < (changed ? DEVICE_CHANGE_WRITE_GAP_MS : ACTIVITY_WRITE_INTERVAL_MS)) return;
+    }
     if (this.deviceSeenWritten.size >= MAX_ACTIVITY_ENTRIES) this.deviceSeenWritten.clear();
     this.deviceSeenWritten.set(key, { ip, userAgent, ts: now });
     await this.storage.sessions.recordDeviceSeen(userId, deviceId, { ip, userAgent, ts: now });

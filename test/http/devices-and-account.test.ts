@@ -117,6 +117,21 @@ describe('where devices were last seen', () => {
     const row = await hs.services.storage.sessions.getDevice(alice.userId, 'PHONE');
     expect(row).toMatchObject({ last_seen_user_agent: 'PhoneBot/2.0' });
   });
+
+  it('costs a write every few seconds at most, however often a client changes its user agent', async () => {
+    const phone = await loginDevice('alice', alice.password, 'PHONE');
+    const writes = hs.services.storage.sessions;
+    const recordDeviceSeen = writes.recordDeviceSeen.bind(writes);
+    let written = 0;
+    writes.recordDeviceSeen = async (...args) => {
+      written++;
+      return recordDeviceSeen(...args);
+    };
+    for (let i = 0; i < 20; i++) await hs.http.get('/_matrix/client/v3/account/whoami').auth(phone, bearer).set('User-Agent', `Changing/${i}`);
+    // The test clock stands still: only the device's first sighting is written.
+    expect(written).toBe(1);
+    expect(await hs.services.storage.sessions.getDevice(alice.userId, 'PHONE')).toMatchObject({ last_seen_user_agent: 'Changing/0' });
+  });
 });
 
 describe('the account', () => {
