@@ -90,17 +90,14 @@ export class LegacySync {
     return { chunk, start: from, end: body.next_batch };
   }
 
+  /** An initial sync with full state, in the legacy event format, of the rooms `room` selects. */
+  private snapshot(requester: Requester, room: JsonObject): Promise<JsonObject> {
+    return this.sync.sync({ requester, since: undefined, timeoutMs: 0, fullState: true, filter: undefined, filterDefinition: { room }, legacy: true });
+  }
+
   /** `GET /initialSync`: every room of the user with its current state and latest messages. */
   async initialSync(requester: Requester, options: { limit: number; archived: boolean }): Promise<JsonObject> {
-    const body = await this.sync.sync({
-      requester,
-      since: undefined,
-      timeoutMs: 0,
-      fullState: true,
-      filter: undefined,
-      filterDefinition: { room: { timeline: { limit: options.limit }, include_leave: options.archived } },
-      legacy: true,
-    });
+    const body = await this.snapshot(requester, { timeline: { limit: options.limit }, include_leave: options.archived });
     const end = String(body.next_batch);
     const rooms = body.rooms as SyncRooms;
     const list: JsonObject[] = [];
@@ -140,15 +137,7 @@ export class LegacySync {
    * former member's as they left it, a world-readable room for anyone.
    */
   async roomInitialSync(requester: Requester, roomId: string, limit: number): Promise<JsonObject> {
-    const body = await this.sync.sync({
-      requester,
-      since: undefined,
-      timeoutMs: 0,
-      fullState: true,
-      filter: undefined,
-      filterDefinition: { room: { rooms: [roomId], timeline: { limit }, include_leave: true } },
-      legacy: true,
-    });
+    const body = await this.snapshot(requester, { rooms: [roomId], timeline: { limit }, include_leave: true });
     const end = String(body.next_batch);
     const rooms = body.rooms as SyncRooms;
     const joined = rooms.join[roomId];
