@@ -10,7 +10,7 @@ import * as sdk from 'matrix-js-sdk';
 import { logger } from 'matrix-js-sdk/lib/logger.js';
 import { createUser, startFederation, type Federation } from '../support/federation.js';
 import { fetchTrusting, testCertificates } from '../support/tls.js';
-import { decryptedWhere, encryptedRoomWith, encryptionReady, startCryptoClient } from '../support/crypto-clients.js';
+import { bridgeWebhookUrl, decryptedWhere, encryptedRoomWithBridge, startCryptoClient } from '../support/crypto-clients.js';
 
 let federation: Federation;
 const clients: sdk.MatrixClient[] = [];
@@ -33,20 +33,12 @@ describe('the bridge of one server in an encrypted room of another', () => {
     const alice = await startCryptoClient(b.server.url.replace(/\/$/, ''), await createUser(b.hs, 'alice'), fetchTls);
     clients.push(alice);
 
-    const roomId = await encryptedRoomWith(alice, bridgeId);
-    await alice.setPowerLevel(roomId, bridgeId, 50);
-    await encryptionReady(alice, roomId);
-
-    const dm = decryptedWhere(alice, () => undefined, bridgeId, (body) => body.includes('Your webhook "ci"'), 'the webhook DM');
-    const reply = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('Created the webhook "ci"'), 'the reply to the command');
-    await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: '!bridge webhook ci' });
-    await reply;
-    const url = (await dm).getContent().body.split('\n').find((line: string) => line.startsWith('https://a.test/webhook/'));
-    expect(url).toBeDefined();
+    const roomId = await encryptedRoomWithBridge(alice, bridgeId);
+    const url = await bridgeWebhookUrl(alice, roomId, bridgeId, 'ci', 'https://a.test/webhook/');
 
     // The webhook URL names a.test; here it is reached at a.test's own listener.
     const posted = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('deployed across servers'), 'the webhook message');
-    const answer = await fetchTls(a.server.url.replace(/\/$/, '') + new URL(url!).pathname, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'deployed across servers' }) });
+    const answer = await fetchTls(a.server.url.replace(/\/$/, '') + new URL(url).pathname, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'deployed across servers' }) });
     expect(answer.status).toBe(200);
     expect((await posted).getWireType()).toBe('m.room.encrypted');
   });

@@ -118,3 +118,25 @@ export function decryptedWhere(client: sdk.MatrixClient, roomId: string | (() =>
     seen();
   });
 }
+
+/** `creator`'s encrypted room with the bridge (`bridgeId`) joined and made Moderator. */
+export async function encryptedRoomWithBridge(creator: sdk.MatrixClient, bridgeId: string): Promise<string> {
+  const roomId = await encryptedRoomWith(creator, bridgeId);
+  await creator.setPowerLevel(roomId, bridgeId, 50);
+  await encryptionReady(creator, roomId);
+  return roomId;
+}
+
+/**
+ * `!bridge webhook <name>` sent encrypted; resolves with the URL from the bridge's encrypted DM
+ * (the first line starting with `urlStart`).
+ */
+export async function bridgeWebhookUrl(client: sdk.MatrixClient, roomId: string, bridgeId: string, name: string, urlStart = 'http'): Promise<string> {
+  const dm = decryptedWhere(client, () => undefined, bridgeId, (body) => body.includes(`Your webhook "${name}"`), 'the webhook DM');
+  const reply = decryptedWhere(client, roomId, bridgeId, (body) => body.includes(`Created the webhook "${name}"`), 'the reply to the command');
+  await client.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: `!bridge webhook ${name}` });
+  await reply;
+  const url = (await dm).getContent().body.split('\n').find((line: string) => line.startsWith(urlStart));
+  if (url === undefined) throw new Error(`the bridge's DM for "${name}" has no URL starting with ${urlStart}`);
+  return url;
+}

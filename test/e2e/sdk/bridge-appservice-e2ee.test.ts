@@ -13,7 +13,7 @@ import * as sdk from 'matrix-js-sdk';
 import { logger } from 'matrix-js-sdk/lib/logger.js';
 import type { TestHomeserver } from '../../../src/testing/index.js';
 import { startBridgeApp, type RunningBridge } from '../../../src/bridge-app.js';
-import { decryptedWhere, encryptedRoomWith, encryptionReady, startCryptoClient } from '../../support/crypto-clients.js';
+import { bridgeWebhookUrl, decryptedWhere, encryptedRoomWithBridge, startCryptoClient } from '../../support/crypto-clients.js';
 import { mainWithBridgeRegistration } from '../../support/bridge-appservice.js';
 
 describe('the bridge as an application service, in an encrypted room', () => {
@@ -42,19 +42,11 @@ describe('the bridge as an application service, in an encrypted room', () => {
 
     const alice = await startCryptoClient(main.baseUrl, await main.createUser('alice'));
     clients.push(alice);
-    const roomId = await encryptedRoomWith(alice, bridgeId);
-    await alice.setPowerLevel(roomId, bridgeId, 50);
-    await encryptionReady(alice, roomId);
-
-    const dm = decryptedWhere(alice, () => undefined, bridgeId, (body) => body.includes('Your webhook "ci"'), 'the webhook DM');
-    const reply = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('Created the webhook "ci"'), 'the reply to the command');
-    await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: '!bridge webhook ci' });
-    await reply;
-    const url = (await dm).getContent().body.split('\n').find((line: string) => line.startsWith('http'));
-    expect(url).toBeDefined();
+    const roomId = await encryptedRoomWithBridge(alice, bridgeId);
+    const url = await bridgeWebhookUrl(alice, roomId, bridgeId, 'ci');
 
     const posted = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('deployed by the appservice'), 'the webhook message');
-    const answer = await fetch(url!, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'deployed by the appservice' }) });
+    const answer = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'deployed by the appservice' }) });
     expect(answer.status).toBe(200);
     expect((await posted).getWireType()).toBe('m.room.encrypted');
     // The bridge's device is cross-signed on the main homeserver too (it allows a first upload without a password).
@@ -78,7 +70,7 @@ describe('the bridge as an application service, in an encrypted room', () => {
     expect(bridge.bridge.deviceId).toBe(deviceId);
     await listed;
     const again = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('after the restart'), 'the post after the restart');
-    expect((await fetch(url!, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'after the restart' }) })).status).toBe(200);
+    expect((await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'after the restart' }) })).status).toBe(200);
     expect((await again).getWireType()).toBe('m.room.encrypted');
     const devices = (await alice.getCrypto()!.getUserDeviceInfo([bridgeId], true)).get(bridgeId);
     expect([...(devices?.keys() ?? [])]).toEqual([deviceId]);

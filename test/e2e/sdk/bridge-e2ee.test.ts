@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as sdk from 'matrix-js-sdk';
 import { logger } from 'matrix-js-sdk/lib/logger.js';
 import { startTestHomeserver, type TestAccount, type TestHomeserver } from '../../../src/testing/index.js';
-import { decryptedWhere, encryptedRoomWith, encryptionReady, startCryptoClient } from '../../support/crypto-clients.js';
+import { bridgeWebhookUrl, decryptedWhere, encryptedRoomWithBridge, startCryptoClient } from '../../support/crypto-clients.js';
 import { startFeedServer, type FeedServer } from '../../support/feed-server.js';
 
 function rss(items: Array<{ id: string; title: string }>): string {
@@ -47,28 +47,6 @@ describe('the bridge in an encrypted room, with a matrix-js-sdk Rust crypto clie
     return started;
   }
 
-  /** Alice's encrypted room with the bridge joined and made Moderator. */
-  async function encryptedRoomWithBridge(alice: sdk.MatrixClient): Promise<string> {
-    const bridgeId = hs!.bridgeUserId!;
-    const roomId = await encryptedRoomWith(alice, bridgeId);
-    await alice.setPowerLevel(roomId, bridgeId, 50);
-    await encryptionReady(alice, roomId);
-    return roomId;
-  }
-
-  /** `!bridge webhook <name>` sent encrypted; resolves with the URL from the bridge's encrypted DM. */
-  async function webhookUrl(alice: sdk.MatrixClient, roomId: string, name: string): Promise<string> {
-    const bridgeId = hs!.bridgeUserId!;
-    const dm = decryptedWhere(alice, () => undefined, bridgeId, (body) => body.includes(`Your webhook "${name}"`), 'the webhook DM');
-    const reply = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes(`Created the webhook "${name}"`), 'the reply to the command');
-    await alice.sendMessage(roomId, { msgtype: sdk.MsgType.Text, body: `!bridge webhook ${name}` });
-    await reply;
-    const message = await dm;
-    const url = message.getContent().body.split('\n').find((line: string) => line.startsWith('http'));
-    expect(url).toBeDefined();
-    return url!;
-  }
-
   async function post(url: string, text: string): Promise<void> {
     const answer = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text }) });
     expect(answer.status).toBeLessThan(300);
@@ -79,9 +57,9 @@ describe('the bridge in an encrypted room, with a matrix-js-sdk Rust crypto clie
     hs = await start();
     const bridgeId = hs.bridgeUserId!;
     const alice = await client(await hs.createUser('alice'));
-    const roomId = await encryptedRoomWithBridge(alice);
+    const roomId = await encryptedRoomWithBridge(alice, bridgeId);
 
-    const url = await webhookUrl(alice, roomId, 'ci');
+    const url = await bridgeWebhookUrl(alice, roomId, bridgeId, 'ci');
     const posted = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('build passed'), 'the webhook message');
     await post(url, 'build passed');
     const event = await posted;
@@ -109,8 +87,8 @@ describe('the bridge in an encrypted room, with a matrix-js-sdk Rust crypto clie
     const bridgeId = hs.bridgeUserId!;
     const port = hs.port;
     const alice = await client(await hs.createUser('alice'));
-    const roomId = await encryptedRoomWithBridge(alice);
-    const url = await webhookUrl(alice, roomId, 'ci');
+    const roomId = await encryptedRoomWithBridge(alice, bridgeId);
+    const url = await bridgeWebhookUrl(alice, roomId, bridgeId, 'ci');
     const before = decryptedWhere(alice, roomId, bridgeId, (body) => body.includes('before the restart'), 'the first post');
     await post(url, 'before the restart');
     await before;
@@ -167,7 +145,7 @@ describe('the bridge in an encrypted room, with a matrix-js-sdk Rust crypto clie
       return fetch(input, init);
     };
     const alice = await client(await hs.createUser('alice'), fetchFn);
-    const roomId = await encryptedRoomWithBridge(alice);
+    const roomId = await encryptedRoomWithBridge(alice, bridgeId);
     const bridge = (hs as unknown as { app: { homeserver: { bridge: { waitingForKeys: Map<string, unknown> } } } }).app.homeserver.bridge;
 
     holding = true;
