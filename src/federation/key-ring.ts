@@ -35,6 +35,8 @@ export class KeyRing {
   private readonly known = new Map<string, Map<string, KnownKey>>();
   private readonly fetching = new Map<string, Promise<void>>();
   private readonly failedUntil = new Map<string, number>();
+  /** Servers fetched once within their failure wait for a key we hold nothing of (no more until they answer). */
+  private readonly retriedForMissingKey = new Set<string>();
 
   constructor(
     private readonly signer: Signer,
@@ -104,12 +106,14 @@ export class KeyRing {
       if (keyIds.length === 0) return [newest];
       // The newest listing stands in for a key whose own row is not there (listings stored before
       // migration 0031 have none).
-      return Promise.all(keyIds.map(async (keyId) => (await this.storage.federation.keyListing(server, keyId)) ?? (newest && listsKey(newest.response, keyId) ? newest : undefined)));
+      const listings = await this.storage.federation.keyListings(server, keyIds);
+      return keyIds.map((keyId) => listings.get(keyId) ?? (newest && listsKey(newest.response, keyId) ? newest : undefined));
     };
     let held = await read();
     if (held.some((listing) => !listing || listing.validUntilTs < minimumValidUntil)) {
-      // A key we hold nothing of is asked for even within a minute of a failure (the asker wants
-      // that key, and an earlier failure says nothing of it); still one fetch at a time.
+      // A key we hold nothing of is asked for once within a minute of a failure (the asker wants
+      // that key, and an earlier failure says nothing of it); not again until the server answers,
+      // however many ask.
       await this.fetch(server, held.some((listing) => !listing)).catch(() => undefined);
       held = await read();
     }
@@ -162,17 +166,23 @@ export class KeyRing {
   }
 
   /**
-   * Fetches a server's keys (one fetch at a time per server, not again for a minute after failing,
-   * unless `despiteFailure`).
+   * Fetches a server's keys (one fetch at a time per server, not again for a minute after failing;
+   * `despiteFailure`, for a key we hold nothing of: once within that minute, until it answers again).
    */
   private fetch(server: string, despiteFailure = false): Promise<void> {
     const pending = this.fetching.get(server);
     if (pending) return pending;
-    if (!despiteFailure && (this.failedUntil.get(server) ?? 0) > this.clock.now()) return Promise.resolve();
+    if ((this.failedUntil.get(server) ?? 0) > this.clock.now()) {
+      // Within the wait, one fetch for a key we hold nothing of, until the server answers again.
+      if (!despiteFailure || this.retriedForMissingKey.has(server)) return Promise.resolve();
+      if (this.retriedForMissingKey.size >= MAX_SERVERS_IN_MEMORY) this.retriedForMissingKey.delete(this.retriedForMissingKey.values().next().value!);
+      this.retriedForMissingKey.add(server);
+    }
     const attempt = this.fetchNow(server)
       .then(() => {
         // It answers again: an earlier failure no longer holds anything back.
         this.failedUntil.delete(server);
+        this.retriedForMissingKey.delete(server);
       })
       .catch(() => {
         this.failedUntil.set(server, this.clock.now() + FAILURE_BACKOFF_MS);

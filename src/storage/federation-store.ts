@@ -42,10 +42,11 @@ export class FederationStore {
         .values({ server_name: response.serverName, response: response.json, valid_until_ts: response.validUntilTs })
         .onConflict((oc) => oc.column('server_name').doUpdateSet({ response: response.json, valid_until_ts: response.validUntilTs }))
         .execute();
-      for (const keyId of response.keyIds.slice(0, MAX_LISTED_KEYS)) {
+      const keyIds = [...new Set(response.keyIds)].slice(0, MAX_LISTED_KEYS);
+      if (keyIds.length > 0) {
         await this.db
           .insertInto('server_key_listings')
-          .values({ server_name: response.serverName, key_id: keyId, response: response.json, valid_until_ts: response.validUntilTs })
+          .values(keyIds.map((keyId) => ({ server_name: response.serverName, key_id: keyId, response: response.json, valid_until_ts: response.validUntilTs })))
           .onConflict((oc) => oc.columns(['server_name', 'key_id']).doUpdateSet({ response: response.json, valid_until_ts: response.validUntilTs }))
           .execute();
       }
@@ -72,10 +73,13 @@ export class FederationStore {
     }
   }
 
-  /** The listing a server last gave with this key id in it (the notary's answer for that key). */
-  async keyListing(serverName: string, keyId: string): Promise<{ response: string; validUntilTs: number } | undefined> {
-    const row = await this.db.selectFrom('server_key_listings').selectAll().where('server_name', '=', serverName).where('key_id', '=', keyId).executeTakeFirst();
-    return row ? { response: row.response, validUntilTs: Number(row.valid_until_ts) } : undefined;
+  /** The listings a server last gave with each of these key ids in it (the notary's answers), by key id, in one query. */
+  async keyListings(serverName: string, keyIds: readonly string[]): Promise<Map<string, { response: string; validUntilTs: number }>> {
+    const found = new Map<string, { response: string; validUntilTs: number }>();
+    if (keyIds.length === 0) return found;
+    const rows = await this.db.selectFrom('server_key_listings').selectAll().where('server_name', '=', serverName).where('key_id', 'in', [...keyIds]).execute();
+    for (const row of rows) found.set(row.key_id, { response: row.response, validUntilTs: Number(row.valid_until_ts) });
+    return found;
   }
 
   async keyResponse(serverName: string): Promise<{ response: string; validUntilTs: number } | undefined> {

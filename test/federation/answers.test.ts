@@ -218,6 +218,31 @@ describe('the notary', () => {
 });
 
 describe('the notary keeps every key it was given', () => {
+  it('fetches a server that failed once more for a key we hold nothing of, not on every anonymous query', async () => {
+    const { startTestHomeserver } = await import('../support/homeserver.js');
+    const hs = await startTestHomeserver();
+    try {
+      let fetches = 0;
+      Object.assign(hs.services.federation.keyRing, {
+        client: {
+          request: async () => {
+            fetches++;
+            throw new Error('the origin is down');
+          },
+        },
+      });
+      const keyIds = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`ed25519:k${i}`, {}]));
+      for (let i = 0; i < 10; i++) {
+        const answer = await hs.http.post('/_matrix/key/v2/query').send({ server_keys: { 'down.example': keyIds } });
+        expect(answer.body.server_keys).toEqual([]);
+      }
+      // The first fetch, then one for the keys we hold nothing of; the other eight wait out the minute.
+      expect(fetches).toBe(2);
+    } finally {
+      await hs.close();
+    }
+  });
+
   it('serves a key its server stopped listing, past its valid_until_ts, when asked for it by id', async () => {
     const { startTestHomeserver } = await import('../support/homeserver.js');
     const { ed25519Signer, signJson } = await import('../../src/core/signed-json.js');
