@@ -13,7 +13,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { ERRCODE_STATUS, MatrixError, type Errcode } from '../core/errors.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { BridgeStorage } from '../storage/bridge-store.js';
-import { deviceDeliveryOf, type CryptoRequest } from './crypto/crypto-device.js';
+import { deviceDeliveryOf, isQuietDelivery, type CryptoRequest, type DeviceDelivery } from './crypto/crypto-device.js';
 import type { ActivityHandler, BridgeHomeserver, RoomActivity, RoomMessage, RoomPowers } from './homeserver.js';
 
 /** The last transaction taken: the homeserver sends them one at a time, so a repeat is this one. */
@@ -143,6 +143,7 @@ export class AppserviceHomeserver implements BridgeHomeserver {
     let retryMs = DEVICE_RETRY_FIRST_MS;
     // Each kind of failure is logged once (until a sync succeeds), not at every retry.
     const logged = new Set<string>();
+    let lastDevice: DeviceDelivery | undefined;
     while (!signal.aborted) {
       try {
         const query = new URLSearchParams({ filter: DEVICE_SYNC_FILTER, timeout: String(since === undefined ? 0 : DEVICE_SYNC_TIMEOUT_MS) });
@@ -151,7 +152,10 @@ export class AppserviceHomeserver implements BridgeHomeserver {
         if (signal.aborted) break;
         const next = String(body.next_batch);
         const device = deviceDeliveryOf(body);
-        await handler({ messages: [], invites: [], leaves: [], initial: false, device }, (stores) => stores.bridge.setValue(DEVICE_SYNC_TOKEN_KEY, next));
+        if (next !== since || !isQuietDelivery(device, lastDevice)) {
+          await handler({ messages: [], invites: [], leaves: [], initial: false, device }, (stores) => stores.bridge.setValue(DEVICE_SYNC_TOKEN_KEY, next));
+          lastDevice = device;
+        }
         since = next;
         if (logged.size > 0) this.options.log.info('the bridge’s crypto device syncs again');
         logged.clear();

@@ -13,7 +13,7 @@ import type { Services } from '../services.js';
 import { BOT_USER_TYPE } from '../users/account-service.js';
 import type { Requester } from '../users/session-service.js';
 import { userIdFor } from '../users/user-ids.js';
-import { deviceDeliveryOf, type CryptoRequest } from './crypto/crypto-device.js';
+import { deviceDeliveryOf, isQuietDelivery, type CryptoRequest, type DeviceDelivery } from './crypto/crypto-device.js';
 import type { ActivityHandler, BridgeHomeserver, RoomActivity, RoomMessage, RoomPowers } from './homeserver.js';
 
 const SYNC_TOKEN_KEY = 'sync_token';
@@ -64,6 +64,7 @@ export class LocalHomeserver implements BridgeHomeserver {
   async follow(handler: ActivityHandler, signal: AbortSignal): Promise<void> {
     const { storage, sync } = this.services;
     let since = await storage.bridge.getValue(SYNC_TOKEN_KEY);
+    let lastDevice: DeviceDelivery | undefined;
     while (!signal.aborted) {
       try {
         const body = await sync.sync({ requester: this.requester, since, timeoutMs: SYNC_TIMEOUT_MS, fullState: false, filter: undefined, filterDefinition: SYNC_FILTER, signal });
@@ -71,8 +72,10 @@ export class LocalHomeserver implements BridgeHomeserver {
         const next = String(body.next_batch);
         const activity = this.activityIn(body, since === undefined);
         // Nothing new and the same position: nothing to take.
-        if (next !== since || activity.messages.length > 0 || activity.invites.length > 0 || activity.leaves.length > 0 || activity.device !== undefined) {
+        const deviceNews = activity.device !== undefined && !isQuietDelivery(activity.device, lastDevice);
+        if (next !== since || activity.messages.length > 0 || activity.invites.length > 0 || activity.leaves.length > 0 || deviceNews) {
           await handler(activity, (stores) => stores.bridge.setValue(SYNC_TOKEN_KEY, next));
+          lastDevice = activity.device;
         }
         since = next;
       } catch (err) {

@@ -368,3 +368,13 @@ export function deviceDeliveryOf(body: JsonObject): DeviceDelivery {
   };
   return delivery;
 }
+
+/**
+ * Whether a `/sync` answer brought the device nothing since `previous` (the last answer handed on):
+ * no to-device message, no device-list change, the same one-time key counts and fallback keys.
+ * Such an answer need not reach the SDK, nor cost a write (an idle long poll returns every 30 s).
+ */
+export function isQuietDelivery(delivery: DeviceDelivery, previous: DeviceDelivery | undefined): boolean {
+  if (!previous || delivery.toDevice.length > 0 || delivery.changed.length > 0 || delivery.left.length > 0) return false;
+  return JSON.stringify([delivery.oneTimeKeyCounts, delivery.unusedFallbackKeyTypes]) === JSON.stringify([previous.oneTimeKeyCounts, previous.unusedFallbackKeyTypes]);
+}
