@@ -7,6 +7,7 @@
 import { MatrixError } from '../core/errors.js';
 import type { AccountService } from '../users/account-service.js';
 import type { Requester, SessionOptions, SessionService } from '../users/session-service.js';
+import { resolveLocalUserId } from '../users/user-ids.js';
 import { AppServiceRequestError, type AppServiceClient } from './appservice-client.js';
 import type { AppServiceSender } from './appservice-sender.js';
 import type { AppService, AppServiceRegistry } from './registry.js';
@@ -65,9 +66,8 @@ export class AppServices {
   async login(requester: Requester | null, user: string, options: SessionOptions): Promise<Record<string, unknown>> {
     const service = requester?.appserviceId !== undefined ? this.registry.byId(requester.appserviceId) : undefined;
     if (!service) throw new MatrixError('M_MISSING_TOKEN', 'Missing or invalid application service token', { status: 401 });
-    const localpart = user.startsWith('@') ? user.slice(1).split(':')[0]! : user;
-    const userId = user.startsWith('@') ? user : this.accounts.userIdFor(localpart.toLowerCase());
-    if (userId !== service.sender && !this.registry.isInterestedInUser(service, userId)) {
+    const userId = resolveLocalUserId(user, this.serverName);
+    if (userId === null || (userId !== service.sender && !this.registry.isInterestedInUser(service, userId))) {
       throw new MatrixError('M_FORBIDDEN', 'This user is not in the application service’s namespaces', { status: 403 });
     }
     const account = await this.accounts.getUser(userId);
