@@ -39,7 +39,7 @@ export interface RefusedSignIn {
 export const SIGN_IN_LIFETIME_MS = 10 * 60_000;
 
 /** A callback whose sign-in was not started here, has finished already, or took too long. */
-export class SignInNotPending extends Error {
+class SignInNotPending extends Error {
   override name = 'SignInNotPending';
 }
 

@@ -20,7 +20,7 @@ export interface DevicesTable {
   created_ts: number;
   last_seen_ts: number | null;
   last_seen_ip: string | null;
-  /** Migration 0031. */
+  /** Migration 0032. */
   last_seen_user_agent: string | null;
 }
 
@@ -271,7 +271,7 @@ export interface ServerKeyResponsesTable {
   valid_until_ts: number;
 }
 
-/** Every key listing a server gave, by each key id it lists (migration 0031): what the notary serves per key. */
+/** Every key listing a server gave, by each key id it lists (migration 0032): what the notary serves per key. */
 export interface ServerKeyListingsTable {
   server_name: string;
   key_id: string;

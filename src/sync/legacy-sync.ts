@@ -22,7 +22,7 @@ export const DEFAULT_INITIAL_SYNC_LIMIT = 10;
 /** Members whose presence a room's initial sync carries at most. */
 const MAX_PRESENCE = 500;
 
-export interface EventStreamRequest {
+interface EventStreamRequest {
   requester: Requester;
   /** A sync token; none means now (only what happens from now on). */
   from: string | undefined;

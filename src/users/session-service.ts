@@ -20,7 +20,6 @@ import { resolveLocalUserId, userIdFor } from './user-ids.js';
 /** The longest device display name accepted (Synapse: 100). */
 export const MAX_DEVICE_DISPLAY_NAME_LENGTH = 100;
 
-/** The user behind an access token. */
 /** Where a request came from: its address and `User-Agent`. */
 export interface ClientSeen {
   ip: string;
@@ -32,6 +31,7 @@ const MAX_SEEN_TEXT = 512;
 /** The shortest time between two writes of where a device was seen, when what was seen changed. */
 const DEVICE_CHANGE_WRITE_GAP_MS = 5_000;
 
+/** The user behind an access token. */
 export interface Requester {
   userId: string;
   deviceId: string;

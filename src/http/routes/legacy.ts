@@ -22,6 +22,7 @@ export function legacyRoutes(services: Services): FastifyPluginAsyncTypebox {
           querystring: Type.Object({
             from: Type.Optional(Type.String()),
             timeout: Type.Optional(Type.Integer({ minimum: 0 })),
+            // Accepted (clients send it) and not needed: a page holds at most 100 events a room.
             limit: Type.Optional(Type.Integer({ minimum: 0 })),
             room_id: Type.Optional(Type.String()),
           }),
