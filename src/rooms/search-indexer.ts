@@ -74,14 +74,7 @@ export class SearchIndexer {
   }
 
   private async indexUpTo(upTo: number): Promise<void> {
-    while (this.indexedUpTo! < upTo) {
-      const from = this.indexedUpTo!;
-      this.indexedUpTo = await this.storage.transaction(async (stores) => {
-        const reached = await stores.rooms.indexSearchAfter(from, upTo, BATCH_EVENTS);
-        await stores.rooms.setSearchIndexedUpTo(reached);
-        return reached;
-      });
-    }
+    while (this.indexedUpTo! < upTo) this.indexedUpTo = await indexBatch(this.storage, this.indexedUpTo!, upTo);
   }
 }
 
@@ -89,12 +82,14 @@ export class SearchIndexer {
 export async function indexAllForSearch(storage: Storage, upTo: number): Promise<void> {
   if (storage.rooms.searchInline) return;
   let at = (await storage.rooms.searchIndexedUpTo()) ?? upTo;
-  while (at < upTo) {
-    const from = at;
-    at = await storage.transaction(async (stores) => {
-      const reached = await stores.rooms.indexSearchAfter(from, upTo, BATCH_EVENTS);
-      await stores.rooms.setSearchIndexedUpTo(reached);
-      return reached;
-    });
-  }
+  while (at < upTo) at = await indexBatch(storage, at, upTo);
+}
+
+/** Indexes one batch of what was committed after `from` (up to `upTo`) with its watermark: where it reached. */
+async function indexBatch(storage: Storage, from: number, upTo: number): Promise<number> {
+  return storage.transaction(async (stores) => {
+    const reached = await stores.rooms.indexSearchAfter(from, upTo, BATCH_EVENTS);
+    await stores.rooms.setSearchIndexedUpTo(reached);
+    return reached;
+  });
 }

@@ -92,6 +92,15 @@ const eventByIdQuery = new QueryTemplate((db: Kysely<Database>, eventId: string)
   db.selectFrom('events').selectAll().where('event_id', '=', eventId),
 );
 
+/** A row of the full-text index. */
+interface SearchRow {
+  key: number;
+  value: string;
+  event_id: string;
+  room_id: string;
+  type: string;
+}
+
 export class RoomStore {
   /** PostgreSQL keeps the search index in a table keyed by stream_ordering; SQLite's FTS5 by rowid. */
   private readonly postgres: boolean;
@@ -135,12 +144,7 @@ export class RoomStore {
       .orderBy('stream_ordering')
       .limit(limit)
       .execute();
-    const searchRows: Array<{ key: number; value: string; event_id: string; room_id: string; type: string }> = [];
-    for (const event of rows) {
-      const searchable = SEARCHED_FIELDS[event.type];
-      const value = searchable ? searchedText(event.content, searchable) : undefined;
-      if (value !== undefined) searchRows.push({ key: Number(event.stream_ordering), value, event_id: event.event_id, room_id: event.room_id, type: event.type });
-    }
+    const searchRows = rows.flatMap((event) => this.searchRowOf(event) ?? []);
     for (let start = 0; start < searchRows.length; start += ROWS_PER_STATEMENT) {
       await this.searchInsert(searchRows.slice(start, start + ROWS_PER_STATEMENT)).execute(this.db);
     }
@@ -248,6 +252,15 @@ export class RoomStore {
     return sql`INSERT INTO event_search (${this.searchKey}, value, event_id, room_id, type) VALUES ${values}`;
   }
 
+  /** The full-text row of an event whose type is searched, or undefined. */
+  private searchRowOf(event: Pick<EventRow, 'stream_ordering' | 'event_id' | 'room_id' | 'type' | 'content'>): SearchRow | undefined {
+    const searchable = SEARCHED_FIELDS[event.type];
+    const value = searchable ? searchedText(event.content, searchable) : undefined;
+    if (value === undefined) return undefined;
+    // Text with U+0000 is stored escaped in the event's JSON; PostgreSQL's index keeps what it can hold.
+    return { key: Number(event.stream_ordering), value: this.postgres ? value.replaceAll('\u0000', '') : value, event_id: event.event_id, room_id: event.room_id, type: event.type };
+  }
+
   /**
    * Stores events with their search and relation index rows, and the new heads of the rooms they
    * went to (whose rows must exist). On PostgreSQL, a batch of messages is one statement: the
@@ -256,14 +269,12 @@ export class RoomStore {
    */
   async insertEvents(events: readonly EventRow[], heads: ReadonlyMap<string, RoomHeadRow> = new Map()): Promise<void> {
     if (events.length === 0 && heads.size === 0) return;
-    const searchRows: Array<{ key: number; value: string; event_id: string; room_id: string; type: string }> = [];
+    const searchRows: SearchRow[] = [];
     const relationRows: Array<{ event_id: string; relates_to_id: string; rel_type: string; room_id: string; stream_ordering: number }> = [];
     for (const event of events) {
       const shown = event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0;
-      const searchable = this.searchInline && shown ? SEARCHED_FIELDS[event.type] : undefined;
-      const value = searchable ? searchedText(event.content, searchable) : undefined;
-      // Text with U+0000 is stored escaped in the event's JSON; PostgreSQL's index keeps what it can hold.
-      if (value !== undefined) searchRows.push({ key: Number(event.stream_ordering), value: this.postgres ? value.replaceAll('\u0000', '') : value, event_id: event.event_id, room_id: event.room_id, type: event.type });
+      const searchRow = this.searchInline && shown ? this.searchRowOf(event) : undefined;
+      if (searchRow) searchRows.push(searchRow);
       // Relations are indexed as events arrive; most events have none, and the text says so cheaply.
       const relation = shown && event.content.includes('m.relates_to') ? relationOf(event.content) : undefined;
       if (relation) relationRows.push({ event_id: event.event_id, relates_to_id: relation.eventId, rel_type: relation.relType, room_id: event.room_id, stream_ordering: Number(event.stream_ordering) });
