@@ -43,40 +43,30 @@ export class ReceiptService {
       return;
     }
     // Read receipts only move forwards (as Synapse's): one for an earlier event than the user's
-    // receipt is accepted and changes nothing.
-    const current = await this.storage.userData.receiptOf(roomId, userId, type, threadId ?? '');
-    if (current && current.event_id !== eventId) {
-      const marked = await this.reader.getEvent(current.event_id);
-      if (marked && marked.roomId === roomId && marked.stream > event.stream) return;
-    }
+    // receipt is accepted and changes nothing. Checked in the write itself (two receipts may race).
     const ts = this.clock.now();
-    await this.store(room, userId, type, eventId, threadId, ts);
-    if (type === 'm.read') for (const listener of this.publicReceiptListeners) listener(roomId, userId, eventId, threadId, ts);
+    const stored = await this.store(room, userId, type, eventId, event.stream, threadId, ts);
+    if (stored && type === 'm.read') for (const listener of this.publicReceiptListeners) listener(roomId, userId, eventId, threadId, ts);
   }
 
   /** A public receipt of a user of another server (a federation EDU), for an event we have. */
   async setRemoteReceipt(room: RoomSnapshot, userId: string, eventId: string, threadId: string | undefined): Promise<void> {
     const event = await this.reader.getEvent(eventId);
     if (!event || event.roomId !== room.roomId) return;
-    await this.store(room, userId, 'm.read', eventId, threadId, this.clock.now());
+    await this.store(room, userId, 'm.read', eventId, event.stream, threadId, this.clock.now());
   }
 
-  private async store(room: RoomSnapshot, userId: string, type: ReceiptType, eventId: string, threadId: string | undefined, ts: number): Promise<void> {
+  /** Stores the receipt unless the user's marks a later event; says whether it did. */
+  private async store(room: RoomSnapshot, userId: string, type: ReceiptType, eventId: string, eventStream: number, threadId: string | undefined, ts: number): Promise<boolean> {
     const roomId = room.roomId;
+    let stored = false;
     await writeAtNextPosition(
       this.storage,
       this.stream,
-      (stores, position, effects) => {
+      async (stores, position, effects) => {
         effects.receipts.push([roomId, userId]);
-        return stores.userData.setReceipt({
-          room_id: roomId,
-          user_id: userId,
-          receipt_type: type,
-          thread_id: threadId ?? '',
-          event_id: eventId,
-          ts,
-          stream_ordering: position,
-        });
+        const row = { room_id: roomId, user_id: userId, receipt_type: type, thread_id: threadId ?? '', event_id: eventId, ts, stream_ordering: position };
+        stored = await stores.userData.setReceiptIfNewer(row, eventStream);
       },
       (position) => {
         // Before the position is readable, or a sync could read past the receipt and skip the room.
@@ -89,6 +79,7 @@ export class ReceiptService {
         this.unread.receiptMoved(roomId, userId);
       },
     );
-    this.notifier.notify(type === 'm.read.private' ? [userId] : room.interestedUsers());
+    if (stored) this.notifier.notify(type === 'm.read.private' ? [userId] : room.interestedUsers());
+    return stored;
   }
 }

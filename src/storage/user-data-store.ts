@@ -109,28 +109,32 @@ export class UserDataStore {
       .execute();
   }
 
-  async setReceipt(row: ReceiptRow): Promise<void> {
-    await this.db
+  /**
+   * Stores a receipt unless the user's receipt of that type already marks a later event
+   * (`eventStream` is the stream position of `row.event_id`). The check is part of the upsert, so
+   * two receipts racing each other cannot move it backwards. Says whether it was stored.
+   */
+  async setReceiptIfNewer(row: ReceiptRow, eventStream: number): Promise<boolean> {
+    const result = await this.db
       .insertInto('receipts')
       .values(row)
       .onConflict((oc) =>
         oc
           .columns(['room_id', 'user_id', 'receipt_type', 'thread_id'])
-          .doUpdateSet({ event_id: row.event_id, ts: row.ts, stream_ordering: row.stream_ordering }),
+          .doUpdateSet({ event_id: row.event_id, ts: row.ts, stream_ordering: row.stream_ordering })
+          .where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('events')
+                  .select('events.stream_ordering')
+                  .whereRef('events.event_id', '=', 'receipts.event_id')
+                  .where('events.stream_ordering', '>', eventStream),
+              ),
+            ),
+          ),
       )
-      .execute();
-  }
-
-  /** A user's receipt of one type (and thread; '' for none) in a room. */
-  async receiptOf(roomId: string, userId: string, receiptType: string, threadId: string): Promise<ReceiptRow | undefined> {
-    return this.db
-      .selectFrom('receipts')
-      .selectAll()
-      .where('room_id', '=', roomId)
-      .where('user_id', '=', userId)
-      .where('receipt_type', '=', receiptType)
-      .where('thread_id', '=', threadId)
       .executeTakeFirst();
+    return Number(result.numInsertedOrUpdatedRows ?? 0n) > 0;
   }
 
   async receiptsChanged(roomId: string, after: number, upTo: number): Promise<ReceiptRow[]> {

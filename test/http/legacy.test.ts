@@ -150,6 +150,20 @@ describe('read receipts in /initialSync', () => {
     expect((await receipt(first)).status).toBe(200);
     expect(await readUpTo()).toBe(second);
   });
+
+  it('the write itself refuses to move a receipt backwards (a receipt racing a later one loses)', async () => {
+    const first = (await send(alice, 'three')).body.event_id as string;
+    const second = (await send(alice, 'four')).body.event_id as string;
+    const receipt = (eventId: string) => hs.http.post(`/_matrix/client/v3/rooms/${encodeURIComponent(room)}/receipt/m.read/${encodeURIComponent(eventId)}`).auth(alice.accessToken, bearer).send({});
+    expect((await receipt(second)).status).toBe(200);
+    // What a receipt for `first` that read the old state before `second` was stored would write.
+    const earlier = (await hs.services.storage.rooms.getEvent(first))!;
+    const row = { room_id: room, user_id: alice.userId, receipt_type: 'm.read', thread_id: '', event_id: first, ts: 1, stream_ordering: 1e9 };
+    expect(await hs.services.storage.userData.setReceiptIfNewer(row, earlier.stream_ordering)).toBe(false);
+    const body = (await hs.http.get('/_matrix/client/v3/initialSync').auth(alice.accessToken, bearer)).body;
+    const event = (body.receipts as Event[]).find((e) => e.room_id === room && e.type === 'm.receipt')!;
+    expect(Object.keys(event.content).find((id) => (event.content[id] as Record<string, Record<string, unknown>>)['m.read']?.[alice.userId])).toBe(second);
+  });
 });
 
 describe('GET /events (the event stream)', () => {
