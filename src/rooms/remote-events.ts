@@ -396,6 +396,15 @@ export class RemoteEvents {
     return redactions;
   }
 
+  /** Whether any of `eventIds` is an event we hold (or are admitting) of a room other than `roomId`. */
+  private async namesOtherRoom(eventIds: readonly string[], roomId: string, pending: Map<string, Pending>): Promise<boolean> {
+    for (const id of eventIds) {
+      const event = pending.get(id)?.event ?? (await this.graph.event(id));
+      if (event && event.roomId !== roomId) return true;
+    }
+    return false;
+  }
+
   private async isStored(eventId: string): Promise<boolean> {
     return (await this.graph.event(eventId)) !== undefined;
   }
@@ -521,6 +530,9 @@ export class RemoteEvents {
       const target = targetId === undefined ? undefined : (pending.get(targetId)?.event ?? (await this.graph.event(targetId)));
       if (target && target.roomId !== room.roomId) rejected = 'it redacts an event of another room';
     }
+
+    // An event built on another room's events would carry that room's state into this one.
+    if (rejected === undefined && !stateless && (await this.namesOtherRoom(pdu.prev_events, room.roomId, pending))) rejected = 'its prev_events name an event of another room';
 
     // Step 5: the state before it (outliers and history have none here: their auth events stand in).
     const before = stateless ? { state: new Map<string, string>(), group: undefined, gapPrevs: [] } : await this.stateBefore(room, version, pdu, batch, source, options);
@@ -673,6 +685,8 @@ export class RemoteEvents {
         continue;
       }
       const prev = inBatch?.event ?? (await this.graph.event(prevId));
+      // Another room's event has no state of this room (its event is rejected: see admit).
+      if (prev && prev.roomId !== room.roomId) continue;
       if (prev?.stateGroup !== undefined) {
         afters.push({ state: await this.stateGroups.stateOf(prev.stateGroup), group: { groupId: prev.stateGroup, deltaDepth: await this.stateGroups.deltaDepthOf(prev.stateGroup) } });
       } else if (prev) {

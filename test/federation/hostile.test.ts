@@ -143,6 +143,34 @@ describe('an event at the depth limit', () => {
   });
 });
 
+describe('one room\'s events as another\'s history', () => {
+  it('an event whose prev_events name an event of another room is rejected, and that room\'s state stays out', async () => {
+    const roomA = await botA.createRoom({ preset: 'public_chat', name: 'room A' });
+    const roomB = await botA.createRoom({ preset: 'public_chat', name: 'room B' });
+    const mallory = '@mallory:evil.test';
+    await evil.join('a.test', roomA, mallory);
+    const joinedB = await evil.join('a.test', roomB, mallory);
+    const room = await roomOnA(roomA);
+    const { pdu, eventId } = evil.pdu(joinedB.roomVersion, {
+      room_id: roomA,
+      sender: mallory,
+      type: 'm.room.message',
+      content: { msgtype: 'm.text', body: 'built on room B' },
+      origin_server_ts: Date.now(),
+      depth: room.head.depth + 1,
+      prev_events: [joinedB.eventId],
+      auth_events: [room.get('m.room.create')!.eventId, room.get('m.room.power_levels')!.eventId, room.get('m.room.member', mallory)!.eventId],
+    });
+    await evil.send('a.test', [pdu]);
+    const stored = await a.services.storage.rooms.getEvent(eventId);
+    expect(stored?.rejected ?? 'not stored').not.toBeNull();
+    const name = await botA.ok('GET', `/rooms/${enc(roomA)}/state/m.room.name/`);
+    expect(name.name).toBe('room A');
+    const after = await botA.send(roomA, { msgtype: 'm.text', body: 'still room A' });
+    expect(JSON.parse((await a.services.storage.rooms.getEvent(after))!.prev_events!)).not.toContain(eventId);
+  });
+});
+
 /** An event id nobody has (a hash of nothing). */
 function fakeId(): string {
   return `$${randomBytes(32).toString('base64url')}`;
