@@ -862,7 +862,10 @@ export class RoomService {
           delete content.displayname;
           delete content.avatar_url;
           delete content.reason;
-          return [memberDraft(userId, userId, { ...content, ...profile })];
+          const next = { ...content, ...profile };
+          // The same join again is no change (as Synapse: no event, no wake-up for the room).
+          if (isDeepStrictEqual(next, previous)) return [];
+          return [memberDraft(userId, userId, next)];
         },
       }).catch(() => undefined); // one room refusing must not stop the others
     }

@@ -35,6 +35,11 @@ describe('profiles', () => {
     });
     const joined = await bob.ok('GET', `/rooms/${enc(roomId)}/joined_members`);
     expect(joined.joined[alice.userId]).toEqual({ display_name: 'Alice Bot', avatar_url: 'mxc://test.local/abc' });
+
+    // Setting the same name again changes nothing: no member event (a bot that sets its name at each start).
+    await alice.ok('PUT', `/profile/${enc(alice.userId)}/displayname`, { displayname: 'Alice Bot' });
+    const again = await bob.sync({ since: seen.next_batch, timeout: 0 });
+    expect(again.rooms?.join?.[roomId]?.timeline?.events ?? []).toEqual([]);
   });
 
   it('profiles are public (no token needed) unless require_auth_for_profile_requests says otherwise', async () => {
