@@ -46,6 +46,8 @@ interface ServiceState {
   failures: number;
   /** When the last failure was, in monotonic ms (a request from the appservice retries at most once a second). */
   failedAt: number;
+  /** When the waiting retry (`timer`) is due, in monotonic ms. */
+  retryAt: number;
   /** Ephemeral events waiting for the next new transaction. */
   ephemeral: Array<Record<string, unknown>>;
   /** The transaction this process sent and the appservice has not answered yet. */
@@ -141,13 +143,21 @@ export class AppServiceSender {
   heardFrom(serviceId: string): void {
     const state = this.states.get(serviceId);
     if (this.stopped || !state || state.timer === undefined) return;
-    // An appservice busy with requests while its endpoint fails is not retried at their rate.
-    if (performance.now() - state.failedAt < HEARD_FROM_RETRY_GAP_MS) return;
     const service = this.targets.find((target) => target.id === serviceId);
     if (!service) return;
-    clearTimeout(state.timer);
-    state.timer = undefined;
-    this.kick(service);
+    // An appservice busy with requests while its endpoint fails is not retried at their rate: at
+    // most a second after the failure. Not dropped either: an appservice back that fast (a bridge
+    // restarted at once) may make no other request before the whole wait runs out.
+    const now = performance.now();
+    const soonest = state.failedAt + HEARD_FROM_RETRY_GAP_MS;
+    if (now >= soonest) {
+      clearTimeout(state.timer);
+      state.timer = undefined;
+      this.kick(service);
+    } else if (state.retryAt > soonest) {
+      clearTimeout(state.timer);
+      this.waitThenKick(service, state, soonest - now);
+    }
   }
 
   /** Whether this process sends to the appservices now (with several processes, one does). */
@@ -172,7 +182,7 @@ export class AppServiceSender {
   private state(service: AppService): ServiceState {
     let state = this.states.get(service.id);
     if (!state) {
-      state = { sending: false, timer: undefined, failures: 0, failedAt: 0, ephemeral: [], inFlight: undefined };
+      state = { sending: false, timer: undefined, failures: 0, failedAt: 0, retryAt: 0, ephemeral: [], inFlight: undefined };
       this.states.set(service.id, state);
     }
     return state;
@@ -199,6 +209,11 @@ export class AppServiceSender {
     state.failures++;
     state.failedAt = performance.now();
     const delay = Math.min(this.options.maxRetryMs, this.options.minRetryMs * 2 ** Math.min(state.failures - 1, 20));
+    this.waitThenKick(service, state, delay);
+  }
+
+  private waitThenKick(service: AppService, state: ServiceState, delay: number): void {
+    state.retryAt = performance.now() + delay;
     state.timer = setTimeout(() => {
       state.timer = undefined;
       this.kick(service);

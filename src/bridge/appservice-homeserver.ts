@@ -14,7 +14,7 @@ import { ERRCODE_STATUS, MatrixError, type Errcode } from '../core/errors.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { BridgeStorage } from '../storage/bridge-store.js';
 import { deviceDeliveryOf, isQuietDelivery, type CryptoRequest, type DeviceDelivery } from './crypto/crypto-device.js';
-import type { ActivityHandler, BridgeHomeserver, RoomActivity, RoomMessage, RoomPowers } from './homeserver.js';
+import { isJoinOf, type ActivityHandler, type BridgeHomeserver, type RoomActivity, type RoomMessage, type RoomPowers } from './homeserver.js';
 
 /** The last transaction taken: the homeserver sends them one at a time, so a repeat is this one. */
 const LAST_TXN_KEY = 'appservice_last_txn';
@@ -336,8 +336,9 @@ export class AppserviceHomeserver implements BridgeHomeserver {
         if (membership === 'invite') invites.push(roomId);
         else if (membership === 'join') {
           this.joined.add(roomId);
-          // Messages before the bridge's join were not meant for it.
-          for (let i = messages.length - 1; i >= 0; i--) if (messages[i]!.roomId === roomId) messages.splice(i, 1);
+          // Messages before the bridge's join were not meant for it. Not so before a change of its
+          // profile (a join after a join, which its display name set at each start writes).
+          if (isJoinOf(event, this.userId)) for (let i = messages.length - 1; i >= 0; i--) if (messages[i]!.roomId === roomId) messages.splice(i, 1);
         } else if (membership === 'leave' || membership === 'ban') {
           this.joined.delete(roomId);
           leaves.push(roomId);

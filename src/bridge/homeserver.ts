@@ -45,6 +45,20 @@ export type ActivityHandler = (activity: RoomActivity, checkpoint: Checkpoint) =
 /** Marks a batch as taken, inside the storage transaction that records it. */
 export type Checkpoint = (stores: { bridge: BridgeStore }) => Promise<void>;
 
+/**
+ * Whether a client event is `userId` joining its room: its membership becomes `join` from
+ * anything else. A join that follows a join (`unsigned.prev_content`) is a profile change (a new
+ * display name or avatar, which the homeserver writes into every joined room), not a join: what
+ * came before it in the room was meant for the user all the same.
+ */
+export function isJoinOf(event: JsonObject, userId: string): boolean {
+  if (event.type !== 'm.room.member' || event.state_key !== userId) return false;
+  if ((event.content as JsonObject | undefined)?.membership !== 'join') return false;
+  const unsigned = event.unsigned as JsonObject | undefined;
+  const before = (unsigned?.prev_content as JsonObject | undefined)?.membership;
+  return before !== 'join';
+}
+
 /** The power levels of a room, as far as the bridge asks. */
 export interface RoomPowers {
   of(userId: string): number;

@@ -14,7 +14,7 @@ import { BOT_USER_TYPE } from '../users/account-service.js';
 import type { Requester } from '../users/session-service.js';
 import { userIdFor } from '../users/user-ids.js';
 import { deviceDeliveryOf, isQuietDelivery, type CryptoRequest, type DeviceDelivery } from './crypto/crypto-device.js';
-import type { ActivityHandler, BridgeHomeserver, RoomActivity, RoomMessage, RoomPowers } from './homeserver.js';
+import { isJoinOf, type ActivityHandler, type BridgeHomeserver, type RoomActivity, type RoomMessage, type RoomPowers } from './homeserver.js';
 
 const SYNC_TOKEN_KEY = 'sync_token';
 const SYNC_TIMEOUT_MS = 30_000;
@@ -211,8 +211,8 @@ export class LocalHomeserver implements BridgeHomeserver {
     const events = (room.timeline as { events?: JsonObject[] } | undefined)?.events ?? [];
     let start = 0;
     events.forEach((event, index) => {
-      const content = event.content as JsonObject | undefined;
-      if (event.type === 'm.room.member' && event.state_key === this.userId && content?.membership === 'join') start = index + 1;
+      // A change of the bridge's profile (a join after a join) is not a join.
+      if (isJoinOf(event, this.userId)) start = index + 1;
     });
     return events.slice(start);
   }

@@ -318,6 +318,27 @@ describe('an appservice back after a failure', () => {
     expect((await as.get('/account/whoami')).status).toBe(200);
     await appservice.waitFor(() => appservice.events().some((event) => event.event_id === sent), 'the message after the whoami');
   });
+
+  it('gets it a second after the failure when its request comes sooner (a bridge restarted at once)', async () => {
+    hs = await startTestHomeserver({ app_service_config_files: [registrationFile(appservice.url)], federation: { min_retry_interval: '1h', max_retry_interval: '1h' } });
+    const person = client(hs, await createUser(hs, 'person'));
+    const roomId = await person.createRoom({ preset: 'public_chat' });
+    const as = asAppservice(hs);
+    await as.post('/register', { type: 'm.login.application_service', username: '_irc_alice', inhibit_login: true });
+    expect((await asAppservice(hs, `@_irc_alice:${SERVER_NAME}`).post(`/join/${encodeURIComponent(roomId)}`, {})).status).toBe(200);
+    await appservice.waitFor(() => appservice.transactions.length > 0, 'the join');
+    appservice.status = 503;
+    const attempted = appservice.attempts.length;
+    const sent = await person.send(roomId, { msgtype: 'm.text', body: 'while it restarts' });
+    await appservice.waitFor(() => appservice.attempts.length > attempted, 'the refused attempt');
+    appservice.status = 200;
+    // Its only request comes at once, within the second after the failure; nothing else follows.
+    expect((await as.get('/account/whoami')).status).toBe(200);
+    const before = appservice.attempts.length;
+    await appservice.waitFor(() => appservice.events().some((event) => event.event_id === sent), 'the message a second after the failure');
+    // One try, at the end of the second, not one per request.
+    expect(appservice.attempts.length - before).toBe(1);
+  });
 });
 
 describe('registration files', () => {

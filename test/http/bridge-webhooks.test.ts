@@ -266,6 +266,20 @@ describe('the bridge user and webhooks', () => {
     await expect.poll(() => hs!.services.storage.bridge.pendingCommands(), { timeout: 5_000 }).toEqual([]);
   });
 
+  it('answers a command that came just before a change of its own profile (a join after a join is no join)', async () => {
+    hs = await startTestHomeserver(withBridge());
+    const [alice] = await clientsFor(hs, 'alice');
+    const roomId = await roomWithBridge(hs, alice);
+    const bridge = hs.app.homeserver.bridge!;
+    // Stopped, so that the command and the new display name's member event come in one batch.
+    await bridge.stop();
+    const eventId = await alice.send(roomId, { msgtype: 'm.text', body: '!bridge webhook list' });
+    await hs.services.profiles.setDisplayname(bridgeIdOf(hs), 'Renamed bridge');
+    await bridge.start();
+    const reply = await alice.waitForEvent(roomId, (event) => event.sender === bridgeIdOf(hs!) && event.content?.['m.relates_to']?.['m.in_reply_to']?.event_id === eventId);
+    expect(reply.content.body).toBe('This room has no webhooks.');
+  });
+
   it('caps the webhooks of one room', async () => {
     hs = await startTestHomeserver(withBridge());
     const [alice] = await clientsFor(hs, 'alice');

@@ -57,9 +57,6 @@ describe('the bridge as an application service, in an encrypted room', () => {
     const device = (await alice.getCrypto()!.getUserDeviceInfo([bridgeId], true)).get(bridgeId)?.get(deviceId);
     expect(device?.displayName).toBe('Bridge (webhooks and feeds)');
 
-    // Known bug (issue 31 stays open): on Node 24 the bridge restarted as an appservice does not
-    // answer a command sent while it was down (in process, the restart story passes on Node 24).
-    if (Number(process.versions.node.split('.')[0]) >= 24) return;
     // The bridge restarts: the same device logs in again, its store comes from its database, and a
     // command alice sends meanwhile (in her Megolm session from before) is read once it is back.
     await bridge.close();
