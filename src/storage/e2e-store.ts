@@ -152,6 +152,25 @@ export class E2eStore {
     return rows.map((row) => row.user_id);
   }
 
+  /** The last `m.device_list_update` stream_id sent (a user of ours) or applied (another server's). */
+  async deviceListStreamId(userId: string): Promise<number | undefined> {
+    const row = await this.db.selectFrom('device_list_stream_ids').select('stream_id').where('user_id', '=', userId).executeTakeFirst();
+    return row === undefined ? undefined : Number(row.stream_id);
+  }
+
+  async setDeviceListStreamId(userId: string, streamId: number): Promise<void> {
+    await this.db
+      .insertInto('device_list_stream_ids')
+      .values({ user_id: userId, stream_id: streamId })
+      .onConflict((c) => c.column('user_id').doUpdateSet({ stream_id: streamId }))
+      .execute();
+  }
+
+  /** Forgets a remote user's stream_id: the next update about them brings a full resync. */
+  async forgetDeviceListStreamId(userId: string): Promise<void> {
+    await this.db.deleteFrom('device_list_stream_ids').where('user_id', '=', userId).execute();
+  }
+
   async maxStreamOrdering(): Promise<number> {
     return newestPosition(this.db, 'device_list_changes');
   }
