@@ -259,7 +259,8 @@ export class KeysService {
     const signing = await this.crossSigning.keysFor('', userId);
     return {
       user_id: userId,
-      stream_id: await this.storage.e2e.latestDeviceListChange(userId),
+      // The last update sent: the next one names it as prev_id, so the asker can apply it.
+      stream_id: (await this.storage.e2e.deviceListStreamId(userId)) ?? 0,
       devices,
       ...(signing.master ? { master_key: signing.master } : {}),
       ...(signing.self_signing ? { self_signing_key: signing.self_signing } : {}),

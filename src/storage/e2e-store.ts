@@ -137,11 +137,6 @@ export class E2eStore {
     return gone;
   }
 
-  /** The position of the user's latest device-list change (0 if none). */
-  async latestDeviceListChange(userId: string): Promise<number> {
-    return newestPosition(this.db, 'device_list_changes', { column: 'user_id', value: userId });
-  }
-
   async recordDeviceListChange(userId: string, position: number): Promise<void> {
     await this.db.insertInto('device_list_changes').values({ stream_ordering: position, user_id: userId }).execute();
   }
