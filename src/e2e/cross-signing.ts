@@ -24,6 +24,8 @@ export class CrossSigningService {
   constructor(
     private readonly storage: Storage,
     private readonly recordChange: RecordChange,
+    /** Devices of the user were signed by the self-signing key: their new keys go to other servers. */
+    private readonly devicesSigned: (userId: string, deviceIds: readonly string[]) => Promise<void> = async () => {},
   ) {}
 
   /** Whether this upload replaces keys the user has (then it needs the password again). */
@@ -70,7 +72,8 @@ export class CrossSigningService {
     const master = mine.master ? parseStoredJson<JsonObject>(mine.master, {}) : undefined;
     const selfSigning = mine.self_signing ? publicKeyMap(parseStoredJson<JsonObject>(mine.self_signing, {})) : undefined;
     const userSigning = mine.user_signing ? publicKeyMap(parseStoredJson<JsonObject>(mine.user_signing, {})) : undefined;
-    let changedOwn = false;
+    const signedDevices: string[] = [];
+    let signedMaster = false;
     let signedOthers = false;
     for (const [target, keys] of Object.entries(body)) {
       if (typeof keys !== 'object' || keys === null || Array.isArray(keys)) continue;
@@ -88,8 +91,9 @@ export class CrossSigningService {
         }
         if (target === userId) {
           const result = await this.signOwn(userId, keyId, object, master, selfSigning);
-          if (result === true) changedOwn = true;
-          else fail(target, keyId, result.errcode, result.error);
+          if (result !== true) fail(target, keyId, result.errcode, result.error);
+          else if (master && publicKeyOf(master) === keyId) signedMaster = true;
+          else signedDevices.push(keyId);
         } else {
           const result = await this.signOther(userId, target, keyId, object, userSigning);
           if (result === true) signedOthers = true;
@@ -97,7 +101,15 @@ export class CrossSigningService {
         }
       }
     }
-    if (changedOwn || signedOthers) await this.recordChange(userId, []);
+    // As Synapse: a signed device goes to other servers as an m.device_list_update with its keys,
+    // a signed master key as an m.signing_key_update.
+    if (signedDevices.length > 0) await this.devicesSigned(userId, signedDevices);
+    if (signedMaster) {
+      const stored = (await this.storage.e2e.crossSigningKeys(userId)).master;
+      await this.recordChange(userId, stored ? [{ edu_type: 'm.signing_key_update', content: { user_id: userId, master_key: parseStoredJson<JsonObject>(stored, {}) } }] : []);
+    } else if (signedOthers && signedDevices.length === 0) {
+      await this.recordChange(userId, []);
+    }
     return { failures };
   }
 

@@ -122,7 +122,11 @@ export class KeysService {
     private readonly serverName: string,
     private readonly remote?: RemoteKeys | undefined,
   ) {
-    this.crossSigning = new CrossSigningService(storage, (userId, edus) => this.recordChange(userId, edus));
+    this.crossSigning = new CrossSigningService(
+      storage,
+      (userId, edus) => this.recordChange(userId, edus),
+      (userId, deviceIds) => this.devicesChanged(userId, deviceIds),
+    );
   }
 
   /** A change of the user's keys: recorded at a stream position, and everyone concerned told. */
@@ -604,9 +608,17 @@ export class KeysService {
 
   /** A device of the user was made (a login) or renamed: everyone sharing a room is told. */
   async deviceChanged(userId: string, deviceId: string): Promise<void> {
+    await this.devicesChanged(userId, [deviceId]);
+  }
+
+  /** Devices of the user changed (made, renamed, signed): everyone sharing a room is told, with their keys. */
+  private async devicesChanged(userId: string, deviceIds: readonly string[]): Promise<void> {
     await this.localDevicesChanged(userId, async (stores) => {
-      const keys = (await stores.e2e.deviceKeys(userId, [deviceId]))[0]?.key_json;
-      return [{ deviceId, deleted: false, ...(keys !== undefined ? { keys: parseStoredJson<JsonObject>(keys, {}) } : {}) }];
+      const keys = new Map((await stores.e2e.deviceKeys(userId, deviceIds)).map((row) => [row.device_id, row.key_json]));
+      return deviceIds.map((deviceId) => {
+        const json = keys.get(deviceId);
+        return { deviceId, deleted: false, ...(json !== undefined ? { keys: parseStoredJson<JsonObject>(json, {}) } : {}) };
+      });
     });
   }
 

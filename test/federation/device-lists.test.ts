@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, type Json, type TestClient } from '../support/client.js';
-import { DeviceIdentity } from '../support/device-identity.js';
+import { CrossSigningKey, DeviceIdentity } from '../support/device-identity.js';
 import { createUser, startFederation, type Federation, type FederatedServer } from '../support/federation.js';
 import { login } from '../support/homeserver.js';
 import type { JsonObject } from '../../src/rooms/events.js';
@@ -150,7 +150,37 @@ describe('device lists across servers', () => {
       expect(Object.keys(query.device_keys[botA.userId])).toHaveLength(MAX_REMOTE_DEVICES_PER_USER);
     } finally {
       remote.devices = devices;
+      // Back to where A's real updates left B.
+      await b.services.storage.e2e.setDeviceListStreamId(botA.userId, position!);
+      b.services.keys.forgetRemoteKeys(botA.userId);
     }
+  });
+
+  it('sends a device signed by the self-signing key as an update with its keys, and a new master key as m.signing_key_update', async () => {
+    const device = new DeviceIdentity(botA.userId, botA.user.deviceId);
+    await botA.ok('POST', '/keys/upload', { device_keys: device.deviceKeys() });
+    const master = new CrossSigningKey(botA.userId, 'master');
+    const selfSigning = new CrossSigningKey(botA.userId, 'self_signing');
+    const keys = b.services.keys;
+    const signingUpdates: JsonObject[] = [];
+    const receiveSigning = keys.receiveSigningKeyUpdate.bind(keys);
+    keys.receiveSigningKeyUpdate = async (origin, content) => {
+      signingUpdates.push(content);
+      await receiveSigning(origin, content);
+    };
+    await botA.ok('POST', '/keys/device_signing/upload', { master_key: master.object(), self_signing_key: selfSigning.object(master) });
+    await expect.poll(() => signingUpdates.length).toBe(1);
+    expect((signingUpdates[0]!.master_key as JsonObject).keys).toEqual({ [master.keyId]: master.publicKey });
+    const before = received.length;
+    const signed = selfSigning.sign(device.deviceKeys());
+    await botA.ok('POST', '/keys/signatures/upload', { [botA.userId]: { [botA.user.deviceId]: signed } });
+    const [update] = (await receivedUpTo(before + 1)).slice(before);
+    expect(((update!.keys as JsonObject).signatures as Record<string, Record<string, string>>)[botA.userId]![selfSigning.keyId]).toBe(signed.signatures[botA.userId][selfSigning.keyId]);
+    // Applied in order: B asks A for the keys, and hands on the signature.
+    await expect.poll(() => b.services.storage.e2e.deviceListStreamId(botA.userId)).toBe(update!.stream_id);
+    const query = await aliceB.ok('POST', '/keys/query', { device_keys: { [botA.userId]: [botA.user.deviceId] } });
+    expect(query.device_keys[botA.userId][botA.user.deviceId].signatures[botA.userId][selfSigning.keyId]).toBe(signed.signatures[botA.userId][selfSigning.keyId]);
+    expect(query.master_keys[botA.userId].keys).toEqual({ [master.keyId]: master.publicKey });
   });
 
   it('says when a user of A left the last shared room, and drops updates about them after', async () => {

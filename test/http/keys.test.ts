@@ -147,8 +147,10 @@ describe('keys', () => {
     expect(Object.keys(seenByBob.master_keys)).toEqual([alice.userId]);
     expect(seenByBob.user_signing_keys).toEqual({});
 
-    // The same keys again need nothing; new ones need the password.
+    // The same keys again need nothing (also under the unstable prefix Synapse still serves); new ones need the password.
     expect((await uploadSigning({ master_key: master.object(), self_signing_key: selfSigning.object(master) })).status).toBe(200);
+    const unstable = await hs.http.post('/_matrix/client/unstable/keys/device_signing/upload').auth(alice.user.accessToken, { type: 'bearer' }).send({ master_key: master.object() });
+    expect(unstable.status).toBe(200);
     const newMaster = new CrossSigningKey(alice.userId, 'master');
     const replace = { master_key: newMaster.object(), self_signing_key: selfSigning.object(newMaster) };
     const challenge = await uploadSigning(replace);
