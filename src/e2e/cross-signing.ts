@@ -18,7 +18,7 @@ const TYPES: readonly CrossSigningType[] = ['master', 'self_signing', 'user_sign
 const BODY_FIELD: Record<CrossSigningType, string> = { master: 'master_key', self_signing: 'self_signing_key', user_signing: 'user_signing_key' };
 
 /** A change to announce: the user's device list changed, with these EDUs for other servers. */
-export type RecordChange = (userId: string, edus: ReadonlyArray<{ edu_type: string; content: JsonObject }>) => Promise<void>;
+export type RecordChange = (userId: string, edus: ReadonlyArray<{ edu_type: string; content: JsonObject }>, ownOnly?: boolean) => Promise<void>;
 
 export class CrossSigningService {
   constructor(
@@ -60,8 +60,10 @@ export class CrossSigningService {
     const content: JsonObject = { user_id: userId };
     if (given.master) content.master_key = given.master;
     if (given.self_signing) content.self_signing_key = given.self_signing;
-    // Other servers learn of the public keys; the user-signing key stays with its owner.
-    await this.recordChange(userId, given.master || given.self_signing ? [{ edu_type: 'm.signing_key_update', content }] : []);
+    // Other servers learn of the public keys; the user-signing key stays with its owner, and only
+    // the owner is told it changed (as Synapse).
+    const shared = given.master !== undefined || given.self_signing !== undefined;
+    await this.recordChange(userId, shared ? [{ edu_type: 'm.signing_key_update', content }] : [], !shared);
   }
 
   /** `POST /keys/signatures/upload`: signatures of the user's devices and master key, and of others' master keys. */
@@ -108,7 +110,8 @@ export class CrossSigningService {
       const stored = (await this.storage.e2e.crossSigningKeys(userId)).master;
       await this.recordChange(userId, stored ? [{ edu_type: 'm.signing_key_update', content: { user_id: userId, master_key: parseStoredJson<JsonObject>(stored, {}) } }] : []);
     } else if (signedOthers && signedDevices.length === 0) {
-      await this.recordChange(userId, []);
+      // Signatures of others' master keys are shown to the signer only: only they are told.
+      await this.recordChange(userId, [], true);
     }
     return { failures };
   }

@@ -124,15 +124,19 @@ export class KeysService {
   ) {
     this.crossSigning = new CrossSigningService(
       storage,
-      (userId, edus) => this.recordChange(userId, edus),
+      (userId, edus, ownOnly) => this.recordChange(userId, edus, ownOnly),
       (userId, deviceIds) => this.devicesChanged(userId, deviceIds),
     );
   }
 
-  /** A change of the user's keys: recorded at a stream position, and everyone concerned told. */
-  private async recordChange(userId: string, edus: readonly Edu[]): Promise<void> {
-    await writeAtNextPosition(this.storage, this.stream, (stores, position, effects) => this.recordDeviceListChange(stores, userId, position, effects));
-    await this.tellOthers(userId, edus);
+  /**
+   * A change of the user's keys: recorded at a stream position, and everyone concerned told;
+   * with `ownOnly`, the user only (a user-signing key, signatures of others' keys).
+   */
+  private async recordChange(userId: string, edus: readonly Edu[], ownOnly = false): Promise<void> {
+    await writeAtNextPosition(this.storage, this.stream, (stores, position, effects) => this.recordDeviceListChange(stores, userId, position, effects, ownOnly));
+    if (ownOnly) this.notifier.notify([userId]);
+    else await this.tellOthers(userId, edus);
   }
 
   /** `POST /keys/upload`: the device's own keys; answers how many one-time keys it has left. */
@@ -487,10 +491,10 @@ export class KeysService {
     return oneTimeKeys;
   }
 
-  private async recordDeviceListChange(stores: Stores, userId: string, position: number, effects: StreamEffects): Promise<void> {
+  private async recordDeviceListChange(stores: Stores, userId: string, position: number, effects: StreamEffects, ownOnly = false): Promise<void> {
     effects.users.add(userId);
-    effects.roommatesOf.add(userId);
-    await stores.e2e.recordDeviceListChange(userId, position);
+    if (!ownOnly) effects.roommatesOf.add(userId);
+    await stores.e2e.recordDeviceListChange(userId, position, ownOnly);
     this.latestChange = Math.max(this.latestChange ?? 0, position);
   }
 
@@ -507,7 +511,9 @@ export class KeysService {
       const stored = await this.storage.e2e.maxStreamOrdering();
       this.latestChange = Math.max(this.latestChange ?? 0, stored);
     }
-    if (after < this.latestChange) for (const other of await this.storage.e2e.deviceListChanges(after, upTo)) changed.add(other);
+    if (after < this.latestChange) {
+      for (const change of await this.storage.e2e.deviceListChanges(after, upTo)) if (!change.ownOnly || change.userId === userId) changed.add(change.userId);
+    }
     if (changed.size === 0) return [];
     const shared = await this.cache.roommates(userId);
     return [...changed].filter((other) => other === userId || shared.has(other)).sort();

@@ -137,14 +137,14 @@ export class E2eStore {
     return gone;
   }
 
-  async recordDeviceListChange(userId: string, position: number): Promise<void> {
-    await this.db.insertInto('device_list_changes').values({ stream_ordering: position, user_id: userId }).execute();
+  async recordDeviceListChange(userId: string, position: number, ownOnly = false): Promise<void> {
+    await this.db.insertInto('device_list_changes').values({ stream_ordering: position, user_id: userId, own_only: ownOnly ? 1 : 0 }).execute();
   }
 
-  /** Users whose device lists changed in (after, upTo]. */
-  async deviceListChanges(after: number, upTo: number): Promise<string[]> {
-    const rows = await this.db.selectFrom('device_list_changes').select('user_id').distinct().where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).execute();
-    return rows.map((row) => row.user_id);
+  /** Users whose device lists changed in (after, upTo], and whether only they are told of it. */
+  async deviceListChanges(after: number, upTo: number): Promise<Array<{ userId: string; ownOnly: boolean }>> {
+    const rows = await this.db.selectFrom('device_list_changes').select(['user_id', 'own_only']).distinct().where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).execute();
+    return rows.map((row) => ({ userId: row.user_id, ownOnly: Number(row.own_only) === 1 }));
   }
 
   /** The last `m.device_list_update` stream_id sent (a user of ours) or applied (another server's). */

@@ -410,6 +410,8 @@ export interface RoomKeysTable {
 export interface DeviceListChangesTable {
   stream_ordering: number;
   user_id: string;
+  /** 1: only the user is told (migration 0037). */
+  own_only: number;
 }
 
 /** The last `m.device_list_update` stream_id sent (our users) or applied (theirs): migration 0037. */

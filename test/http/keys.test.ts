@@ -191,6 +191,28 @@ describe('keys', () => {
     expect(byAlice.master_keys[bob.userId].signatures[alice.userId][userSigning.keyId]).toBe(signedBob.signatures[alice.userId][userSigning.keyId]);
   });
 
+  it('tells only the user of a new user-signing key or a signature of another’s master key (as Synapse)', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const master = new CrossSigningKey(alice.userId, 'master');
+    await alice.ok('POST', '/keys/device_signing/upload', { master_key: master.object() });
+    const bobMaster = new CrossSigningKey(bob.userId, 'master');
+    await bob.ok('POST', '/keys/device_signing/upload', { master_key: bobMaster.object() });
+    const aliceSince = (await alice.sync()).next_batch as string;
+    const bobSince = (await bob.sync()).next_batch as string;
+    const userSigning = new CrossSigningKey(alice.userId, 'user_signing');
+    const challenge = await hs.http.post('/_matrix/client/v3/keys/device_signing/upload').auth(alice.user.accessToken, { type: 'bearer' }).send({ user_signing_key: userSigning.object(master) });
+    expect(challenge.status).toBe(401);
+    const auth = { type: 'm.login.password', session: challenge.body.session, identifier: { type: 'm.id.user', user: alice.userId }, password: 'pw-alice' };
+    await alice.ok('POST', '/keys/device_signing/upload', { user_signing_key: userSigning.object(master), auth });
+    await alice.ok('POST', '/keys/signatures/upload', { [bob.userId]: { [bobMaster.publicKey]: userSigning.sign(bobMaster.object()) } });
+    const aliceSync = await alice.sync({ since: aliceSince });
+    expect(aliceSync.device_lists.changed).toEqual([alice.userId]);
+    const bobSync = await bob.sync({ since: bobSince });
+    expect(bobSync.device_lists.changed).toEqual([]);
+    expect((await bob.ok('GET', '/keys/changes', undefined, { from: bobSince, to: bobSync.next_batch })).changed).toEqual([]);
+  });
+
   it('counts a new login, a rename and a deleted device as changes, keys or not, in sync and /keys/changes', async () => {
     const roomId = await alice.createRoom({ preset: 'public_chat' });
     await bob.join(roomId);
