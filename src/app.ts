@@ -55,6 +55,10 @@ export const CLIENT_PREFIXES = ['/_matrix/client/v3', '/_matrix/client/r0'] as c
 const LEGACY_PREFIXES: ReadonlyArray<readonly [legacy: string, current: string]> = [
   ['/_matrix/client/r0/', '/_matrix/client/v3/'],
   ['/_matrix/media/r0/', '/_matrix/media/v3/'],
+  // Cross-signing under the unstable prefix it had before spec v1.1 (Synapse still serves it;
+  // SyTest's cross-signing tests use it).
+  ['/_matrix/client/unstable/keys/device_signing/', '/_matrix/client/v3/keys/device_signing/'],
+  ['/_matrix/client/unstable/keys/signatures/', '/_matrix/client/v3/keys/signatures/'],
 ];
 
 export function routedUrl(url: string): string {

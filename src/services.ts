@@ -47,7 +47,7 @@ import { AppServiceRegistry } from './appservices/registry.js';
 import { AppServiceClient } from './appservices/appservice-client.js';
 import { AppServiceSender } from './appservices/appservice-sender.js';
 import { AppServices } from './appservices/appservices.js';
-import { KeysService } from './e2e/keys-service.js';
+import { DEVICE_LIST_RESYNCS_PER_ORIGIN, KeysService } from './e2e/keys-service.js';
 import { KeyBackupService } from './e2e/key-backup.js';
 import { Cluster, SHARED_LIMITERS } from './cluster/cluster.js';
 
@@ -189,6 +189,8 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const presence = new PresenceService(storage, stream, notifier, roomCache, clock, config.server_name, config.presence.enabled, {
     send: (servers, edu) => federationSender.sendEphemeral(servers, edu),
   });
+  // Device-list resyncs another server's updates can make us start: a burst, then one every 10 s.
+  const resyncsPerOrigin = new RateLimiter(DEVICE_LIST_RESYNCS_PER_ORIGIN, clock);
   const keys = new KeysService(storage, stream, notifier, roomCache, config.server_name, {
     query: async (server, deviceKeys, timeoutMs) => federation.client.request<JsonObject>(server, { method: 'POST', path: '/_matrix/federation/v1/user/keys/query', body: { device_keys: deviceKeys }, timeoutMs }),
     claim: async (server, oneTimeKeys, timeoutMs) => federation.client.request<JsonObject>(server, { method: 'POST', path: '/_matrix/federation/v1/user/keys/claim', body: { one_time_keys: oneTimeKeys }, timeoutMs }),
@@ -196,6 +198,8 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     sendEdus: (servers, edus) => {
       for (const edu of edus) void federationSender.queueEdu(servers, { ...edu }).catch(() => undefined);
     },
+    devices: async (server, userId, timeoutMs) => federation.client.request<JsonObject>(server, { method: 'GET', path: `/_matrix/federation/v1/user/devices/${encodeURIComponent(userId)}`, timeoutMs }),
+    mayResync: (server) => resyncsPerOrigin.check(server).allowed,
   });
   // What other servers can make us fetch, per server over time: inbound requests and backfills alike.
   const fetchesPerOrigin = new RateLimiter(config.federation.inbound_fetch.per_origin, clock);
@@ -232,8 +236,9 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   });
   sendEphemeralOfLocalUsers(config.server_name, roomCache, typing, receipts, federationSender);
   sendEphemeralToAppservices(typing, receipts, appserviceSender);
-  sessions.devicesRemoved = (userId) => keys.devicesRemoved(userId);
-  accounts.devicesRemoved = (userId) => keys.devicesRemoved(userId);
+  sessions.devicesRemoved = (userId, deviceIds) => keys.devicesRemoved(userId, deviceIds);
+  sessions.deviceAdded = (userId, deviceId) => keys.deviceChanged(userId, deviceId);
+  accounts.devicesRemoved = (userId, deviceIds) => keys.devicesRemoved(userId, deviceIds);
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence, async (userId) => (await pushRules.ruleset(userId)) as unknown as JsonObject, keys);
   const legacySync = new LegacySync(sync, history, presence, (roomId) => rooms.directoryVisibility(roomId).catch(() => 'private' as const));
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
@@ -246,7 +251,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   return {
     cluster, bots, portal,
     config, clock, storage, limiters, accounts, sessions, registration, signer,
-    devices: new DeviceService(storage, (userId) => keys.devicesRemoved(userId)),
+    devices: new DeviceService(storage, (userId, deviceIds) => keys.devicesRemoved(userId, deviceIds), (userId, deviceId) => keys.deviceChanged(userId, deviceId)),
     keys, keyBackup: new KeyBackupService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, legacySync, typing, receipts, accountData, profiles, sync, toDevice, presence, media,
     userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000)),

@@ -18,12 +18,14 @@ const TYPES: readonly CrossSigningType[] = ['master', 'self_signing', 'user_sign
 const BODY_FIELD: Record<CrossSigningType, string> = { master: 'master_key', self_signing: 'self_signing_key', user_signing: 'user_signing_key' };
 
 /** A change to announce: the user's device list changed, with these EDUs for other servers. */
-export type RecordChange = (userId: string, edus: ReadonlyArray<{ edu_type: string; content: JsonObject }>) => Promise<void>;
+export type RecordChange = (userId: string, edus: ReadonlyArray<{ edu_type: string; content: JsonObject }>, ownOnly?: boolean) => Promise<void>;
 
 export class CrossSigningService {
   constructor(
     private readonly storage: Storage,
     private readonly recordChange: RecordChange,
+    /** Devices of the user were signed by the self-signing key: their new keys go to other servers. */
+    private readonly devicesSigned: (userId: string, deviceIds: readonly string[]) => Promise<void> = async () => {},
   ) {}
 
   /** Whether this upload replaces keys the user has (then it needs the password again). */
@@ -58,8 +60,10 @@ export class CrossSigningService {
     const content: JsonObject = { user_id: userId };
     if (given.master) content.master_key = given.master;
     if (given.self_signing) content.self_signing_key = given.self_signing;
-    // Other servers learn of the public keys; the user-signing key stays with its owner.
-    await this.recordChange(userId, given.master || given.self_signing ? [{ edu_type: 'm.signing_key_update', content }] : []);
+    // Other servers learn of the public keys; the user-signing key stays with its owner, and only
+    // the owner is told it changed (as Synapse).
+    const shared = given.master !== undefined || given.self_signing !== undefined;
+    await this.recordChange(userId, shared ? [{ edu_type: 'm.signing_key_update', content }] : [], !shared);
   }
 
   /** `POST /keys/signatures/upload`: signatures of the user's devices and master key, and of others' master keys. */
@@ -70,7 +74,8 @@ export class CrossSigningService {
     const master = mine.master ? parseStoredJson<JsonObject>(mine.master, {}) : undefined;
     const selfSigning = mine.self_signing ? publicKeyMap(parseStoredJson<JsonObject>(mine.self_signing, {})) : undefined;
     const userSigning = mine.user_signing ? publicKeyMap(parseStoredJson<JsonObject>(mine.user_signing, {})) : undefined;
-    let changedOwn = false;
+    const signedDevices: string[] = [];
+    let signedMaster = false;
     let signedOthers = false;
     for (const [target, keys] of Object.entries(body)) {
       if (typeof keys !== 'object' || keys === null || Array.isArray(keys)) continue;
@@ -88,8 +93,9 @@ export class CrossSigningService {
         }
         if (target === userId) {
           const result = await this.signOwn(userId, keyId, object, master, selfSigning);
-          if (result === true) changedOwn = true;
-          else fail(target, keyId, result.errcode, result.error);
+          if (result !== true) fail(target, keyId, result.errcode, result.error);
+          else if (master && publicKeyOf(master) === keyId) signedMaster = true;
+          else signedDevices.push(keyId);
         } else {
           const result = await this.signOther(userId, target, keyId, object, userSigning);
           if (result === true) signedOthers = true;
@@ -97,7 +103,16 @@ export class CrossSigningService {
         }
       }
     }
-    if (changedOwn || signedOthers) await this.recordChange(userId, []);
+    // As Synapse: a signed device goes to other servers as an m.device_list_update with its keys,
+    // a signed master key as an m.signing_key_update.
+    if (signedDevices.length > 0) await this.devicesSigned(userId, signedDevices);
+    if (signedMaster) {
+      const stored = (await this.storage.e2e.crossSigningKeys(userId)).master;
+      await this.recordChange(userId, stored ? [{ edu_type: 'm.signing_key_update', content: { user_id: userId, master_key: parseStoredJson<JsonObject>(stored, {}) } }] : []);
+    } else if (signedOthers && signedDevices.length === 0) {
+      // Signatures of others' master keys are shown to the signer only: only they are told.
+      await this.recordChange(userId, [], true);
+    }
     return { failures };
   }
 

@@ -20,6 +20,7 @@ import type { Notifier } from '../sync/notifier.js';
 import { writeAtNextPosition, type StreamCounter, type StreamEffects } from '../sync/stream.js';
 import { CrossSigningService } from './cross-signing.js';
 import { BoundedCache } from '../core/bounded-cache.js';
+import { KeyedQueue } from '../core/keyed-queue.js';
 
 /** One-time keys a device may hold: enough for any client (they upload about 50), bounded for the disk. */
 export const MAX_ONE_TIME_KEYS_PER_DEVICE = 1_000;
@@ -38,6 +39,10 @@ export interface RemoteKeys {
   claim(server: string, oneTimeKeys: Record<string, Record<string, string>>, timeoutMs: number): Promise<JsonObject>;
   /** Queues EDUs (`m.device_list_update`, `m.signing_key_update`) for the servers. */
   sendEdus(servers: readonly string[], edus: readonly Edu[]): void;
+  /** Federation's `GET /user/devices/{userId}` of the user's server (a resync). */
+  devices?(server: string, userId: string, timeoutMs: number): Promise<JsonObject>;
+  /** Whether a resync with this server may start now (a per-server rate limit); true when absent. */
+  mayResync?(server: string): boolean;
 }
 
 interface RemoteUserKeys {
@@ -52,6 +57,26 @@ interface RemoteUserKeys {
 const REMOTE_KEYS_TTL_MS = 5 * 60_000;
 const MAX_CACHED_REMOTE_USERS = 10_000;
 const MAX_CACHED_DEVICE_COUNTS = 10_000;
+/**
+ * The most devices kept of one user of another server (a resync's answer beyond it is cut): a
+ * hostile server cannot make us hold an unbounded list. Synapse's clients see far fewer.
+ */
+export const MAX_REMOTE_DEVICES_PER_USER = 1_000;
+/** Resyncs one server's updates may start: a burst of 10, then one every 10 seconds. */
+export const DEVICE_LIST_RESYNCS_PER_ORIGIN = { per_second: 0.1, burst_count: 10 };
+/** Resyncs running at once, over every server; past it an update only marks the keys stale. */
+const MAX_CONCURRENT_RESYNCS = 20;
+/** How long a resync waits for the other server. */
+const RESYNC_TIMEOUT_MS = 30_000;
+/** A device display name longer than this from another server is left out. */
+const MAX_REMOTE_DISPLAY_NAME_LENGTH = 1_000;
+
+/** One device's part of a change of a local user's device list, as `m.device_list_update` says it. */
+interface DeviceUpdate {
+  deviceId: string;
+  deleted: boolean;
+  keys?: JsonObject;
+}
 
 interface SigningKeys {
   master_keys: Record<string, JsonObject>;
@@ -84,6 +109,10 @@ export class KeysService {
   private latestChange: number | undefined;
   /** Devices' one-time key counts and unused fallback key types, read by every sync of the device. */
   private readonly counts = new BoundedCache<string, { counts: Record<string, number>; fallbackTypes: string[] }>(MAX_CACHED_DEVICE_COUNTS);
+  /** Inbound `m.device_list_update`s of one remote user are applied one at a time, in order. */
+  private readonly inbound = new KeyedQueue<string>();
+  /** Remote users being resynced; `true` when another update came meanwhile (one more resync). */
+  private readonly resyncing = new Map<string, boolean>();
 
   constructor(
     private readonly storage: Storage,
@@ -93,13 +122,21 @@ export class KeysService {
     private readonly serverName: string,
     private readonly remote?: RemoteKeys | undefined,
   ) {
-    this.crossSigning = new CrossSigningService(storage, (userId, edus) => this.recordChange(userId, edus));
+    this.crossSigning = new CrossSigningService(
+      storage,
+      (userId, edus, ownOnly) => this.recordChange(userId, edus, ownOnly),
+      (userId, deviceIds) => this.devicesChanged(userId, deviceIds),
+    );
   }
 
-  /** A change of the user's keys: recorded at a stream position, and everyone concerned told. */
-  private async recordChange(userId: string, edus: readonly Edu[]): Promise<void> {
-    await writeAtNextPosition(this.storage, this.stream, (stores, position, effects) => this.recordDeviceListChange(stores, userId, position, effects));
-    await this.tellOthers(userId, edus);
+  /**
+   * A change of the user's keys: recorded at a stream position, and everyone concerned told;
+   * with `ownOnly`, the user only (a user-signing key, signatures of others' keys).
+   */
+  private async recordChange(userId: string, edus: readonly Edu[], ownOnly = false): Promise<void> {
+    await writeAtNextPosition(this.storage, this.stream, (stores, position, effects) => this.recordDeviceListChange(stores, userId, position, effects, ownOnly));
+    if (ownOnly) this.notifier.notify([userId]);
+    else await this.tellOthers(userId, edus);
   }
 
   /** `POST /keys/upload`: the device's own keys; answers how many one-time keys it has left. */
@@ -134,15 +171,11 @@ export class KeysService {
       throw new MatrixError('M_LIMIT_EXCEEDED', `A device may hold at most ${MAX_ONE_TIME_KEYS_PER_DEVICE} one-time keys; claim some first`, { status: 400 });
     }
     if (newDeviceKeys !== undefined) {
-      let position = 0;
-      await writeAtNextPosition(this.storage, this.stream, async (stores, at, effects) => {
-        position = at;
+      await this.localDevicesChanged(userId, async (stores) => {
         await stores.e2e.setDeviceKeys(userId, deviceId, newDeviceKeys!);
         await this.storeKeys(stores, device, oneTime, fallback);
-        await this.recordDeviceListChange(stores, userId, position, effects);
+        return [{ deviceId, deleted: false, keys: JSON.parse(newDeviceKeys!) as JsonObject }];
       });
-      const name = (await this.storage.sessions.getDevice(userId, deviceId))?.display_name ?? undefined;
-      await this.tellOthers(userId, [deviceListUpdate({ user_id: userId, device_id: deviceId, stream_id: position, prev_id: [], deleted: false, keys: JSON.parse(newDeviceKeys) as JsonObject, ...(name ? { device_display_name: name } : {}) })]);
     } else if (oneTime.length > 0 || fallback.length > 0) {
       await this.storage.transaction((stores) => this.storeKeys(stores, device, oneTime, fallback));
     }
@@ -234,23 +267,137 @@ export class KeysService {
     const signing = await this.crossSigning.keysFor('', userId);
     return {
       user_id: userId,
-      stream_id: await this.storage.e2e.latestDeviceListChange(userId),
+      // The last update sent: the next one names it as prev_id, so the asker can apply it.
+      stream_id: (await this.storage.e2e.deviceListStreamId(userId)) ?? 0,
       devices,
       ...(signing.master ? { master_key: signing.master } : {}),
       ...(signing.self_signing ? { self_signing_key: signing.self_signing } : {}),
     };
   }
 
-  /** An `m.device_list_update` EDU: a user of `origin` changed devices; those sharing a room are told. */
-  async receiveDeviceListUpdate(origin: string, content: JsonObject): Promise<void> {
+  /**
+   * An `m.signing_key_update` EDU: a user of `origin` changed cross-signing keys; those sharing a
+   * room are told, and the keys are asked for again.
+   */
+  async receiveSigningKeyUpdate(origin: string, content: JsonObject): Promise<void> {
     const userId = content.user_id;
     if (typeof userId !== 'string' || !isUserId(userId) || serverOf(userId) !== origin) return;
-    // What was kept of the user's keys is stale now; the next query asks their server.
-    this.remoteCache.delete(userId);
-    await writeAtNextPosition(this.storage, this.stream, (stores, position, effects) => this.recordDeviceListChange(stores, userId, position, effects));
+    if (!(await this.sharedWithLocalUsers(userId))) return;
+    await this.remoteKeysChanged(userId);
+  }
+
+  /**
+   * An `m.device_list_update` EDU: a user of `origin` changed devices. Applied in order: one whose
+   * `prev_id` is the last `stream_id` applied here marks the user's keys stale; one already seen is
+   * dropped; any other (an update was lost, or the user is new to us) brings a resync, the user's
+   * whole device list fetched from their server. Updates about users who share no room with ours
+   * are dropped (nobody here needs them), and the user is forgotten, so a later one resyncs.
+   */
+  async receiveDeviceListUpdate(origin: string, content: JsonObject): Promise<void> {
+    const userId = content.user_id;
+    const streamId = content.stream_id;
+    if (typeof userId !== 'string' || !isUserId(userId) || serverOf(userId) !== origin) return;
+    if (typeof streamId !== 'number' || !Number.isSafeInteger(streamId) || streamId < 0) return;
+    const prevIds = Array.isArray(content.prev_id) ? content.prev_id : [];
+    await this.inbound.run(userId, async () => {
+      if (!(await this.sharedWithLocalUsers(userId))) {
+        await this.storage.e2e.forgetDeviceListStreamId(userId);
+        return;
+      }
+      const applied = await this.storage.e2e.deviceListStreamId(userId);
+      if (applied !== undefined && streamId <= applied) return;
+      if (applied !== undefined && prevIds.every((prev) => prev === applied)) {
+        await this.remoteKeysChanged(userId, streamId);
+        return;
+      }
+      this.resyncInBackground(origin, userId, streamId);
+    });
+  }
+
+  /** Whether a user of this server shares a room with `userId`. */
+  private async sharedWithLocalUsers(userId: string): Promise<boolean> {
+    for (const other of await this.cache.roommates(userId)) if (serverOf(other) === this.serverName) return true;
+    return false;
+  }
+
+  /**
+   * A remote user's keys changed: what was kept of them is stale (the next query asks their
+   * server, unless `fresh` is what a resync just fetched), the change is recorded at a stream
+   * position, with the `stream_id` applied, and their roommates here are woken.
+   */
+  private async remoteKeysChanged(userId: string, streamId?: number, fresh?: RemoteUserKeys): Promise<void> {
+    if (fresh) this.remoteCache.set(userId, fresh);
+    else this.remoteCache.delete(userId);
+    await writeAtNextPosition(this.storage, this.stream, async (stores, position, effects) => {
+      if (streamId !== undefined) await stores.e2e.setDeviceListStreamId(userId, streamId);
+      await this.recordDeviceListChange(stores, userId, position, effects);
+    });
     // Their roommates here (waking a remote user's "sync" would do nothing).
     const users = [...(await this.cache.roommates(userId))].filter((other) => serverOf(other) === this.serverName);
     if (users.length > 0) this.notifier.notify(users);
+  }
+
+  /**
+   * Fetches a remote user's whole device list (`GET /user/devices/{userId}`), after it ends the
+   * request that brought the update. At most one resync per user at a time (an update during one
+   * brings one more after it), at most MAX_CONCURRENT_RESYNCS in all, and as the per-server limit
+   * allows; an update that cannot resync now still marks the keys stale and leaves the user
+   * unsynced, so that the next update tries again.
+   */
+  private resyncInBackground(origin: string, userId: string, streamId: number): void {
+    if (this.resyncing.has(userId)) {
+      this.resyncing.set(userId, true);
+      return;
+    }
+    const fetchDevices = this.remote?.devices;
+    if (!fetchDevices || this.resyncing.size >= MAX_CONCURRENT_RESYNCS || this.remote?.mayResync?.(origin) === false) {
+      void this.unsynced(userId).catch(() => undefined);
+      return;
+    }
+    this.resyncing.set(userId, false);
+    void (async () => {
+      try {
+        for (let again = true; again; ) {
+          await this.resync(origin, userId, streamId);
+          again = this.resyncing.get(userId) === true;
+          this.resyncing.set(userId, false);
+        }
+      } finally {
+        this.resyncing.delete(userId);
+      }
+    })().catch(() => undefined);
+  }
+
+  /** The resync itself; a failure leaves the user unsynced and their keys stale. */
+  private async resync(origin: string, userId: string, streamId: number): Promise<void> {
+    let answer: JsonObject;
+    try {
+      answer = await this.remote!.devices!(origin, userId, RESYNC_TIMEOUT_MS);
+      if (answer.user_id !== userId) throw new Error('answer for another user');
+    } catch {
+      await this.unsynced(userId);
+      return;
+    }
+    const listed = Array.isArray(answer.devices) ? answer.devices.slice(0, MAX_REMOTE_DEVICES_PER_USER) : [];
+    const devices: JsonObject = {};
+    for (const device of listed) {
+      if (typeof device !== 'object' || device === null || Array.isArray(device)) continue;
+      const { device_id: deviceId, keys, device_display_name: name } = device as JsonObject;
+      if (typeof deviceId !== 'string' || typeof keys !== 'object' || keys === null || Array.isArray(keys)) continue;
+      const unsigned = typeof name === 'string' && name.length <= MAX_REMOTE_DISPLAY_NAME_LENGTH ? { unsigned: { device_display_name: name } } : {};
+      devices[deviceId] = { ...(keys as JsonObject), ...unsigned };
+    }
+    const entry: RemoteUserKeys = { devices: checkedRemoteDevices(userId, devices), until: Date.now() + REMOTE_KEYS_TTL_MS };
+    if (isKeyOf(answer.master_key, userId)) entry.master = answer.master_key as JsonObject;
+    if (isKeyOf(answer.self_signing_key, userId)) entry.selfSigning = answer.self_signing_key as JsonObject;
+    const theirs = answer.stream_id;
+    await this.remoteKeysChanged(userId, typeof theirs === 'number' && Number.isSafeInteger(theirs) && theirs >= 0 ? Math.max(theirs, streamId) : streamId, entry);
+  }
+
+  /** A remote user whose updates could not be applied: keys stale, and the next update resyncs. */
+  private async unsynced(userId: string): Promise<void> {
+    await this.storage.e2e.forgetDeviceListStreamId(userId);
+    await this.remoteKeysChanged(userId);
   }
 
   private async localDeviceKeys(userId: string, deviceIds: readonly string[]): Promise<JsonObject> {
@@ -344,25 +491,45 @@ export class KeysService {
     return oneTimeKeys;
   }
 
-  private async recordDeviceListChange(stores: Stores, userId: string, position: number, effects: StreamEffects): Promise<void> {
+  private async recordDeviceListChange(stores: Stores, userId: string, position: number, effects: StreamEffects, ownOnly = false): Promise<void> {
     effects.users.add(userId);
-    effects.roommatesOf.add(userId);
-    await stores.e2e.recordDeviceListChange(userId, position);
+    if (!ownOnly) effects.roommatesOf.add(userId);
+    await stores.e2e.recordDeviceListChange(userId, position, ownOnly);
     this.latestChange = Math.max(this.latestChange ?? 0, position);
   }
 
-  /** Users sharing a room with `userId` (and the user) whose device lists changed in (after, upTo]. */
-  async changedFor(userId: string, after: number, upTo: number): Promise<string[]> {
+  /**
+   * Users sharing a room with `userId` (and the user) whose device lists changed in (after, upTo],
+   * and, of `joined` (users who joined a room of the user then, or whose room the user joined),
+   * those who share a room now: their devices are new to the user (as Synapse says them).
+   */
+  async changedFor(userId: string, after: number, upTo: number, joined: Iterable<string> = []): Promise<string[]> {
     if (after >= upTo) return [];
+    const changed = new Set<string>();
+    for (const other of joined) if (other !== userId) changed.add(other);
     if (this.latestChange === undefined) {
       const stored = await this.storage.e2e.maxStreamOrdering();
       this.latestChange = Math.max(this.latestChange ?? 0, stored);
     }
-    if (after >= this.latestChange) return [];
-    const changed = await this.storage.e2e.deviceListChanges(after, upTo);
-    if (changed.length === 0) return [];
+    if (after < this.latestChange) {
+      for (const change of await this.storage.e2e.deviceListChanges(after, upTo)) if (!change.ownOnly || change.userId === userId) changed.add(change.userId);
+    }
+    if (changed.size === 0) return [];
     const shared = await this.cache.roommates(userId);
-    return changed.filter((other) => other === userId || shared.has(other)).sort();
+    return [...changed].filter((other) => other === userId || shared.has(other)).sort();
+  }
+
+  /** `/keys/changes`' `changed`: as sync's, the users who joined a room of the user between the tokens too. */
+  async changesBetween(userId: string, after: number, upTo: number): Promise<string[]> {
+    if (after >= upTo) return [];
+    const rooms = [...(await this.cache.roomsOf(userId)).keys()];
+    const joined = new Set<string>();
+    for (const row of await this.storage.rooms.membershipChanges(rooms, after, upTo)) {
+      if (row.state_key === null || parseStoredJson<JsonObject>(row.content, {}).membership !== 'join') continue;
+      if (row.state_key !== userId) joined.add(row.state_key);
+      else for (const member of (await this.cache.room(row.room_id))?.joinedUsers() ?? []) joined.add(member);
+    }
+    return this.changedFor(userId, after, upTo, joined);
   }
 
   /**
@@ -434,16 +601,68 @@ export class KeysService {
     this.latestChange = undefined;
   }
 
-  /** Devices of the user were deleted: their keys go, and everyone sharing a room is told. */
-  async devicesRemoved(userId: string): Promise<void> {
-    let removed: string[] = [];
+  /**
+   * Devices of the user were deleted (`deviceIds`, and any other whose keys are left): their keys
+   * go, and everyone sharing a room is told.
+   */
+  async devicesRemoved(userId: string, deviceIds: readonly string[] = []): Promise<void> {
+    await this.localDevicesChanged(userId, async (stores) => {
+      const removed = new Set([...deviceIds, ...(await stores.e2e.deleteKeysOfRemovedDevices(userId))]);
+      return [...removed].map((deviceId) => ({ deviceId, deleted: true }));
+    });
+  }
+
+  /** A device of the user was made (a login) or renamed: everyone sharing a room is told. */
+  async deviceChanged(userId: string, deviceId: string): Promise<void> {
+    await this.devicesChanged(userId, [deviceId]);
+  }
+
+  /** Devices of the user changed (made, renamed, signed): everyone sharing a room is told, with their keys. */
+  private async devicesChanged(userId: string, deviceIds: readonly string[]): Promise<void> {
+    await this.localDevicesChanged(userId, async (stores) => {
+      const keys = new Map((await stores.e2e.deviceKeys(userId, deviceIds)).map((row) => [row.device_id, row.key_json]));
+      return deviceIds.map((deviceId) => {
+        const json = keys.get(deviceId);
+        return { deviceId, deleted: false, ...(json !== undefined ? { keys: parseStoredJson<JsonObject>(json, {}) } : {}) };
+      });
+    });
+  }
+
+  /**
+   * A change of a local user's device list: `write` makes it and says which devices it touched,
+   * in the transaction that records it at a stream position. The other servers sharing a room get
+   * one `m.device_list_update` per device, with that position as `stream_id` and, as `prev_id`,
+   * the `stream_id` of the update sent before (so that they can tell when one was lost).
+   */
+  private async localDevicesChanged(userId: string, write: (stores: Stores) => Promise<DeviceUpdate[]>): Promise<void> {
     let position = 0;
+    let prev: number | undefined;
+    let updates: DeviceUpdate[] = [];
     await writeAtNextPosition(this.storage, this.stream, async (stores, at, effects) => {
       position = at;
-      removed = await stores.e2e.deleteKeysOfRemovedDevices(userId);
-      if (removed.length > 0) await this.recordDeviceListChange(stores, userId, position, effects);
+      updates = await write(stores);
+      if (updates.length === 0) return;
+      await this.recordDeviceListChange(stores, userId, at, effects);
+      prev = await stores.e2e.deviceListStreamId(userId);
+      await stores.e2e.setDeviceListStreamId(userId, at);
     });
-    if (removed.length > 0) await this.tellOthers(userId, removed.map((deviceId) => deviceListUpdate({ user_id: userId, device_id: deviceId, stream_id: position, prev_id: [], deleted: true })));
+    if (updates.length === 0) return;
+    const names = new Map((await this.storage.sessions.listDevices(userId)).map((d) => [d.device_id, d.display_name]));
+    await this.tellOthers(
+      userId,
+      updates.map(({ deviceId, deleted, keys }) => {
+        const name = deleted ? null : names.get(deviceId);
+        return deviceListUpdate({
+          user_id: userId,
+          device_id: deviceId,
+          stream_id: position,
+          prev_id: prev === undefined ? [] : [prev],
+          deleted,
+          ...(keys ? { keys } : {}),
+          ...(name ? { device_display_name: name } : {}),
+        });
+      }),
+    );
   }
 
   private async storeKeys(stores: Stores, device: Device, oneTime: readonly KeyToStore[], fallback: readonly KeyToStore[]): Promise<void> {
@@ -520,6 +739,11 @@ function checkedKeys(value: unknown, field: string, device: Device, identity: Re
   return keys;
 }
 
+/** A cross-signing key of another server's answer that says it is the user's. */
+function isKeyOf(value: unknown, userId: string): boolean {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && (value as JsonObject).user_id === userId;
+}
+
 function deviceListUpdate(content: JsonObject): Edu {
   return { edu_type: 'm.device_list_update', content };
 }
@@ -539,6 +763,7 @@ function checkedRemoteDevices(userId: string, devices: unknown): JsonObject {
   const checked: JsonObject = {};
   if (typeof devices !== 'object' || devices === null || Array.isArray(devices)) return checked;
   for (const [deviceId, keys] of Object.entries(devices as Record<string, unknown>)) {
+    if (Object.keys(checked).length >= MAX_REMOTE_DEVICES_PER_USER) break;
     if (typeof keys !== 'object' || keys === null || Array.isArray(keys)) continue;
     const object = keys as JsonObject;
     if (object.user_id !== userId || object.device_id !== deviceId) continue;

@@ -61,7 +61,7 @@ export interface RoomFederationDeps {
   /** Where `m.presence` EDUs go. */
   presence: { receiveRemote(origin: string, content: JsonObject): Promise<void> };
   /** Where `m.device_list_update` EDUs go: the users sharing a room learn that keys changed. */
-  keys: { receiveDeviceListUpdate(origin: string, content: JsonObject): Promise<void> };
+  keys: { receiveDeviceListUpdate(origin: string, content: JsonObject): Promise<void>; receiveSigningKeyUpdate(origin: string, content: JsonObject): Promise<void> };
   clock: Clock;
   /** Whether a local user exists (and is not deactivated). */
   userExists: (userId: string) => Promise<boolean>;
@@ -468,7 +468,8 @@ export class RoomFederation {
         else if (type === 'm.direct_to_device') await this.deps.toDevice.receiveRemote(origin, content as JsonObject);
         else if (type === 'm.presence') await this.deps.presence.receiveRemote(origin, content as JsonObject);
         // A cross-signing key change is a device-list change too: clients ask for the keys again.
-        else if (type === 'm.device_list_update' || type === 'm.signing_key_update') await this.deps.keys.receiveDeviceListUpdate(origin, content as JsonObject);
+        else if (type === 'm.device_list_update') await this.deps.keys.receiveDeviceListUpdate(origin, content as JsonObject);
+        else if (type === 'm.signing_key_update') await this.deps.keys.receiveSigningKeyUpdate(origin, content as JsonObject);
         // Anything unknown: accepted, not acted on.
       } catch (err) {
         this.deps.log?.debug({ err, origin, type }, 'federation: an EDU was ignored');

@@ -137,19 +137,33 @@ export class E2eStore {
     return gone;
   }
 
-  /** The position of the user's latest device-list change (0 if none). */
-  async latestDeviceListChange(userId: string): Promise<number> {
-    return newestPosition(this.db, 'device_list_changes', { column: 'user_id', value: userId });
+  async recordDeviceListChange(userId: string, position: number, ownOnly = false): Promise<void> {
+    await this.db.insertInto('device_list_changes').values({ stream_ordering: position, user_id: userId, own_only: ownOnly ? 1 : 0 }).execute();
   }
 
-  async recordDeviceListChange(userId: string, position: number): Promise<void> {
-    await this.db.insertInto('device_list_changes').values({ stream_ordering: position, user_id: userId }).execute();
+  /** Users whose device lists changed in (after, upTo], and whether only they are told of it. */
+  async deviceListChanges(after: number, upTo: number): Promise<Array<{ userId: string; ownOnly: boolean }>> {
+    const rows = await this.db.selectFrom('device_list_changes').select(['user_id', 'own_only']).distinct().where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).execute();
+    return rows.map((row) => ({ userId: row.user_id, ownOnly: Number(row.own_only) === 1 }));
   }
 
-  /** Users whose device lists changed in (after, upTo]. */
-  async deviceListChanges(after: number, upTo: number): Promise<string[]> {
-    const rows = await this.db.selectFrom('device_list_changes').select('user_id').distinct().where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).execute();
-    return rows.map((row) => row.user_id);
+  /** The last `m.device_list_update` stream_id sent (a user of ours) or applied (another server's). */
+  async deviceListStreamId(userId: string): Promise<number | undefined> {
+    const row = await this.db.selectFrom('device_list_stream_ids').select('stream_id').where('user_id', '=', userId).executeTakeFirst();
+    return row === undefined ? undefined : Number(row.stream_id);
+  }
+
+  async setDeviceListStreamId(userId: string, streamId: number): Promise<void> {
+    await this.db
+      .insertInto('device_list_stream_ids')
+      .values({ user_id: userId, stream_id: streamId })
+      .onConflict((c) => c.column('user_id').doUpdateSet({ stream_id: streamId }))
+      .execute();
+  }
+
+  /** Forgets a remote user's stream_id: the next update about them brings a full resync. */
+  async forgetDeviceListStreamId(userId: string): Promise<void> {
+    await this.db.deleteFrom('device_list_stream_ids').where('user_id', '=', userId).execute();
   }
 
   async maxStreamOrdering(): Promise<number> {

@@ -410,6 +410,14 @@ export interface RoomKeysTable {
 export interface DeviceListChangesTable {
   stream_ordering: number;
   user_id: string;
+  /** 1: only the user is told (migration 0037). */
+  own_only: number;
+}
+
+/** The last `m.device_list_update` stream_id sent (our users) or applied (theirs): migration 0037. */
+export interface DeviceListStreamIdsTable {
+  user_id: string;
+  stream_id: number;
 }
 
 export interface ToDeviceTxnsTable {
@@ -543,6 +551,7 @@ export interface Database {
   e2e_one_time_keys: E2eOneTimeKeysTable;
   e2e_fallback_keys: E2eFallbackKeysTable;
   device_list_changes: DeviceListChangesTable;
+  device_list_stream_ids: DeviceListStreamIdsTable;
   room_key_versions: RoomKeyVersionsTable;
   e2e_cross_signing_keys: E2eCrossSigningKeysTable;
   e2e_cross_signing_signatures: E2eCrossSigningSignaturesTable;

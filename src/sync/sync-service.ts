@@ -271,7 +271,7 @@ export class SyncService {
 
     const toDevice = legacy ? { events: [] } : await this.toDevice.forSync(userId, requester.deviceId, since?.stream, upTo);
     const presence = (await this.presence.forSync(userId, since?.stream, upTo)).filter((e) => filter.presence.matches({ type: 'm.presence', sender: String(e.sender) }));
-    const changedDevices = since && this.keys && !legacy ? await this.keys.changedFor(userId, since.stream, upTo) : [];
+    const changedDevices = since && this.keys && !legacy ? await this.keys.changedFor(userId, since.stream, upTo, await this.usersWhoMayHaveJoined(userId, join)) : [];
     const leftDevices = since && this.keys && !legacy ? await this.keys.leftOf(userId, await this.usersWhoMayHaveLeft(userId, join, Object.keys(leave))) : [];
     const keyCounts = this.keys ? await this.keys.countsFor({ userId, deviceId: requester.deviceId }) : { counts: {}, fallbackTypes: [] };
     const empty =
@@ -297,6 +297,24 @@ export class SyncService {
         device_unused_fallback_key_types: keyCounts.fallbackTypes,
       },
     };
+  }
+
+  /**
+   * Users whose devices may be new to the syncing user since the token: those this answer shows
+   * joining a joined room, and the members of the rooms it shows the user joining (a profile
+   * change is a join too: counted, as Synapse counts it).
+   */
+  private async usersWhoMayHaveJoined(userId: string, join: Record<string, JsonObject>): Promise<Set<string>> {
+    const users = new Set<string>();
+    for (const [roomId, section] of Object.entries(join)) {
+      const events = [...(((section.timeline as JsonObject | undefined)?.events ?? []) as JsonObject[]), ...(((section.state as JsonObject | undefined)?.events ?? []) as JsonObject[])];
+      for (const event of events) {
+        if (event.type !== 'm.room.member' || typeof event.state_key !== 'string' || (event.content as JsonObject | undefined)?.membership !== 'join') continue;
+        if (event.state_key !== userId) users.add(event.state_key);
+        else for (const member of (await this.cache.room(roomId))?.joinedUsers() ?? []) users.add(member);
+      }
+    }
+    return users;
   }
 
   /**

@@ -208,11 +208,12 @@ export class AccountService {
     await this.assertMayChangeOwnPassword(userId);
     assertPasswordLength(password);
     const passwordHash = await this.hasher.hash(password);
+    const ended = logoutDevices ? (await this.storage.sessions.listDevices(userId)).map((d) => d.device_id).filter((id) => id !== keptDeviceId) : [];
     await this.storage.transaction(async (stores) => {
       await stores.users.update(userId, { password_hash: passwordHash });
       if (logoutDevices) await stores.sessions.deleteDevicesExcept(userId, keptDeviceId);
     });
-    if (logoutDevices) await this.devicesRemoved(userId);
+    if (logoutDevices) await this.devicesRemoved(userId, ended);
   }
 
   /**
@@ -257,16 +258,17 @@ export class AccountService {
     if (changes.deactivated === true) Object.assign(patch, { deactivated: 1, password_hash: null });
     // A new password ends the sessions opened with the old one, unless the admin says otherwise.
     const endSessions = changes.deactivated === true || (passwordHash !== undefined && changes.logoutDevices !== false);
+    const ended = endSessions ? (await this.storage.sessions.listDevices(userId)).map((d) => d.device_id) : [];
     await this.storage.transaction(async (stores) => {
       await stores.users.update(userId, patch);
       if (endSessions) await stores.sessions.deleteAllDevices(userId);
       await changes.also?.(stores);
     });
-    if (endSessions) await this.devicesRemoved(userId);
+    if (endSessions) await this.devicesRemoved(userId, ended);
   }
 
   /** Set once the keys service exists: devices were deleted, their encryption keys go. */
-  devicesRemoved: (userId: string) => Promise<void> = async () => {};
+  devicesRemoved: (userId: string, deviceIds?: readonly string[]) => Promise<void> = async () => {};
 }
 
 function reservedError(userId: string): MatrixError {

@@ -21,7 +21,9 @@ export class DeviceService {
   constructor(
     private readonly storage: Storage,
     /** Devices of the user were deleted: their encryption keys go, and others are told. */
-    private readonly devicesRemoved: (userId: string) => Promise<void> = async () => {},
+    private readonly devicesRemoved: (userId: string, deviceIds?: readonly string[]) => Promise<void> = async () => {},
+    /** A device was made or renamed (Synapse counts a new name as a device-list change). */
+    private readonly deviceChanged: (userId: string, deviceId: string) => Promise<void> = async () => {},
   ) {}
 
   async list(userId: string): Promise<DeviceView[]> {
@@ -38,7 +40,9 @@ export class DeviceService {
     if (displayName !== null && displayName.length > MAX_DEVICE_DISPLAY_NAME_LENGTH) {
       throw new MatrixError('M_INVALID_PARAM', `Device display name is longer than ${MAX_DEVICE_DISPLAY_NAME_LENGTH} characters`, { status: 400 });
     }
+    const before = await this.storage.sessions.getDevice(userId, deviceId);
     if (!(await this.storage.sessions.renameDevice(userId, deviceId, displayName))) throw new MatrixError('M_NOT_FOUND', 'No device found');
+    if (before?.display_name !== displayName) await this.deviceChanged(userId, deviceId);
   }
 
   /**
@@ -46,14 +50,18 @@ export class DeviceService {
    * process. Made once; its name is kept up to date.
    */
   async ensure(userId: string, deviceId: string, displayName: string, now: number): Promise<void> {
-    await this.storage.transaction(async (stores) => {
+    const changed = await this.storage.transaction(async (stores) => {
       const existing = await stores.sessions.getDevice(userId, deviceId);
       if (!existing) {
         await stores.sessions.insertDevice({ user_id: userId, device_id: deviceId, display_name: displayName, created_ts: now, last_seen_ts: null, last_seen_ip: null, last_seen_user_agent: null });
+        return true;
       } else if (existing.display_name !== displayName) {
         await stores.sessions.renameDevice(userId, deviceId, displayName);
+        return true;
       }
+      return false;
     });
+    if (changed) await this.deviceChanged(userId, deviceId);
   }
 
   /**
@@ -77,7 +85,7 @@ export class DeviceService {
         await stores.deviceInbox.deleteForDevice(userId, deviceId);
       }
     });
-    await this.devicesRemoved(userId);
+    await this.devicesRemoved(userId, deviceIds);
   }
 }
 

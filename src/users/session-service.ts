@@ -126,6 +126,7 @@ export class SessionService {
     const accessToken = generateAccessToken();
     const refreshToken = refreshable ? generateRefreshToken() : undefined;
 
+    let newDevice = false;
     const deviceId = await this.storage.transaction(async (stores) => {
       if (options.verifiedPasswordHash !== undefined) {
         const user = await stores.users.get(userId);
@@ -137,7 +138,8 @@ export class SessionService {
       }
       const deviceId = options.deviceId ?? generateDeviceId();
       // A known device is reused as it is (its other tokens stay valid, as in Synapse).
-      if (!(await stores.sessions.getDevice(userId, deviceId))) {
+      newDevice = !(await stores.sessions.getDevice(userId, deviceId));
+      if (newDevice) {
         await stores.sessions.insertDevice({
           user_id: userId,
           device_id: deviceId,
@@ -162,6 +164,8 @@ export class SessionService {
       return deviceId;
     });
 
+    // A new device is a device-list change: those sharing a room with the user are told.
+    if (newDevice) await this.deviceAdded(userId, deviceId);
     const session: IssuedSession = { user_id: userId, access_token: accessToken, device_id: deviceId };
     if (refreshToken) session.refresh_token = refreshToken;
     if (accessLifetime !== null) session.expires_in_ms = accessLifetime;
@@ -285,12 +289,14 @@ export class SessionService {
   }
 
   /** Set once the keys service exists: devices were deleted, their encryption keys go. */
-  devicesRemoved: (userId: string) => Promise<void> = async () => {};
+  devicesRemoved: (userId: string, deviceIds?: readonly string[]) => Promise<void> = async () => {};
+  /** Set once the keys service exists: a login made a new device. */
+  deviceAdded: (userId: string, deviceId: string) => Promise<void> = async () => {};
 
   async logout(requester: Requester): Promise<void> {
     if (requester.appserviceId !== undefined) throw new MatrixError('M_FORBIDDEN', 'An application service cannot log out of its as_token');
     await this.storage.transaction((stores) => stores.sessions.deleteDevice(requester.userId, requester.deviceId));
-    await this.devicesRemoved(requester.userId);
+    await this.devicesRemoved(requester.userId, [requester.deviceId]);
   }
 
   /** Deletes tokens that expired more than `graceMs` ago; the database would only grow otherwise. */
@@ -300,8 +306,9 @@ export class SessionService {
 
   /** `POST /logout/all`, password changes, deactivation: ends every session of a user. */
   async logoutAll(userId: string): Promise<void> {
+    const deviceIds = (await this.storage.sessions.listDevices(userId)).map((device) => device.device_id);
     await this.storage.transaction((stores) => stores.sessions.deleteAllDevices(userId));
-    await this.devicesRemoved(userId);
+    await this.devicesRemoved(userId, deviceIds);
   }
 
   private async insertRefreshToken(stores: Stores, userId: string, deviceId: string, token: string, now: number) {

@@ -147,8 +147,10 @@ describe('keys', () => {
     expect(Object.keys(seenByBob.master_keys)).toEqual([alice.userId]);
     expect(seenByBob.user_signing_keys).toEqual({});
 
-    // The same keys again need nothing; new ones need the password.
+    // The same keys again need nothing (also under the unstable prefix Synapse still serves); new ones need the password.
     expect((await uploadSigning({ master_key: master.object(), self_signing_key: selfSigning.object(master) })).status).toBe(200);
+    const unstable = await hs.http.post('/_matrix/client/unstable/keys/device_signing/upload').auth(alice.user.accessToken, { type: 'bearer' }).send({ master_key: master.object() });
+    expect(unstable.status).toBe(200);
     const newMaster = new CrossSigningKey(alice.userId, 'master');
     const replace = { master_key: newMaster.object(), self_signing_key: selfSigning.object(newMaster) };
     const challenge = await uploadSigning(replace);
@@ -187,6 +189,83 @@ describe('keys', () => {
     expect(byBob.master_keys[bob.userId].signatures?.[alice.userId]).toBeUndefined();
     const byAlice = await alice.ok('POST', '/keys/query', { device_keys: { [bob.userId]: [] } });
     expect(byAlice.master_keys[bob.userId].signatures[alice.userId][userSigning.keyId]).toBe(signedBob.signatures[alice.userId][userSigning.keyId]);
+  });
+
+  it('tells only the user of a new user-signing key or a signature of another’s master key (as Synapse)', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const master = new CrossSigningKey(alice.userId, 'master');
+    await alice.ok('POST', '/keys/device_signing/upload', { master_key: master.object() });
+    const bobMaster = new CrossSigningKey(bob.userId, 'master');
+    await bob.ok('POST', '/keys/device_signing/upload', { master_key: bobMaster.object() });
+    const aliceSince = (await alice.sync()).next_batch as string;
+    const bobSince = (await bob.sync()).next_batch as string;
+    const userSigning = new CrossSigningKey(alice.userId, 'user_signing');
+    const challenge = await hs.http.post('/_matrix/client/v3/keys/device_signing/upload').auth(alice.user.accessToken, { type: 'bearer' }).send({ user_signing_key: userSigning.object(master) });
+    expect(challenge.status).toBe(401);
+    const auth = { type: 'm.login.password', session: challenge.body.session, identifier: { type: 'm.id.user', user: alice.userId }, password: 'pw-alice' };
+    await alice.ok('POST', '/keys/device_signing/upload', { user_signing_key: userSigning.object(master), auth });
+    await alice.ok('POST', '/keys/signatures/upload', { [bob.userId]: { [bobMaster.publicKey]: userSigning.sign(bobMaster.object()) } });
+    const aliceSync = await alice.sync({ since: aliceSince });
+    expect(aliceSync.device_lists.changed).toEqual([alice.userId]);
+    const bobSync = await bob.sync({ since: bobSince });
+    expect(bobSync.device_lists.changed).toEqual([]);
+    expect((await bob.ok('GET', '/keys/changes', undefined, { from: bobSince, to: bobSync.next_batch })).changed).toEqual([]);
+  });
+
+  it('counts a new login, a rename and a deleted device as changes, keys or not, in sync and /keys/changes', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    const bearer = { type: 'bearer' as const };
+    const changedSince = async (since: string): Promise<{ next: string; changed: string[]; keysChanged: string[] }> => {
+      const sync = await bob.sync({ since });
+      const changes = await bob.ok('GET', '/keys/changes', undefined, { from: since, to: sync.next_batch });
+      return { next: sync.next_batch as string, changed: sync.device_lists.changed, keysChanged: changes.changed };
+    };
+    let since = (await bob.sync()).next_batch as string;
+
+    // A login on a new device (it has uploaded no keys).
+    const phoneToken = await login(hs, 'alice', 'pw-alice');
+    const phone = (await hs.http.get('/_matrix/client/v3/account/whoami').auth(phoneToken, bearer)).body.device_id as string;
+    let step = await changedSince(since);
+    expect(step.changed).toEqual([alice.userId]);
+    expect(step.keysChanged).toEqual([alice.userId]);
+    since = step.next;
+    // Nothing more: a sync after it says nothing.
+    expect((await bob.sync({ since })).device_lists.changed).toEqual([]);
+
+    // A rename (Synapse counts it); the same name again is no change.
+    expect((await hs.http.put(`/_matrix/client/v3/devices/${phone}`).auth(alice.user.accessToken, bearer).send({ display_name: 'Phone' })).status).toBe(200);
+    step = await changedSince(since);
+    expect(step.changed).toEqual([alice.userId]);
+    since = step.next;
+    expect((await hs.http.put(`/_matrix/client/v3/devices/${phone}`).auth(alice.user.accessToken, bearer).send({ display_name: 'Phone' })).status).toBe(200);
+    expect((await bob.sync({ since })).device_lists.changed).toEqual([]);
+
+    // The device deleted (a logout), though it had no keys.
+    expect((await hs.http.post('/_matrix/client/v3/logout').auth(phoneToken, bearer).send({})).status).toBe(200);
+    step = await changedSince(since);
+    expect(step.changed).toEqual([alice.userId]);
+    expect(step.keysChanged).toEqual([alice.userId]);
+  });
+
+  it('names the users who join a shared room, and the members of a room joined, in sync and /keys/changes', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    const aliceSince = (await alice.sync()).next_batch as string;
+    const bobSince = (await bob.sync()).next_batch as string;
+    await bob.join(roomId);
+    const aliceSync = await alice.sync({ since: aliceSince });
+    expect(aliceSync.device_lists.changed).toEqual([bob.userId]);
+    expect((await alice.ok('GET', '/keys/changes', undefined, { from: aliceSince, to: aliceSync.next_batch })).changed).toEqual([bob.userId]);
+    // Bob joined: Alice's devices are new to him.
+    const bobSync = await bob.sync({ since: bobSince });
+    expect(bobSync.device_lists.changed).toEqual([alice.userId]);
+    expect((await bob.ok('GET', '/keys/changes', undefined, { from: bobSince, to: bobSync.next_batch })).changed).toEqual([alice.userId]);
+    // Someone who shares no room is never named.
+    const carol = client(hs, await createUser(hs, 'carol'));
+    const carolSince = (await carol.sync()).next_batch as string;
+    await bob.join(await alice.createRoom({ preset: 'public_chat' }));
+    expect((await carol.sync({ since: carolSince })).device_lists.changed).toEqual([]);
   });
 
   it('says in device_lists.left who no longer shares a room', async () => {

@@ -56,7 +56,7 @@ export function keyRoutes(services: Services): FastifyPluginAsyncTypebox {
       if (!from || !to) throw new MatrixError('M_INVALID_PARAM', 'from and to must be sync tokens', { status: 400 });
       const upTo = Math.min(to.stream, services.stream.current);
       const userId = requesterOf(request).userId;
-      return { changed: await services.keys.changedFor(userId, from.stream, upTo), left: await services.keys.leftBetween(userId, from.stream, upTo) };
+      return { changed: await services.keys.changesBetween(userId, from.stream, upTo), left: await services.keys.leftBetween(userId, from.stream, upTo) };
     });
 
     // ---- key backup ----
