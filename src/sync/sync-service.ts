@@ -44,6 +44,11 @@ export interface SyncRequest {
    * key counts are left alone, so that they stay for the device's `/sync`.
    */
   legacy?: boolean | undefined;
+  /**
+   * With no `since`: start from now, once this sync's own presence change is written (the legacy
+   * `/events` without `from`), so that the change is not news to it; called with that token.
+   */
+  fromNow?: ((token: string) => void) | undefined;
 }
 
 interface BuiltSync {
@@ -107,6 +112,11 @@ export class SyncService {
   async sync(request: SyncRequest): Promise<JsonObject> {
     const ended = await this.presence.syncStarted(request.requester.userId, request.setPresence);
     try {
+      if (request.since === undefined && request.fromNow) {
+        const now = this.currentToken();
+        request.fromNow(now);
+        return await this.syncFor({ ...request, since: now });
+      }
       return await this.syncFor(request);
     } finally {
       ended();
@@ -223,6 +233,8 @@ export class SyncService {
     const knock: Record<string, JsonObject> = {};
     const rooms = await this.cache.roomsOf(userId);
     const ignored = await this.accountData.ignoredUsers(userId);
+    // Users this sync shows the user coming to share a room with: their presence comes too.
+    const newlyShared = new Set<string>();
     for (const [roomId, entry] of rooms) {
       if (entry.forgotten || !filter.includesRoom(roomId)) continue;
       // Most of a bot's rooms are quiet between two syncs: skipped here without a promise each,
@@ -240,7 +252,7 @@ export class SyncService {
         if (section) (entry.membership === 'invite' ? invite : entry.membership === 'knock' ? knock : leave)[roomId] = section;
         continue;
       }
-      const context: RoomContext = { room, entry, since, upTo, typingSerial, filter, viewer, fullState, accountData: roomAccountData.get(roomId) ?? [], ignored };
+      const context: RoomContext = { room, entry, since, upTo, typingSerial, filter, viewer, fullState, accountData: roomAccountData.get(roomId) ?? [], ignored, newlyShared };
       if (entry.membership === 'join') {
         const section = await this.joinedRoom(context);
         if (section) join[roomId] = section;
@@ -270,7 +282,7 @@ export class SyncService {
     }
 
     const toDevice = legacy ? { events: [] } : await this.toDevice.forSync(userId, requester.deviceId, since?.stream, upTo);
-    const presence = (await this.presence.forSync(userId, since?.stream, upTo)).filter((e) => filter.presence.matches({ type: 'm.presence', sender: String(e.sender) }));
+    const presence = (await this.presence.forSync(userId, since?.stream, upTo, newlyShared)).filter((e) => filter.presence.matches({ type: 'm.presence', sender: String(e.sender) }));
     const changedDevices = since && this.keys && !legacy ? await this.keys.changedFor(userId, since.stream, upTo) : [];
     const leftDevices = since && this.keys && !legacy ? await this.keys.leftOf(userId, await this.usersWhoMayHaveLeft(userId, join, Object.keys(leave))) : [];
     const keyCounts = this.keys ? await this.keys.countsFor({ userId, deviceId: requester.deviceId }) : { counts: {}, fallbackTypes: [] };
@@ -381,6 +393,16 @@ export class SyncService {
     // run of other events) still comes, limited, so the client knows there is a gap to fill.
     if (!fullState && timelineEvents.length === 0 && !page.more && stateEvents.length === 0 && ephemeral.length === 0 && context.accountData.length === 0) {
       return undefined;
+    }
+    if (since) {
+      if (fresh) for (const member of room.joinedUsers()) context.newlyShared.add(member);
+      else {
+        for (const e of [...stateEvents, ...timelineEvents]) {
+          if (e.type === 'm.room.member' && e.stateKey !== undefined && e.stream > since.stream && e.content.membership === 'join' && e.prevContent?.membership !== 'join') {
+            context.newlyShared.add(e.stateKey);
+          }
+        }
+      }
     }
     const lazyMembers = filter.state.lazyLoadMembers || filter.timeline.lazyLoadMembers;
     const senders = new Set(timelineEvents.map((e) => e.sender));
@@ -647,6 +669,8 @@ interface RoomContext {
   accountData: AccountDataRow[];
   /** Whom the user ignores: their messages and invites are left out. */
   ignored: ReadonlySet<string>;
+  /** Collects the users the sync shows the user coming to share a room with (for presence). */
+  newlyShared: Set<string>;
 }
 
 const MAX_LAZY_MEMBER_SETS = 20_000;
