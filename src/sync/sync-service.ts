@@ -8,6 +8,7 @@
 import { MatrixError } from '../core/errors.js';
 import { toStrippedState, type ClientEvent, type JsonObject, type StoredEvent, type Viewer } from '../rooms/events.js';
 import type { RoomCache, UserRoom } from '../rooms/room-cache.js';
+import { pduOf } from '../rooms/pdu.js';
 import { isIgnored, topologicalToken, type RoomReader } from '../rooms/room-reader.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
 import { membershipAt, type MembershipChange, type VisibilityContext } from '../rooms/visibility.js';
@@ -535,7 +536,13 @@ export class SyncService {
   private summary(room: RoomSnapshot, userId: string): JsonObject {
     const joined = room.joinedUsers();
     const invited = room.invitedUsers();
-    return { 'm.heroes': heroes(userId, [joined, invited]), 'm.joined_member_count': joined.size, 'm.invited_member_count': invited.size };
+    const counts = { 'm.joined_member_count': joined.size, 'm.invited_member_count': invited.size };
+    // Heroes name a room that has no name of its own (the spec's calculation); a room with a name
+    // or canonical alias has none, as on Synapse.
+    const name = room.get('m.room.name', '')?.content.name;
+    const alias = room.get('m.room.canonical_alias', '')?.content.alias;
+    if ((typeof name === 'string' && name !== '') || (typeof alias === 'string' && alias !== '')) return counts;
+    return { 'm.heroes': heroes(userId, [joined, invited]), ...counts };
   }
 
   private invitedRoom(room: RoomSnapshot, userId: string): JsonObject {
@@ -626,6 +633,15 @@ export class SyncService {
 
   private async renderFor(events: StoredEvent[], viewer: Viewer, filter: CompiledFilter, bundle?: { visibility: VisibilityContext | undefined }): Promise<JsonObject[]> {
     const rendered: ClientEvent[] = await this.reader.render(events, viewer, bundle);
+    if (filter.federationFormat && events.length > 0) {
+      // The PDU as other servers get it, with the event id and the client's unsigned data, as
+      // Synapse serves this format; an event from before events were PDUs stays as it is.
+      const version = (await this.cache.room(events[0]!.roomId))?.version;
+      return rendered.map((event, i) => {
+        const pdu = version ? pduOf(events[i]!, version) : undefined;
+        return filter.project((pdu ? { ...pdu, event_id: event.event_id, unsigned: event.unsigned } : event) as ClientEvent);
+      });
+    }
     // room_id stays in although the spec's sync form may omit it: some bots read it from the event.
     return rendered.map((event) => filter.project(event));
   }
