@@ -181,7 +181,16 @@ export class RoomReader {
    */
   async pageBackwards(
     room: RoomSnapshot,
-    options: { before: number; stopAt: number; limit: number; visibility: VisibilityContext | undefined; matches?: EventPredicate | undefined; stopAtGap?: boolean | undefined },
+    options: {
+      before: number;
+      stopAt: number;
+      limit: number;
+      visibility: VisibilityContext | undefined;
+      matches?: EventPredicate | undefined;
+      stopAtGap?: boolean | undefined;
+      /** Events shown whatever the history visibility (a sync's current state events). */
+      alwaysVisible?: EventPredicate | undefined;
+    },
   ): Promise<{ events: StoredEvent[]; more: boolean; lastScanned: number; gapBefore?: StoredEvent | undefined }> {
     const events: StoredEvent[] = [];
     const upper = Math.min(options.before, this.stream.current);
@@ -191,7 +200,8 @@ export class RoomReader {
      * 'gap' when a gap lies just before it (`stopAtGap`: the page ends there, as if limited).
      */
     const take = (event: StoredEvent): 'more' | 'gap' | undefined => {
-      const wanted = (!options.visibility || canSeeEvent(event, options.visibility)) && (!options.matches || options.matches(event));
+      const visible = !options.visibility || canSeeEvent(event, options.visibility) || options.alwaysVisible?.(event) === true;
+      const wanted = visible && (!options.matches || options.matches(event));
       if (wanted && events.length >= options.limit) return 'more';
       // Events passed over before the page is full need not be scanned again.
       if (events.length < options.limit) lastScanned = event.stream - 1;

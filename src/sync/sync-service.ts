@@ -361,6 +361,9 @@ export class SyncService {
       visibility,
       matches: (e) => !isIgnored(context.ignored, e) && filter.timeline.matches(e),
       stopAtGap: true,
+      // The room's current state shows in the timeline even when set while the user could not see
+      // the room's history (as Synapse does, for clients that build the state from the timeline).
+      alwaysVisible: (e) => e.stateKey !== undefined && e.rejected === undefined && room.get(e.type, e.stateKey)?.eventId === e.eventId,
     });
     let timelineEvents = page.events.reverse();
     const firstStream = timelineEvents[0]?.stream ?? upTo + 1;
@@ -392,7 +395,10 @@ export class SyncService {
 
     // A timeline that found nothing but stopped scanning early (a filter matching little in a long
     // run of other events) still comes, limited, so the client knows there is a gap to fill.
-    if (!fullState && timelineEvents.length === 0 && !page.more && stateEvents.length === 0 && ephemeral.length === 0 && context.accountData.length === 0) {
+    // (State the filter leaves out counts as none: a profile change of one's own under a filter
+    // without members is no news.)
+    const anyState = stateEvents.some((e) => filter.state.matches(e));
+    if (!fullState && timelineEvents.length === 0 && !page.more && !anyState && ephemeral.length === 0 && context.accountData.length === 0) {
       return undefined;
     }
     if (since) {
