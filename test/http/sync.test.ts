@@ -696,3 +696,26 @@ describe('event_format: federation', () => {
     expect((await alice.sync()).rooms.join[roomId].timeline.events[0]).not.toHaveProperty('prev_events');
   });
 });
+
+describe('history visibility changes', () => {
+  it('are seen by a new member where the visibility before or after lets them (as the spec asks)', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    const hv = (value: string) => alice.setState(roomId, 'm.room.history_visibility', '', { history_visibility: value });
+    await hv('joined');
+    await alice.send(roomId, text('1'));
+    await hv('invited');
+    await alice.send(roomId, text('2'));
+    await hv('shared');
+    await alice.send(roomId, text('3'));
+    await hv('joined'); // (so that the change to shared is not the current state, shown anyway)
+    await bob.join(roomId);
+    const events = (await bob.sync()).rooms.join[roomId].timeline.events as Json[];
+    expect(events.slice(-5).map((e) => [e.type, e.content.history_visibility ?? e.content.body ?? e.content.membership])).toEqual([
+      ['m.room.history_visibility', 'joined'],
+      ['m.room.history_visibility', 'shared'],
+      ['m.room.message', '3'],
+      ['m.room.history_visibility', 'joined'],
+      ['m.room.member', 'join'],
+    ]);
+  });
+});
