@@ -36,6 +36,7 @@ import * as bridgeCrypto from './0031-bridge-crypto.js';
 import * as deviceSeenAndKeyListings from './0032-device-seen-and-key-listings.js';
 import * as eventsRowid from './0033-events-rowid.js';
 import * as deviceListStreamIds from './0037-device-list-stream-ids.js';
+import * as erasedUsers from './0038-erased-users.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -71,4 +72,5 @@ export const migrations: Record<string, Migration> = {
   '0032-device-seen-and-key-listings': deviceSeenAndKeyListings,
   '0033-events-rowid': eventsRowid,
   '0037-device-list-stream-ids': deviceListStreamIds,
+  '0038-erased-users': erasedUsers,
 };

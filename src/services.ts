@@ -2,6 +2,7 @@
  * Wires the domain services together. Passed explicitly (no global singletons), so a test, the
  * CLI and the HTTP app each build exactly what they use.
  */
+import { ErasedUsers } from './users/erased-users.js';
 import { AccountDataService } from './account-data/account-data-service.js';
 import type { Clock } from './core/clock.js';
 import type { Config } from './config/index.js';
@@ -165,7 +166,9 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   sessions.onAppserviceSeen = (serviceId) => appserviceSender.heardFrom(serviceId);
   const appservices = new AppServices(appserviceRegistry, appserviceSender, appserviceClient, accounts, sessions, config.server_name);
   const membership = new FederatedMembership({ signer, client: federation.client, keyRing: federation.keyRing, remote: remoteEvents, storage, cache: roomCache, stream, notifier, clock });
-  const roomReader = new RoomReader(storage, roomCache, stream, clock);
+  const erasedUsers = new ErasedUsers(storage);
+  accounts.erasedUsers = erasedUsers;
+  const roomReader = new RoomReader(storage, roomCache, stream, clock, () => erasedUsers.all());
   // SQLite: search rows follow the commit, a batch at a time.
   const searchIndexer = new SearchIndexer(storage, stream);
   if (searchIndexer.active) {
@@ -220,6 +223,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   // Several processes on one PostgreSQL database share the stream, caches and jobs through it.
   const cluster = schema === undefined ? undefined : new Cluster(storage, schema, stream);
   const roomFederation = new RoomFederation({
+    erased: () => erasedUsers.all(),
     signer, storage, cache: roomCache, graph, remote: remoteEvents, keyRing: federation.keyRing, client: federation.client, sender: federationSender,
     typing, receipts, clock, toDevice, presence, keys,
     membership, claims: cluster,

@@ -72,7 +72,12 @@ export interface RoomFederationDeps {
   /** Work claimed among several processes on one database (`cluster/`); absent for one process. */
   claims?: { claim(parts: readonly string[]): Promise<(() => void) | undefined> } | undefined;
   log?: FastifyBaseLogger | undefined;
+  /** Users erased on deactivation: their events go to other servers redacted. */
+  erased?: (() => Promise<ReadonlySet<string>>) | undefined;
 }
+
+/** Stands for the redaction of an erased user's event (there is no redaction event). */
+const ERASED = '$erased';
 
 type Membership = 'join' | 'leave' | 'knock';
 
@@ -261,7 +266,7 @@ export class RoomFederation {
     const event = await this.deps.graph.event(eventId);
     const room = event ? await this.deps.cache.room(event.roomId) : undefined;
     if (!event || !room || room.legacy || !(await this.maySee(origin, room, event))) throw new MatrixError('M_NOT_FOUND', 'Event not found');
-    return this.transactionOf([event], room.version);
+    return this.transactionOf(await this.withErasure([event]), room.version);
   }
 
   /** /state and /state_ids: the room's state before an event, and its auth chain. */
@@ -294,7 +299,7 @@ export class RoomFederation {
     const events = await this.walkBack(roomId, from, new Set(), Math.min(Math.max(limit, 0), MAX_BACKFILL), true);
     const visible = [];
     for (const event of events) if (await this.maySee(origin, room, event)) visible.push(event);
-    return this.transactionOf(visible, room.version);
+    return this.transactionOf(await this.withErasure(visible), room.version);
   }
 
   /** POST /get_missing_events/{roomId}: what lies between `earliest` and `latest`, oldest first. */
@@ -307,7 +312,7 @@ export class RoomFederation {
     const visible = [];
     for (const event of events) if (await this.maySee(origin, room, event)) visible.push(event);
     visible.sort((a, b) => a.depth - b.depth);
-    return { events: this.pdus(visible, room.version) };
+    return { events: this.pdus(await this.withErasure(visible), room.version) };
   }
 
   /** Breadth first through prev_events from `starts` (included when `inclusive`), deepest first. */
@@ -568,6 +573,16 @@ export class RoomFederation {
       if (membership === 'join' || (membership === 'invite' && visibility !== 'joined')) return true;
     }
     return false;
+  }
+
+  /**
+   * The events of erased users marked redacted (pduOf then serves them redacted, as Synapse serves
+   * them to other servers: no server can say which of its users saw them at the time).
+   */
+  private async withErasure(events: StoredEvent[]): Promise<StoredEvent[]> {
+    const erased = (await this.deps.erased?.()) ?? new Set<string>();
+    if (erased.size === 0) return events;
+    return events.map((event) => (erased.has(event.sender) && event.redactedBy === undefined ? { ...event, redactedBy: ERASED } : event));
   }
 
   private pdus(events: readonly StoredEvent[], version: RoomVersion): Pdu[] {

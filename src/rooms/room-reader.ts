@@ -10,7 +10,8 @@ import { eventFromRow, stateKeyOf, toClientEvent, type ClientEvent, type JsonObj
 import type { RoomCache } from './room-cache.js';
 import type { GapFiller } from './remote-rooms.js';
 import type { RoomSnapshot } from './room-snapshot.js';
-import { canSeeEvent, type VisibilityContext } from './visibility.js';
+import { canSeeEvent, membershipAt, type VisibilityContext } from './visibility.js';
+import { redactedContent } from './redaction.js';
 import { RelationBundles } from './aggregations.js';
 import { parseStoredJson } from '../core/json.js';
 
@@ -27,6 +28,8 @@ export class RoomReader {
     private readonly cache: RoomCache,
     private readonly stream: StreamCounter,
     private readonly clock: Clock,
+    /** Users erased on deactivation: their events are redacted for those who were not there. */
+    private readonly erased: () => Promise<ReadonlySet<string>> = async () => new Set(),
   ) {
     this.bundles = new RelationBundles(storage);
   }
@@ -105,6 +108,31 @@ export class RoomReader {
   }
 
   /**
+   * The events with those of erased users redacted where the viewer was not joined when they
+   * were sent (as Synapse: who saw them then may see them still; nobody new may).
+   */
+  private async withErasure(events: readonly StoredEvent[], viewer: string): Promise<readonly StoredEvent[]> {
+    const erased = await this.erased();
+    if (erased.size === 0 || !events.some((e) => erased.has(e.sender) && e.redactedBy === undefined)) return events;
+    const rooms = new Map<string, { version: string; context: VisibilityContext } | undefined>();
+    const out: StoredEvent[] = [];
+    for (const event of events) {
+      if (!erased.has(event.sender) || event.redactedBy !== undefined || event.sender === viewer) {
+        out.push(event);
+        continue;
+      }
+      if (!rooms.has(event.roomId)) {
+        const room = await this.cache.room(event.roomId);
+        rooms.set(event.roomId, room ? { version: room.version.id, context: await this.visibilityFor(room, viewer) } : undefined);
+      }
+      const room = rooms.get(event.roomId);
+      if (!room || membershipAt(room.context.history, event.backfilledAt ?? event.stream) === 'join') out.push(event);
+      else out.push({ ...event, content: redactedContent(event.type, event.content, room.version) as JsonObject });
+    }
+    return out;
+  }
+
+  /**
    * Client forms of events, with `unsigned.redacted_because` filled in; with `bundle`, also their
    * bundled aggregations (`unsigned["m.relations"]`) of what the viewer may see (`visibility`
    * undefined: all of the room).
@@ -118,7 +146,8 @@ export class RoomReader {
         redactions.set(row.event_id, toClientEvent(eventFromRow(row), { now, viewer }));
       }
     }
-    const rendered = events.map((event) =>
+    const shown = await this.withErasure(events, viewer.userId);
+    const rendered = shown.map((event) =>
       toClientEvent(event, { now, viewer, redactedBecause: event.redactedBy ? redactions.get(event.redactedBy) : undefined }),
     );
     if (!bundle || events.length === 0) return rendered;
@@ -181,7 +210,16 @@ export class RoomReader {
    */
   async pageBackwards(
     room: RoomSnapshot,
-    options: { before: number; stopAt: number; limit: number; visibility: VisibilityContext | undefined; matches?: EventPredicate | undefined; stopAtGap?: boolean | undefined },
+    options: {
+      before: number;
+      stopAt: number;
+      limit: number;
+      visibility: VisibilityContext | undefined;
+      matches?: EventPredicate | undefined;
+      stopAtGap?: boolean | undefined;
+      /** Events shown whatever the history visibility (a sync's current state events). */
+      alwaysVisible?: EventPredicate | undefined;
+    },
   ): Promise<{ events: StoredEvent[]; more: boolean; lastScanned: number; gapBefore?: StoredEvent | undefined }> {
     const events: StoredEvent[] = [];
     const upper = Math.min(options.before, this.stream.current);
@@ -191,7 +229,8 @@ export class RoomReader {
      * 'gap' when a gap lies just before it (`stopAtGap`: the page ends there, as if limited).
      */
     const take = (event: StoredEvent): 'more' | 'gap' | undefined => {
-      const wanted = (!options.visibility || canSeeEvent(event, options.visibility)) && (!options.matches || options.matches(event));
+      const visible = !options.visibility || canSeeEvent(event, options.visibility) || options.alwaysVisible?.(event) === true;
+      const wanted = visible && (!options.matches || options.matches(event));
       if (wanted && events.length >= options.limit) return 'more';
       // Events passed over before the page is full need not be scanned again.
       if (events.length < options.limit) lastScanned = event.stream - 1;

@@ -34,7 +34,7 @@ export function membershipAt(history: readonly MembershipChange[], stream: numbe
  * (making a room world-readable later does not publish what was said under `joined`).
  */
 export function canSeeEvent(event: StoredEvent, context: VisibilityContext): boolean {
-  const visibility = event.historyVisibility;
+  const visibility = effectiveVisibility(event);
   if (visibility === 'world_readable') return true;
   // Backfilled history sits below zero; it is judged where the gap it filled lay.
   let membership = membershipAt(context.history, event.backfilledAt ?? event.stream);
@@ -50,6 +50,26 @@ export function canSeeEvent(event: StoredEvent, context: VisibilityContext): boo
   if (membership === 'join') return true;
   if (visibility === 'shared' && context.currentMembership === 'join') return true;
   return visibility === 'invited' && membership === 'invite';
+}
+
+/** Most open first. */
+const VISIBILITY_OPENNESS = ['world_readable', 'shared', 'invited', 'joined'];
+
+/**
+ * The visibility an event is judged by: that in force when it was sent, except that a change of
+ * history visibility is seen by whoever the visibility before or after it lets see it (the spec's
+ * rule, so that members see the boundaries of what they may read).
+ */
+function effectiveVisibility(event: StoredEvent): string {
+  if (event.type !== 'm.room.history_visibility' || event.stateKey !== '') return event.historyVisibility;
+  let best = event.historyVisibility;
+  for (const candidate of [event.content.history_visibility, event.prevContent?.history_visibility]) {
+    if (typeof candidate !== 'string') continue;
+    const rank = VISIBILITY_OPENNESS.indexOf(candidate);
+    const bestRank = VISIBILITY_OPENNESS.indexOf(best);
+    if (rank >= 0 && (bestRank < 0 || rank < bestRank)) best = candidate;
+  }
+  return best;
 }
 
 const MEMBERSHIP_PRIORITY = ['join', 'invite', 'knock', 'leave', 'ban'];

@@ -13,6 +13,11 @@ export interface UsersTable {
   created_ts: number;
 }
 
+/** Migration 0038: users erased on deactivation. */
+export interface ErasedUsersTable {
+  user_id: string;
+}
+
 export interface DevicesTable {
   user_id: string;
   device_id: string;
@@ -558,6 +563,7 @@ export interface Database {
   room_keys: RoomKeysTable;
   to_device_txns: ToDeviceTxnsTable;
   users: UsersTable;
+  erased_users: ErasedUsersTable;
   devices: DevicesTable;
   access_tokens: AccessTokensTable;
   refresh_tokens: RefreshTokensTable;

@@ -34,6 +34,16 @@ const ORDER_COLUMNS = {
 export class UserStore {
   constructor(private readonly db: Kysely<Database>) {}
 
+  /** Marks the user erased (deactivated with `erase: true`); idempotent. */
+  async markErased(userId: string): Promise<void> {
+    await this.db.insertInto('erased_users').values({ user_id: userId }).onConflict((oc) => oc.column('user_id').doNothing()).execute();
+  }
+
+  /** Every erased user (local accounts only, so as many as were ever erased here). */
+  async erasedUsers(): Promise<string[]> {
+    return (await this.db.selectFrom('erased_users').select('user_id').execute()).map((row) => row.user_id);
+  }
+
   async insert(user: UserRow): Promise<void> {
     await this.db.insertInto('users').values(user).execute();
   }

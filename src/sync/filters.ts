@@ -86,6 +86,8 @@ export interface CompiledFilter {
   presence: CompiledEventFilter;
   /** Trims a client event to `event_fields`, when given. */
   project(event: ClientEvent): JsonObject;
+  /** `event_format: federation`: events as their PDUs (with `event_id` and `unsigned`). */
+  federationFormat: boolean;
 }
 
 /**
@@ -149,6 +151,7 @@ export function compileFilter(definition: FilterDefinition): CompiledFilter {
     roomAccountData: compileEventFilter(given.account_data),
     accountData: compileEventFilter(definition.account_data),
     presence: compileEventFilter(definition.presence),
+    federationFormat: definition.event_format === 'federation',
     project(event) {
       if (!fields) return event as unknown as JsonObject;
       return projectFields(event as unknown as JsonObject, fields);

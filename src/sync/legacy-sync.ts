@@ -57,13 +57,14 @@ export class LegacySync {
   async events(request: EventStreamRequest): Promise<JsonObject> {
     // A token we cannot read would make this an initial sync, everything at once: refused instead.
     if (request.from !== undefined && parseSyncToken(request.from) === undefined) throw new MatrixError('M_INVALID_PARAM', 'from is not a token of this server');
-    const from = request.from ?? this.sync.currentToken();
+    let from = request.from;
     const filter: FilterDefinition = {
       room: { timeline: { limit: EVENTS_PER_ROOM }, state: { types: [] }, ...(request.roomId !== undefined ? { rooms: [request.roomId] } : {}) },
     };
     const body = await this.sync.sync({
       requester: request.requester,
       since: from,
+      fromNow: (token) => (from = token),
       timeoutMs: request.timeoutMs,
       fullState: false,
       filter: undefined,

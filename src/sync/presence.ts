@@ -78,12 +78,13 @@ export class PresenceService {
     this.active.set(userId, entry);
     const wanted = setPresence ?? 'online';
     // Known in memory after the first sync: a sync costs no read for this. The change is written
-    // with others in one commit, not before this sync answers: thousands of bots starting at once
-    // must not cost a commit each.
+    // with the others queued meanwhile in one commit (thousands of bots starting at once must not
+    // cost a commit each), before this sync looks: it answers with the user's own new presence,
+    // and the next sync, from its token, does not bring it again (as on Synapse).
     if (wanted !== 'offline' && entry.presence !== wanted) {
       entry.presence = wanted;
       const row = await this.storage.userData.getPresence(userId);
-      if (!row || row.presence !== wanted) this.queueChange(userId, wanted, row?.status_msg ?? null, now);
+      if (!row || row.presence !== wanted) await this.queueChange(userId, wanted, row?.status_msg ?? null, now);
     }
     return () => {
       entry.open = Math.max(0, entry.open - 1);
@@ -116,26 +117,37 @@ export class PresenceService {
   }
 
   /**
-   * The `m.presence` events a sync answer carries: with a token, the changes after it of users
-   * sharing a room with the viewer; without one, the presence of everyone sharing a room.
+   * The `m.presence` events a sync answer carries: with a token, the changes after it of the
+   * viewer and the users sharing a room with them, and the presence of `newlyShared` (users the
+   * viewer came to share a room with since the token, whose last change may be older: as
+   * Synapse, a newly joined room or member comes with their presence); without one, the presence
+   * of everyone sharing a room, the viewer included. A user with no presence yet is offline.
    */
-  async forSync(viewer: string, after: number | undefined, upTo: number): Promise<JsonObject[]> {
+  async forSync(viewer: string, after: number | undefined, upTo: number, newlyShared: ReadonlySet<string> = new Set()): Promise<JsonObject[]> {
     if (!this.enabled) return [];
     // Most syncs come after no presence change at all: known without a query.
     this.latest ??= await this.storage.userData.latestPresenceChange();
-    if (after !== undefined && this.latest <= after) return [];
-    let rows: PresenceRow[];
+    if (after !== undefined && this.latest <= after && newlyShared.size === 0) return [];
+    const rows = new Map<string, PresenceRow>();
     if (after === undefined) {
-      rows = await this.storage.userData.presenceOf([...(await this.cache.roommates(viewer))]);
+      for (const row of await this.storage.userData.presenceOf([...(await this.cache.roommates(viewer))].slice(0, MAX_PER_SYNC))) rows.set(row.user_id, row);
     } else {
-      rows = [];
-      // Not one's own changes: syncing is what makes one online, and a sync must not wake the
-      // next one with the news that its user is syncing.
-      for (const row of await this.storage.userData.presenceChanged(after, upTo, MAX_PER_SYNC)) {
-        if (row.user_id !== viewer && (await this.shareRoom(viewer, row.user_id))) rows.push(row);
+      // One's own changes come too (Synapse's do): the next sync after going online says so once.
+      // A user's own change never wakes their syncs (see announce), so this cannot loop.
+      if (this.latest > after) {
+        for (const row of await this.storage.userData.presenceChanged(after, upTo, MAX_PER_SYNC)) {
+          if (row.user_id === viewer || (await this.shareRoom(viewer, row.user_id))) rows.set(row.user_id, row);
+        }
+      }
+      const missing = [...newlyShared].filter((user) => user !== viewer && !rows.has(user)).slice(0, Math.max(0, MAX_PER_SYNC - rows.size));
+      const found = new Map((await this.storage.userData.presenceOf(missing)).map((row) => [row.user_id, row]));
+      for (const user of missing) {
+        const row = found.get(user);
+        // Only what had happened by this sync's position (a later change comes with the next).
+        rows.set(user, row && Number(row.stream_ordering) <= upTo ? row : { user_id: user, presence: 'offline', status_msg: null, last_active_ts: 0, stream_ordering: 0 });
       }
     }
-    return rows.slice(0, MAX_PER_SYNC).map((row) => ({ type: 'm.presence', sender: row.user_id, content: this.contentOf(row) }));
+    return [...rows.values()].slice(0, MAX_PER_SYNC).map((row) => ({ type: 'm.presence', sender: row.user_id, content: this.contentOf(row) }));
   }
 
   /**
@@ -158,17 +170,26 @@ export class PresenceService {
   }
 
   private readonly queued = new Map<string, { presence: PresenceState; statusMsg: string | null; lastActive: number }>();
+  /** Those waiting for the queued changes to be written. */
+  private queuedWaiters: (() => void)[] = [];
   private flushing: Promise<void> | undefined;
 
-  /** A change made by syncing, written with the others queued meanwhile in one transaction. */
-  private queueChange(userId: string, presence: PresenceState, statusMsg: string | null, lastActive: number): void {
+  /**
+   * A change made by syncing, written with the others queued meanwhile in one transaction;
+   * resolves once written (or failed: presence is best effort).
+   */
+  private queueChange(userId: string, presence: PresenceState, statusMsg: string | null, lastActive: number): Promise<void> {
     this.queued.set(userId, { presence, statusMsg, lastActive });
+    const written = new Promise<void>((resolve) => this.queuedWaiters.push(resolve));
     this.flushing ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.flushQueued());
+    return written;
   }
 
   private async flushQueued(): Promise<void> {
     const batch = [...this.queued];
     this.queued.clear();
+    const waiters = this.queuedWaiters;
+    this.queuedWaiters = [];
     try {
       let last = 0;
       await this.stream.write(this.storage, async (stores, effects) => {
@@ -188,6 +209,7 @@ export class PresenceService {
         if (entry) delete entry.presence;
       }
     } finally {
+      for (const resolve of waiters) resolve();
       this.flushing = undefined;
       if (this.queued.size > 0) this.flushing = this.flushQueued();
     }
@@ -240,7 +262,8 @@ export class PresenceService {
     const lastActiveAgo = Math.max(0, this.clock.now() - Number(row.last_active_ts));
     const content: JsonObject = {
       presence: row.presence,
-      last_active_ago: lastActiveAgo,
+      // Never active here (a member with no presence yet): no time to give.
+      ...(Number(row.last_active_ts) > 0 ? { last_active_ago: lastActiveAgo } : {}),
       currently_active: row.presence === 'online' && (local ? entry !== undefined && (entry.open > 0 || this.clock.now() - entry.lastSeen < IDLE_AFTER_MS) : true),
     };
     if (row.status_msg !== null) content.status_msg = row.status_msg;

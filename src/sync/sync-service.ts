@@ -8,6 +8,7 @@
 import { MatrixError } from '../core/errors.js';
 import { toStrippedState, type ClientEvent, type JsonObject, type StoredEvent, type Viewer } from '../rooms/events.js';
 import type { RoomCache, UserRoom } from '../rooms/room-cache.js';
+import { pduOf } from '../rooms/pdu.js';
 import { isIgnored, topologicalToken, type RoomReader } from '../rooms/room-reader.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
 import { membershipAt, type MembershipChange, type VisibilityContext } from '../rooms/visibility.js';
@@ -44,6 +45,11 @@ export interface SyncRequest {
    * key counts are left alone, so that they stay for the device's `/sync`.
    */
   legacy?: boolean | undefined;
+  /**
+   * With no `since`: start from now, once this sync's own presence change is written (the legacy
+   * `/events` without `from`), so that the change is not news to it; called with that token.
+   */
+  fromNow?: ((token: string) => void) | undefined;
 }
 
 interface BuiltSync {
@@ -107,6 +113,11 @@ export class SyncService {
   async sync(request: SyncRequest): Promise<JsonObject> {
     const ended = await this.presence.syncStarted(request.requester.userId, request.setPresence);
     try {
+      if (request.since === undefined && request.fromNow) {
+        const now = this.currentToken();
+        request.fromNow(now);
+        return await this.syncFor({ ...request, since: now });
+      }
       return await this.syncFor(request);
     } finally {
       ended();
@@ -223,6 +234,8 @@ export class SyncService {
     const knock: Record<string, JsonObject> = {};
     const rooms = await this.cache.roomsOf(userId);
     const ignored = await this.accountData.ignoredUsers(userId);
+    // Users this sync shows the user coming to share a room with: their presence comes too.
+    const newlyShared = new Set<string>();
     for (const [roomId, entry] of rooms) {
       if (entry.forgotten || !filter.includesRoom(roomId)) continue;
       // Most of a bot's rooms are quiet between two syncs: skipped here without a promise each,
@@ -240,7 +253,7 @@ export class SyncService {
         if (section) (entry.membership === 'invite' ? invite : entry.membership === 'knock' ? knock : leave)[roomId] = section;
         continue;
       }
-      const context: RoomContext = { room, entry, since, upTo, typingSerial, filter, viewer, fullState, accountData: roomAccountData.get(roomId) ?? [], ignored };
+      const context: RoomContext = { room, entry, since, upTo, typingSerial, filter, viewer, fullState, accountData: roomAccountData.get(roomId) ?? [], ignored, newlyShared };
       if (entry.membership === 'join') {
         const section = await this.joinedRoom(context);
         if (section) join[roomId] = section;
@@ -270,7 +283,7 @@ export class SyncService {
     }
 
     const toDevice = legacy ? { events: [] } : await this.toDevice.forSync(userId, requester.deviceId, since?.stream, upTo);
-    const presence = (await this.presence.forSync(userId, since?.stream, upTo)).filter((e) => filter.presence.matches({ type: 'm.presence', sender: String(e.sender) }));
+    const presence = (await this.presence.forSync(userId, since?.stream, upTo, newlyShared)).filter((e) => filter.presence.matches({ type: 'm.presence', sender: String(e.sender) }));
     const changedDevices = since && this.keys && !legacy ? await this.keys.changedFor(userId, since.stream, upTo, await this.usersWhoMayHaveJoined(userId, join)) : [];
     const leftDevices = since && this.keys && !legacy ? await this.keys.leftOf(userId, await this.usersWhoMayHaveLeft(userId, join, Object.keys(leave))) : [];
     const keyCounts = this.keys ? await this.keys.countsFor({ userId, deviceId: requester.deviceId }) : { counts: {}, fallbackTypes: [] };
@@ -366,6 +379,9 @@ export class SyncService {
       visibility,
       matches: (e) => !isIgnored(context.ignored, e) && filter.timeline.matches(e),
       stopAtGap: true,
+      // The room's current state shows in the timeline even when set while the user could not see
+      // the room's history (as Synapse does, for clients that build the state from the timeline).
+      alwaysVisible: (e) => e.stateKey !== undefined && e.rejected === undefined && room.get(e.type, e.stateKey)?.eventId === e.eventId,
     });
     let timelineEvents = page.events.reverse();
     const firstStream = timelineEvents[0]?.stream ?? upTo + 1;
@@ -397,8 +413,21 @@ export class SyncService {
 
     // A timeline that found nothing but stopped scanning early (a filter matching little in a long
     // run of other events) still comes, limited, so the client knows there is a gap to fill.
-    if (!fullState && timelineEvents.length === 0 && !page.more && stateEvents.length === 0 && ephemeral.length === 0 && context.accountData.length === 0) {
+    // (State the filter leaves out counts as none: a profile change of one's own under a filter
+    // without members is no news.)
+    const anyState = stateEvents.some((e) => filter.state.matches(e));
+    if (!fullState && timelineEvents.length === 0 && !page.more && !anyState && ephemeral.length === 0 && context.accountData.length === 0) {
       return undefined;
+    }
+    if (since) {
+      if (fresh) for (const member of room.joinedUsers()) context.newlyShared.add(member);
+      else {
+        for (const e of [...stateEvents, ...timelineEvents]) {
+          if (e.type === 'm.room.member' && e.stateKey !== undefined && e.stream > since.stream && e.content.membership === 'join' && e.prevContent?.membership !== 'join') {
+            context.newlyShared.add(e.stateKey);
+          }
+        }
+      }
     }
     const lazyMembers = filter.state.lazyLoadMembers || filter.timeline.lazyLoadMembers;
     const senders = new Set(timelineEvents.map((e) => e.sender));
@@ -531,7 +560,13 @@ export class SyncService {
   private summary(room: RoomSnapshot, userId: string): JsonObject {
     const joined = room.joinedUsers();
     const invited = room.invitedUsers();
-    return { 'm.heroes': heroes(userId, [joined, invited]), 'm.joined_member_count': joined.size, 'm.invited_member_count': invited.size };
+    const counts = { 'm.joined_member_count': joined.size, 'm.invited_member_count': invited.size };
+    // Heroes name a room that has no name of its own (the spec's calculation); a room with a name
+    // or canonical alias has none, as on Synapse.
+    const name = room.get('m.room.name', '')?.content.name;
+    const alias = room.get('m.room.canonical_alias', '')?.content.alias;
+    if ((typeof name === 'string' && name !== '') || (typeof alias === 'string' && alias !== '')) return counts;
+    return { 'm.heroes': heroes(userId, [joined, invited]), ...counts };
   }
 
   private invitedRoom(room: RoomSnapshot, userId: string): JsonObject {
@@ -622,6 +657,15 @@ export class SyncService {
 
   private async renderFor(events: StoredEvent[], viewer: Viewer, filter: CompiledFilter, bundle?: { visibility: VisibilityContext | undefined }): Promise<JsonObject[]> {
     const rendered: ClientEvent[] = await this.reader.render(events, viewer, bundle);
+    if (filter.federationFormat && events.length > 0) {
+      // The PDU as other servers get it, with the event id and the client's unsigned data, as
+      // Synapse serves this format; an event from before events were PDUs stays as it is.
+      const version = (await this.cache.room(events[0]!.roomId))?.version;
+      return rendered.map((event, i) => {
+        const pdu = version ? pduOf(events[i]!, version) : undefined;
+        return filter.project((pdu ? { ...pdu, event_id: event.event_id, unsigned: event.unsigned } : event) as ClientEvent);
+      });
+    }
     // room_id stays in although the spec's sync form may omit it: some bots read it from the event.
     return rendered.map((event) => filter.project(event));
   }
@@ -665,6 +709,8 @@ interface RoomContext {
   accountData: AccountDataRow[];
   /** Whom the user ignores: their messages and invites are left out. */
   ignored: ReadonlySet<string>;
+  /** Collects the users the sync shows the user coming to share a room with (for presence). */
+  newlyShared: Set<string>;
 }
 
 const MAX_LAZY_MEMBER_SETS = 20_000;

@@ -223,7 +223,11 @@ export class AccountService {
   async deactivate(userId: string, options: { erase?: boolean; also?: AlsoWrite | undefined } = {}): Promise<void> {
     const erased = options.erase ? { displayname: null, avatarUrl: null } : {};
     await this.updateAccount(userId, { deactivated: true, ...erased, also: options.also });
+    if (options.erase) await this.erasedUsers.erase(userId);
   }
+
+  /** Set by services.ts: where erasures are recorded (their events are redacted for new viewers). */
+  erasedUsers: { erase(userId: string): Promise<void> } = { erase: async () => {} };
 
   /**
    * A service user's account is made by the server, never with a password; one left with a

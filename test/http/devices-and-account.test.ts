@@ -190,3 +190,28 @@ describe('the account', () => {
     expectMatrixError(await hs.http.post('/_matrix/client/v3/account/deactivate').auth(alice.accessToken, bearer).send({ auth: passwordAuth('no-such-session', alice.password) }), 400, 'M_UNKNOWN');
   });
 });
+
+describe('erasure', () => {
+  it('with erase: true, a deactivated user’s messages stay for those who were in the room, and are redacted for newcomers', async () => {
+    const room = (await hs.http.post('/_matrix/client/v3/createRoom').auth(alice.accessToken, bearer).send({ preset: 'public_chat' })).body.room_id as string;
+    const member = await createUser(hs, 'member');
+    const joiner = await createUser(hs, 'joiner');
+    await hs.http.post(`/_matrix/client/v3/rooms/${room}/join`).auth(member.accessToken, bearer).send({});
+    const sent = (await hs.http.put(`/_matrix/client/v3/rooms/${room}/send/m.room.message/t1`).auth(alice.accessToken, bearer).send({ msgtype: 'm.text', body: 'body1' })).body.event_id as string;
+    await hs.http.post(`/_matrix/client/v3/rooms/${room}/join`).auth(joiner.accessToken, bearer).send({});
+    const messageFor = async (user: TestUser) => {
+      const sync = await hs.http.get('/_matrix/client/v3/sync').auth(user.accessToken, bearer);
+      return (sync.body.rooms.join[room].timeline.events as Array<{ event_id: string; type: string; content: unknown }>).find((e) => e.event_id === sent);
+    };
+    expect((await messageFor(joiner))?.content).toEqual({ msgtype: 'm.text', body: 'body1' });
+
+    const start = await hs.http.post('/_matrix/client/v3/account/deactivate').auth(alice.accessToken, bearer).send({ erase: true });
+    const done = await hs.http.post('/_matrix/client/v3/account/deactivate').auth(alice.accessToken, bearer).send({ erase: true, auth: passwordAuth(start.body.session, alice.password) });
+    expect(done.status).toBe(200);
+    expect(await messageFor(member)).toMatchObject({ type: 'm.room.message', content: { msgtype: 'm.text', body: 'body1' } });
+    expect(await messageFor(joiner)).toMatchObject({ type: 'm.room.message', content: {} });
+    // /event and /messages too.
+    expect((await hs.http.get(`/_matrix/client/v3/rooms/${room}/event/${encodeURIComponent(sent)}`).auth(joiner.accessToken, bearer)).body.content).toEqual({});
+    expect((await hs.http.get(`/_matrix/client/v3/rooms/${room}/event/${encodeURIComponent(sent)}`).auth(member.accessToken, bearer)).body.content).toEqual({ msgtype: 'm.text', body: 'body1' });
+  });
+});

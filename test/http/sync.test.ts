@@ -176,7 +176,8 @@ describe('sections', () => {
     }
     const topic = room.timeline.events.find((e: Json) => e.type === 'm.room.topic' && e.content.topic === 't2');
     expect(topic.unsigned.prev_content).toEqual({ topic: 't' });
-    expect(room.summary).toEqual({ 'm.heroes': [bob.userId], 'm.joined_member_count': 2, 'm.invited_member_count': 0 });
+    // A named room has no heroes (see 'the room summary').
+    expect(room.summary).toEqual({ 'm.joined_member_count': 2, 'm.invited_member_count': 0 });
     // An initial sync carries the push rules (the defaults, here), as Synapse's does.
     expect((answer.account_data.events as Json[]).map((e) => e.type)).toEqual(['m.push_rules']);
     expect(answer.account_data.events[0].content.global.override[0].rule_id).toBe('.m.rule.master');
@@ -622,8 +623,21 @@ describe('a rejoin', () => {
     }
     expect(members.get(carol.userId)).toBe('join');
     expect(members.get(bob.userId)).toBe('join');
-    // Carol's join, which bob could not see happen, is not in his timeline.
-    expect((room.timeline.events as Json[]).some((event) => event.state_key === carol.userId && event.content.membership === 'join')).toBe(false);
+    // Carol's join, which bob could not see happen, is in his timeline all the same: it is the
+    // room's current state (as Synapse shows it; SyTest 06state.pl). Her invite, which bob saw,
+    // but which is no longer current, is not repeated.
+    expect((room.timeline.events as Json[]).some((event) => event.state_key === carol.userId && event.content.membership === 'join')).toBe(true);
+  });
+
+  it('does not bring back a room for a profile change that the filter leaves out', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await alice.setState(roomId, 'a.madeup.test.state', '', { my_key: 1 });
+    const filter = JSON.stringify({ room: { timeline: { types: [] }, state: { types: ['a.madeup.test.state'] }, ephemeral: { types: [] } }, presence: { types: [] } });
+    const first = await alice.sync({ filter });
+    expect(first.rooms.join[roomId].state.events).toHaveLength(1);
+    await alice.setState(roomId, 'm.room.member', alice.userId, { membership: 'join', displayname: 'boris' });
+    await alice.send(roomId, text('a message the filter leaves out too'));
+    expect((await alice.sync({ filter, since: first.next_batch })).rooms.join).toEqual({});
   });
 });
 
@@ -651,5 +665,58 @@ describe('lazy-loaded members over a gap', () => {
     const redundant = JSON.stringify({ room: { state: { lazy_load_members: true, include_redundant_members: true }, timeline: { limit: 5 } } });
     const again = (await alice.sync({ since: first.next_batch, filter: redundant })).rooms.join[roomId];
     expect((again.state.events as Json[]).some((e) => e.type === 'm.room.member' && e.state_key === bob.userId)).toBe(true);
+  });
+});
+
+describe('the room summary', () => {
+  it('names heroes only while the room has neither a name nor a canonical alias (as Synapse)', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    expect((await alice.sync()).rooms.join[roomId].summary).toEqual({ 'm.heroes': [bob.userId], 'm.joined_member_count': 2, 'm.invited_member_count': 0 });
+    await alice.setState(roomId, 'm.room.name', '', { name: 'A room name' });
+    await carol.join(roomId);
+    expect((await alice.sync()).rooms.join[roomId].summary).toEqual({ 'm.joined_member_count': 3, 'm.invited_member_count': 0 });
+    // An emptied name is no name.
+    await alice.setState(roomId, 'm.room.name', '', {});
+    expect((await alice.sync()).rooms.join[roomId].summary['m.heroes']).toEqual([bob.userId, carol.userId]);
+  });
+});
+
+describe('event_format: federation', () => {
+  it('gives timeline and state events as PDUs, with event_id and unsigned', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    const sent = await alice.send(roomId, text('Test message'));
+    const filterId = (await alice.ok('POST', `/user/${enc(alice.userId)}/filter`, { event_format: 'federation', room: { timeline: { limit: 1 } } })).filter_id as string;
+    const room = (await alice.sync({ filter: filterId })).rooms.join[roomId];
+    expect(room.timeline.events).toHaveLength(1);
+    const event = room.timeline.events[0] as Json;
+    expect(event).toMatchObject({ event_id: sent, room_id: roomId, sender: alice.userId, type: 'm.room.message', content: text('Test message') });
+    for (const key of ['prev_events', 'auth_events', 'depth', 'hashes', 'signatures', 'origin_server_ts', 'unsigned']) expect(event).toHaveProperty(key);
+    for (const state of room.state.events as Json[]) expect(state).toHaveProperty('auth_events');
+    // The client format stays the default.
+    expect((await alice.sync()).rooms.join[roomId].timeline.events[0]).not.toHaveProperty('prev_events');
+  });
+});
+
+describe('history visibility changes', () => {
+  it('are seen by a new member where the visibility before or after lets them (as the spec asks)', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    const hv = (value: string) => alice.setState(roomId, 'm.room.history_visibility', '', { history_visibility: value });
+    await hv('joined');
+    await alice.send(roomId, text('1'));
+    await hv('invited');
+    await alice.send(roomId, text('2'));
+    await hv('shared');
+    await alice.send(roomId, text('3'));
+    await hv('joined'); // (so that the change to shared is not the current state, shown anyway)
+    await bob.join(roomId);
+    const events = (await bob.sync()).rooms.join[roomId].timeline.events as Json[];
+    expect(events.slice(-5).map((e) => [e.type, e.content.history_visibility ?? e.content.body ?? e.content.membership])).toEqual([
+      ['m.room.history_visibility', 'joined'],
+      ['m.room.history_visibility', 'shared'],
+      ['m.room.message', '3'],
+      ['m.room.history_visibility', 'joined'],
+      ['m.room.member', 'join'],
+    ]);
   });
 });
