@@ -34,7 +34,15 @@ export function membershipAt(history: readonly MembershipChange[], stream: numbe
  * (making a room world-readable later does not publish what was said under `joined`).
  */
 export function canSeeEvent(event: StoredEvent, context: VisibilityContext): boolean {
-  const visibility = event.historyVisibility;
+  // A change of history visibility is seen under the rule before it or the one it sets (the spec,
+  // and Synapse): who may read from now on sees what made the room so.
+  if (event.type === 'm.room.history_visibility' && event.stateKey === '' && typeof event.content.history_visibility === 'string') {
+    if (visibleUnder(event.content.history_visibility, event, context)) return true;
+  }
+  return visibleUnder(event.historyVisibility, event, context);
+}
+
+function visibleUnder(visibility: string, event: StoredEvent, context: VisibilityContext): boolean {
   if (visibility === 'world_readable') return true;
   // Backfilled history sits below zero; it is judged where the gap it filled lay.
   let membership = membershipAt(context.history, event.backfilledAt ?? event.stream);
