@@ -3,6 +3,9 @@
  * routes open to guests, `m.room.guest_access`, world-readable rooms, and the upgrade of a guest
  * to a full account.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createUser, SERVER_NAME, startTestHomeserver, type TestHomeserver, type TestUser } from '../support/homeserver.js';
 import { expectMatchesSpec, expectMatrixError } from '../support/spec-validator.js';
@@ -198,5 +201,31 @@ describe('upgrading a guest', () => {
     expect((await hs.services.accounts.getUser(one.userId))?.is_guest).toBe(1);
     // Without a guest token a numeric name stays reserved.
     expectMatrixError(await hs.http.post(`${V3}/register`).send({ username: '77', password: 'pw', auth: { type: 'm.login.dummy' } }), 400, 'M_INVALID_USERNAME');
+  });
+});
+
+describe('across a restart', () => {
+  it('keeps the guest flag, the guest\u2019s session and the numbering', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bhs-guest-'));
+    try {
+      const overrides = { allow_guest_access: true, database: { path: join(dir, 'homeserver.db') } };
+      hs = await startTestHomeserver(overrides);
+      const guest = await registerGuest();
+      await hs.close();
+      hs = await startTestHomeserver(overrides);
+      const whoami = await hs.http.get(`${V3}/account/whoami`).auth(guest.accessToken, bearer);
+      expect(whoami.body).toEqual({ user_id: guest.userId, device_id: 'guest_device', is_guest: true });
+      expectMatrixError(await hs.http.post(`${V3}/createRoom`).auth(guest.accessToken, bearer).send({}), 403, 'M_GUEST_ACCESS_FORBIDDEN');
+      expect((await registerGuest()).userId).toBe(`@2:${SERVER_NAME}`);
+      await hs.close();
+      // Guest access turned off: existing guests keep their (restricted) sessions, as in Synapse;
+      // no new guest is made.
+      hs = await startTestHomeserver({ ...overrides, allow_guest_access: false });
+      expect((await hs.http.get(`${V3}/account/whoami`).auth(guest.accessToken, bearer)).body.is_guest).toBe(true);
+      expectMatrixError(await hs.http.post(`${V3}/register?kind=guest`).send({}), 403, 'M_GUEST_ACCESS_FORBIDDEN');
+    } finally {
+      // The last server is closed by afterEach; its files may go first (Linux keeps them open).
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
