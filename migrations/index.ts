@@ -37,6 +37,7 @@ import * as deviceSeenAndKeyListings from './0032-device-seen-and-key-listings.j
 import * as eventsRowid from './0033-events-rowid.js';
 import * as deviceListStreamIds from './0037-device-list-stream-ids.js';
 import * as erasedUsers from './0038-erased-users.js';
+import * as guestAccounts from './0035-guest-accounts.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -73,4 +74,5 @@ export const migrations: Record<string, Migration> = {
   '0033-events-rowid': eventsRowid,
   '0037-device-list-stream-ids': deviceListStreamIds,
   '0038-erased-users': erasedUsers,
+  '0035-guest-accounts': guestAccounts,
 };

@@ -29,6 +29,7 @@ import { RoomCache } from './rooms/room-cache.js';
 import { RoomHistory, RoomReader } from './rooms/room-reader.js';
 import { RoomService } from './rooms/room-service.js';
 import { UserDirectory } from './rooms/user-directory.js';
+import { guestsToRemove } from './rooms/guest-access.js';
 import { LegacySync } from './sync/legacy-sync.js';
 import { GLOBAL_ACCOUNT_DATA, postgresSchemaOf, STATE_GROUP_ID_BLOCK, type Storage } from './storage/index.js';
 import { Notifier } from './sync/notifier.js';
@@ -179,6 +180,18 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   let ignoredUsersOf = async (_userId: string): Promise<ReadonlySet<string>> => new Set();
   const history = new RoomHistory(roomReader, stream, (userId) => ignoredUsersOf(userId));
   const rooms = new RoomService(storage, config, clock, roomCache, writer, roomReader, limiters, membership, appservices);
+  // Guest access ended (by us or another server): our guests in the room leave, as in Synapse.
+  writer.onCommit((events, room) => {
+    const guests = guestsToRemove(events, room, config.server_name);
+    if (guests.length > 0) setImmediate(() => void leaveAsGuests(guests, room.roomId));
+  });
+  const leaveAsGuests = async (userIds: readonly string[], roomId: string): Promise<void> => {
+    for (const userId of userIds) {
+      // An upgraded guest's membership still says `kind: guest`; only accounts that are guests leave.
+      if ((await accounts.getUser(userId).catch(() => undefined))?.is_guest !== 1) continue;
+      await rooms.leave({ userId, deviceId: '', accessTokenId: 0, isGuest: true }, roomId, 'Guest access has been disabled').catch(() => undefined);
+    }
+  };
   const typing = new TypingTracker(roomCache, notifier);
   const accountData = new AccountDataService(storage, stream, notifier, roomCache);
   ignoredUsersOf = (userId) => accountData.ignoredUsers(userId);
@@ -258,7 +271,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     devices: new DeviceService(storage, (userId, deviceIds) => keys.devicesRemoved(userId, deviceIds), (userId, deviceId) => keys.deviceChanged(userId, deviceId)),
     keys, keyBackup: new KeyBackupService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, legacySync, typing, receipts, accountData, profiles, sync, toDevice, presence, media,
-    userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000)),
+    userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000), async (userId) => (await accounts.getUser(userId))?.is_guest === 1),
     pushRules,
     roomFederation, federationSender, appservices, backfiller, searchIndexer,
   };

@@ -137,6 +137,8 @@ export const ConfigSchema = Type.Object(
     ),
     registration_shared_secret: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null }),
     enable_registration: Type.Boolean({ default: false }),
+    // Guest accounts (`register?kind=guest`), as Synapse's key: off, a bot server has no use for them.
+    allow_guest_access: Type.Boolean({ default: false }),
     // Profiles are public (the spec, Synapse); true requires an access token to read one.
     require_auth_for_profile_requests: Type.Boolean({ default: false }),
     // The room directory (GET /publicRooms) needs an access token, as in Synapse; true lets anyone read it.

@@ -11,7 +11,17 @@ declare module 'fastify' {
     /** Set by `authenticate` on routes that need a user. */
     requester: Requester | null;
   }
+  interface FastifyContextConfig {
+    /**
+     * The route serves guest accounts too (Synapse's `allow_guest=True` servlets: see
+     * `GUEST_ROUTE`). On every other authenticated route a guest gets 403 `M_GUEST_ACCESS_FORBIDDEN`.
+     */
+    allowGuest?: boolean;
+  }
 }
+
+/** Route options of a route open to guests: `app.get(path, { ...GUEST_ROUTE, ... }, handler)`. */
+export const GUEST_ROUTE = { config: { allowGuest: true } } as const;
 
 export function extractAccessToken(request: FastifyRequest): string | null {
   const header = request.headers.authorization;
@@ -39,8 +49,17 @@ export function authenticate(sessions: SessionService) {
     // An application service names the user it acts as (its as_token only; others are refused it).
     const userId = (request.query as Record<string, unknown> | undefined)?.user_id;
     const userAgent = request.headers['user-agent'];
-    request.requester = await sessions.authenticate(token, typeof userId === 'string' ? userId : undefined, { ip: request.ip, userAgent });
+    const requester = await sessions.authenticate(token, typeof userId === 'string' ? userId : undefined, { ip: request.ip, userAgent });
+    assertGuestAllowed(request, requester);
+    request.requester = requester;
   };
+}
+
+/** Guests reach only the routes marked `allowGuest` (Synapse's `Guest access not allowed`). */
+export function assertGuestAllowed(request: FastifyRequest, requester: Requester): void {
+  if (requester.isGuest && request.routeOptions.config.allowGuest !== true) {
+    throw new MatrixError('M_GUEST_ACCESS_FORBIDDEN', 'Guest access not allowed');
+  }
 }
 
 /** The authenticated user of a request whose route used `authenticate`. */

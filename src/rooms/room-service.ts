@@ -24,6 +24,7 @@ import type { RoomSnapshot } from './room-snapshot.js';
 import { TxnLookups, txnKeyText } from './txn-lookups.js';
 import type { PublicRoomsQuery, RemoteRooms } from './remote-rooms.js';
 import { allowedRoomIds, chooseAuthoriser, needsAuthoriser } from './restricted-joins.js';
+import { assertGuestMayJoin, guestCanJoin } from './guest-access.js';
 
 
 /**
@@ -202,12 +203,13 @@ export class RoomService {
     if (candidates && (candidates.length > 0 || !room)) {
       if (candidates.length === 0) throw new MatrixError('M_NOT_FOUND', 'No known servers');
       const profile = await this.profileOf(requester.userId);
-      const content = { ...profile, ...extra, ...(reason !== undefined ? { reason } : {}) };
+      const content = { ...profile, ...extra, ...(reason !== undefined ? { reason } : {}), ...guestKind(requester) };
       // An invite reaches us before the inviting server has written it (it writes it once we have
       // countersigned it): a bot that joins the moment it is invited can be refused for a moment.
       for (let attempt = 1; ; attempt++) {
         try {
           await this.remote!.join(requester.userId, roomId, candidates, content);
+          if (requester.isGuest) await this.leaveUnlessGuestsMayJoin(requester, roomId);
           return roomId;
         } catch (err) {
           const refused = err instanceof MatrixError && err.status === 403;
@@ -217,6 +219,7 @@ export class RoomService {
       }
     }
     if (!room) throw new MatrixError('M_NOT_FOUND', 'No known servers');
+    if (requester.isGuest) assertGuestMayJoin(room);
     const profile = await this.profileOf(requester.userId);
     // A restricted room: a member of ours who may invite vouches for the join.
     const authoriser = needsAuthoriser(room, requester.userId) ? chooseAuthoriser(room, this.config.server_name, await this.isInAnyRoom(requester.userId, allowedRoomIds(room))) : undefined;
@@ -227,13 +230,26 @@ export class RoomService {
         // An invite to a direct chat stays marked as one in the join, as Synapse does.
         const isDirect = current.membership(requester.userId) === 'invite' && previous?.is_direct === true;
         const vouched = authoriser !== undefined && needsAuthoriser(current, requester.userId) ? { join_authorised_via_users_server: authoriser } : {};
-        const draft = memberDraft(requester.userId, requester.userId, { ...profile, ...extra, membership: 'join', ...(isDirect ? { is_direct: true } : {}), ...vouched }, reason);
+        if (requester.isGuest) assertGuestMayJoin(current);
+        const draft = memberDraft(requester.userId, requester.userId, { ...profile, ...extra, membership: 'join', ...(isDirect ? { is_direct: true } : {}), ...vouched, ...guestKind(requester) }, reason);
         // Joining again with nothing changed writes nothing, as in Synapse.
         if (current.isJoined(requester.userId) && isDeepStrictEqual(previous, draft.content)) return [];
         return [draft];
       },
     });
     return roomId;
+  }
+
+  /**
+   * A guest's join of another server's room: whether guests may join shows only in the state the
+   * join brought (the make_join template carries none), so a guest who may not stays no longer
+   * than it takes to leave, and is told 403 as for a room of ours.
+   */
+  private async leaveUnlessGuestsMayJoin(requester: Requester, roomId: string): Promise<void> {
+    const room = await this.cache.room(roomId);
+    if (room && guestCanJoin(room)) return;
+    await this.leave(requester, roomId).catch(() => undefined);
+    throw new MatrixError('M_FORBIDDEN', 'Guest access not allowed');
   }
 
   async invite(requester: Requester, roomId: string, target: string, reason?: string): Promise<void> {
@@ -889,7 +905,13 @@ function inviteStateOf(room: RoomSnapshot, inviter: string): JsonObject[] {
 }
 
 /** Keys of a join's content that the server sets, never the client's request. */
-const SERVER_SET_JOIN_KEYS = new Set(['membership', 'join_authorised_via_users_server', 'third_party_signed', 'reason', 'is_direct']);
+// `kind` says a guest joined (guests are made to leave when guest access ends): the server's to set.
+const SERVER_SET_JOIN_KEYS = new Set(['membership', 'join_authorised_via_users_server', 'third_party_signed', 'reason', 'is_direct', 'kind']);
+
+/** A guest's membership says so (`kind: "guest"`), as Synapse writes it. */
+function guestKind(requester: Requester): JsonObject {
+  return requester.isGuest ? { kind: 'guest' } : {};
+}
 
 /** What of a join request's body goes into the join's content (the event's own size limit bounds it). */
 function clientJoinContent(body: JsonObject): JsonObject {

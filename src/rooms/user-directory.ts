@@ -2,7 +2,8 @@
  * `POST /user_directory/search`: the users a user may find, as Synapse finds them by default
  * (`search_all_users: false`): those who share a room with the searcher, and those in rooms
  * published in the directory. Matched on the user id and the display name their member event
- * carries in those rooms; computed from the rooms' current state, bounded per request.
+ * carries in those rooms; computed from the rooms' current state, bounded per request. This
+ * server's guests are never found (as in Synapse).
  */
 import type { JsonObject } from './events.js';
 import type { RoomCache } from './room-cache.js';
@@ -21,6 +22,8 @@ export class UserDirectory {
   constructor(
     private readonly cache: RoomCache,
     private readonly publicRoomIds: () => Promise<string[]>,
+    /** Whether a user is a guest account of this server (asked only of members joined as guests). */
+    private readonly isLocalGuest: (userId: string) => Promise<boolean> = async () => false,
   ) {}
 
   async search(searcher: string, term: string, limit: number): Promise<DirectoryResult> {
@@ -30,6 +33,7 @@ export class UserDirectory {
     for (const roomId of await this.publicRoomIds()) roomIds.add(roomId);
 
     const found = new Map<string, { displayname?: string; avatarUrl?: string }>();
+    const guestCandidates = new Set<string>();
     let rooms = 0;
     let members = 0;
     for (const roomId of roomIds) {
@@ -41,8 +45,11 @@ export class UserDirectory {
         if (found.has(userId)) continue;
         const profile = profileIn(room, userId);
         if (matches(needle, userId, profile.displayname)) found.set(userId, profile);
+        // A guest's join says `kind: guest`; the account decides (an upgraded guest is found).
+        if (room.get('m.room.member', userId)?.content.kind === 'guest') guestCandidates.add(userId);
       }
     }
+    for (const userId of guestCandidates) if (found.has(userId) && (await this.isLocalGuest(userId))) found.delete(userId);
     const ranked = [...found.entries()].sort(([a, pa], [b, pb]) => rank(needle, a, pa.displayname) - rank(needle, b, pb.displayname) || a.localeCompare(b));
     return {
       limited: ranked.length > limit,

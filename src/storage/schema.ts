@@ -11,6 +11,8 @@ export interface UsersTable {
   avatar_url: string | null;
   deactivated: number;
   created_ts: number;
+  /** Migration 0035: a guest account (`register?kind=guest`), 1 or 0. */
+  is_guest: number;
 }
 
 /** Migration 0038: users erased on deactivation. */

@@ -1,10 +1,10 @@
 /** Devices and the access and refresh tokens issued to them. Tokens are stored only as hashes. */
-import type { Insertable, Kysely, Selectable } from 'kysely';
+import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
 import type { AccessTokensTable, Database, DevicesTable, RefreshTokensTable } from './schema.js';
-import type { AccessTokenCache } from './token-cache.js';
+import type { AccessTokenCache, AccessTokenRow } from './token-cache.js';
 
 export type DeviceRow = Selectable<DevicesTable>;
-export type AccessTokenRow = Selectable<AccessTokensTable>;
+export type { AccessTokenRow };
 export type RefreshTokenRow = Selectable<RefreshTokensTable>;
 
 export class SessionStore {
@@ -89,7 +89,13 @@ export class SessionStore {
     const cached = cache?.get(tokenHash);
     if (cached) return cached;
     const generation = cache?.generation ?? 0;
-    const row = await this.db.selectFrom('access_tokens').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+    const row = await this.db
+      .selectFrom('access_tokens')
+      .leftJoin('users', 'users.user_id', 'access_tokens.user_id')
+      .selectAll('access_tokens')
+      .select(sql<number>`coalesce(users.is_guest, 0)`.as('is_guest'))
+      .where('token_hash', '=', tokenHash)
+      .executeTakeFirst();
     // A refreshable token changes on first use (it retires its predecessors), so only settled rows are kept.
     if (row && cache && (row.refresh_token_id === null || row.used)) cache.put(tokenHash, row, generation);
     return row;
@@ -121,6 +127,11 @@ export class SessionStore {
 
   async setNextRefreshToken(id: number, nextId: number): Promise<void> {
     await this.db.updateTable('refresh_tokens').set({ next_token_id: nextId }).where('id', '=', id).execute();
+  }
+
+  /** A user's guest flag changed: cached tokens carry the old one. */
+  forgetCachedTokens(): void {
+    this.tokenCache?.invalidate();
   }
 
   /** Revokes a refresh token and the access tokens issued with it. */

@@ -11,7 +11,8 @@ import type { Selectable } from 'kysely';
 import { BoundedCache } from '../core/bounded-cache.js';
 import type { AccessTokensTable } from './schema.js';
 
-type AccessTokenRow = Selectable<AccessTokensTable>;
+/** A token with its user's guest flag (see SessionStore.findAccessToken). */
+export type AccessTokenRow = Selectable<AccessTokensTable> & { is_guest: number };
 
 const DATA_VERSION_RECHECK_MS = 1;
 

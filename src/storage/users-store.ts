@@ -14,6 +14,8 @@ export interface UserListQuery {
   /** Substring of the user id only. */
   userId?: string | undefined;
   includeDeactivated: boolean;
+  /** false leaves guest accounts out (Synapse's `guests=false`); default: included. */
+  includeGuests?: boolean | undefined;
   /** true: admins only; false: non-admins only; undefined: both. */
   admins?: boolean | undefined;
   /** Only accounts of this type (`bot`); undefined: every type. */
@@ -57,6 +59,23 @@ export class UserStore {
     await this.db.updateTable('users').set(patch).where('user_id', '=', userId).execute();
   }
 
+  /**
+   * The highest all-digit localpart (guest accounts, upgraded or not: nobody else may take one),
+   * or 0 when there is none. Guests are numbered on from it, as in Synapse.
+   */
+  async highestNumericLocalpart(): Promise<number> {
+    const numeric = isPostgres(this.db) ? sql<boolean>`localpart ~ '^[0-9]+$'` : sql<boolean>`localpart <> '' and localpart not glob '*[^0-9]*'`;
+    const row = await this.db
+      .selectFrom('users')
+      .select('localpart')
+      .where(numeric)
+      .orderBy(sql`length(localpart)`, 'desc')
+      .orderBy('localpart', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return row ? Number(row.localpart) : 0;
+  }
+
   /** A password login (a bot's secret) succeeded. */
   async recordLogin(userId: string, ts: number): Promise<void> {
     await this.db
@@ -78,6 +97,7 @@ export class UserStore {
   async list(query: UserListQuery): Promise<{ users: UserRow[]; total: number }> {
     let filtered = this.db.selectFrom('users');
     if (!query.includeDeactivated) filtered = filtered.where('deactivated', '=', 0);
+    if (query.includeGuests === false) filtered = filtered.where('is_guest', '=', 0);
     if (query.admins !== undefined) filtered = filtered.where('admin', '=', query.admins ? 1 : 0);
     if (query.userType !== undefined) filtered = filtered.where('user_type', '=', query.userType);
     if (query.userId) filtered = filtered.where(contains(this.db, 'user_id', query.userId));

@@ -28,6 +28,8 @@ export interface NewUser {
   appservice?: boolean | undefined;
   /** Written in the same transaction as the account (the bot portal's owner and audit entry). */
   also?: ((stores: Stores) => Promise<void>) | undefined;
+  /** A guest account (`register?kind=guest`): a numeric localpart, no password. */
+  guest?: boolean | undefined;
 }
 
 /** What else is written in the same transaction as an account change (an audit entry). */
@@ -94,6 +96,9 @@ export class AccountService {
     if (user.service) {
       if (!this.isReserved(user.localpart) || user.password) throw new Error(`${user.localpart} is not a service user, or was given a password`);
       assertValidLocalpart(user.localpart, this.serverName);
+    } else if (user.guest) {
+      if (user.password || !/^[0-9]+$/.test(user.localpart)) throw new Error(`guest ${user.localpart} must be numeric and have no password`);
+      assertValidLocalpart(user.localpart, this.serverName);
     } else {
       if (user.appservice && user.password) throw new Error(`${user.localpart} is an appservice user, and was given a password`);
       await this.assertAvailable(user.localpart, user.appservice === true);
@@ -111,6 +116,7 @@ export class AccountService {
       avatar_url: user.avatarUrl ?? null,
       deactivated: 0,
       created_ts: this.clock.now(),
+      is_guest: user.guest ? 1 : 0,
     };
     try {
       const also = user.also;
@@ -161,6 +167,11 @@ export class AccountService {
     const localpart = userId ? localpartOf(userId, this.serverName) : null;
     if (!localpart) throw new MatrixError('M_INVALID_USERNAME', `${name} is not a user on ${this.serverName}`);
     return localpart;
+  }
+
+  /** The highest all-digit localpart taken (guests are numbered on from it), 0 if none. */
+  highestNumericLocalpart(): Promise<number> {
+    return this.storage.users.highestNumericLocalpart();
   }
 
   async getUser(userId: string): Promise<UserRow | undefined> {
@@ -241,6 +252,23 @@ export class AccountService {
       await stores.sessions.deleteAllDevices(user.user_id);
     });
     return true;
+  }
+
+  /**
+   * Upgrades a guest to a full account under the same user id (`POST /register` with
+   * `guest_access_token`): it gets a password and loses the guest flag. The guest's sessions stay
+   * (as in Synapse) and now act for a full account.
+   */
+  async upgradeGuest(userId: string, password: string): Promise<void> {
+    assertPasswordLength(password);
+    const passwordHash = await this.hasher.hash(password);
+    await this.storage.transaction(async (stores) => {
+      const user = await stores.users.get(userId);
+      if (!user || user.is_guest !== 1 || user.deactivated) throw new MatrixError('M_USER_IN_USE', 'User ID already taken.');
+      await stores.users.update(userId, { password_hash: passwordHash, is_guest: 0 });
+      // Tokens are cached with the flag of their user: the guest's tokens must see the change.
+      stores.sessions.forgetCachedTokens();
+    });
   }
 
   /** Applies an admin's changes to an existing account, all in one transaction. */

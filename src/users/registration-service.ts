@@ -16,6 +16,10 @@ import { assertPasswordLength, MAX_PASSWORD_LENGTH } from './passwords.js';
 import { assertDeviceIdLength, type IssuedSession, type SessionService } from './session-service.js';
 
 const DUMMY_STAGE = 'm.login.dummy';
+/** Synapse gives every guest this device id (each guest is a user of its own). */
+export const GUEST_DEVICE_ID = 'guest_device';
+/** Attempts at the next guest number when other processes take numbers at the same time. */
+const GUEST_NUMBER_ATTEMPTS = 5;
 const UIA_SESSION_LIFETIME_MS = 10 * 60_000;
 /** Synapse forgets a nonce after a minute. */
 const NONCE_LIFETIME_MS = 60_000;
@@ -34,6 +38,8 @@ export interface OpenRegistration {
   initialDeviceDisplayName?: string | undefined;
   inhibitLogin?: boolean | undefined;
   refreshable?: boolean | undefined;
+  /** Upgrading a guest: the guest's access token (`guest_access_token`). */
+  guestAccessToken?: string | undefined;
   /** The client's address, for `rc_registration`. */
   address: string;
 }
@@ -66,7 +72,7 @@ export interface SharedSecretRegistration {
  */
 interface UiaSession {
   createdAt: number;
-  params: Pick<OpenRegistration, 'username' | 'password' | 'deviceId' | 'initialDeviceDisplayName' | 'inhibitLogin' | 'refreshable'>;
+  params: Pick<OpenRegistration, 'username' | 'password' | 'deviceId' | 'initialDeviceDisplayName' | 'inhibitLogin' | 'refreshable' | 'guestAccessToken'>;
   result?: Promise<RegistrationOutcome>;
 }
 
@@ -85,7 +91,7 @@ export class RegistrationService {
 
   async registerOpen(request: OpenRegistration): Promise<RegistrationOutcome> {
     this.limiters.registration.enforce(request.address, { record: false });
-    if (request.kind === 'guest') throw new MatrixError('M_UNKNOWN', 'Guest access is disabled', { status: 403 });
+    if (request.kind === 'guest') return { status: 200, body: await this.registerGuest(request) };
     if (request.kind !== 'user') {
       throw new MatrixError('M_UNRECOGNIZED', `Do not understand membership kind: ${request.kind}`, { status: 400 });
     }
@@ -99,8 +105,10 @@ export class RegistrationService {
     if (known?.result) return known.result;
     // The first request's parameters hold for the session; a later one may add what it lacked.
     const params = { ...(known?.params ?? {}), ...definedOf(request) };
-    const localpart = params.username?.toLowerCase();
-    if (localpart !== undefined) await this.accounts.assertAvailable(localpart);
+    // Upgrading a guest keeps its user id: the token must be a guest's, and the name (if any) its own.
+    const upgraded = params.guestAccessToken !== undefined ? await this.guestToUpgrade(params.guestAccessToken, params.username) : undefined;
+    const localpart = upgraded?.localpart ?? params.username?.toLowerCase();
+    if (localpart !== undefined && !upgraded) await this.accounts.assertAvailable(localpart);
     if (params.password !== undefined) assertPasswordLength(params.password);
     assertDeviceIdLength(params.deviceId);
 
@@ -113,11 +121,17 @@ export class RegistrationService {
     if (params.password === undefined) throw new MatrixError('M_MISSING_PARAM', 'Missing params: password');
     const password = params.password;
     const result = (async (): Promise<RegistrationOutcome> => {
-      const user = await this.accounts.createUser({ localpart: localpart ?? (await this.generateLocalpart()), password });
+      let userId: string;
+      if (upgraded) {
+        await this.accounts.upgradeGuest(upgraded.userId, password);
+        userId = upgraded.userId;
+      } else {
+        userId = (await this.accounts.createUser({ localpart: localpart ?? (await this.generateLocalpart()), password })).user_id;
+      }
       this.limiters.registration.record(request.address);
       return {
         status: 200,
-        body: await this.loginAfterRegistration(user.user_id, {
+        body: await this.loginAfterRegistration(userId, {
           inhibitLogin: params.inhibitLogin,
           deviceId: params.deviceId,
           initialDeviceDisplayName: params.initialDeviceDisplayName,
@@ -133,6 +147,49 @@ export class RegistrationService {
       });
     }
     return result;
+  }
+
+  /**
+   * `POST /register?kind=guest` (Synapse's rules): only with `allow_guest_access`, whether or not
+   * open registration is on; the next free number as localpart; the device `guest_device`; every
+   * other parameter but `initial_device_display_name` ignored.
+   */
+  private async registerGuest(request: OpenRegistration): Promise<RegisteredAccount> {
+    if (!this.config.allow_guest_access) throw new MatrixError('M_GUEST_ACCESS_FORBIDDEN', 'Guest access is disabled');
+    let user: { user_id: string } | undefined;
+    for (let attempt = 0; !user; attempt++) {
+      const localpart = String(await this.nextGuestNumber());
+      try {
+        user = await this.accounts.createUser({ localpart, guest: true });
+      } catch (err) {
+        // Another process took the number: count on from what the database holds.
+        if (!(err instanceof MatrixError && err.errcode === 'M_USER_IN_USE') || attempt + 1 >= GUEST_NUMBER_ATTEMPTS) throw err;
+        this.lastGuestNumber = undefined;
+      }
+    }
+    this.limiters.registration.record(request.address);
+    return this.loginAfterRegistration(user.user_id, { deviceId: GUEST_DEVICE_ID, initialDeviceDisplayName: request.initialDeviceDisplayName });
+  }
+
+  /** The last guest number handed out; read from the database when unknown. */
+  private lastGuestNumber: number | undefined;
+
+  private async nextGuestNumber(): Promise<number> {
+    this.lastGuestNumber = (this.lastGuestNumber ?? (await this.accounts.highestNumericLocalpart())) + 1;
+    return this.lastGuestNumber;
+  }
+
+  /**
+   * The guest a `guest_access_token` upgrades: 403 `M_FORBIDDEN` unless the token is a guest's and
+   * `username` (when given) is that guest's own localpart, as Synapse checks.
+   */
+  private async guestToUpgrade(guestAccessToken: string, username: string | undefined): Promise<{ userId: string; localpart: string }> {
+    const refused = new MatrixError('M_FORBIDDEN', 'Cannot register taken user ID without valid guest credentials for that user.');
+    const guest = await this.sessions.authenticate(guestAccessToken).catch(() => undefined);
+    if (!guest?.isGuest) throw refused;
+    const localpart = guest.userId.slice(1, guest.userId.indexOf(':'));
+    if (username !== undefined && username.toLowerCase() !== localpart) throw refused;
+    return { userId: guest.userId, localpart };
   }
 
   /** `GET /register/available`. */
@@ -239,6 +296,7 @@ function definedOf(request: OpenRegistration): UiaSession['params'] {
   if (request.initialDeviceDisplayName !== undefined) params.initialDeviceDisplayName = request.initialDeviceDisplayName;
   if (request.inhibitLogin !== undefined) params.inhibitLogin = request.inhibitLogin;
   if (request.refreshable !== undefined) params.refreshable = request.refreshable;
+  if (request.guestAccessToken !== undefined) params.guestAccessToken = request.guestAccessToken;
   return params;
 }
 

@@ -38,6 +38,8 @@ export interface Requester {
   accessTokenId: number;
   /** Set when an application service made the request with its as_token. */
   appserviceId?: string | undefined;
+  /** A guest account (`register?kind=guest`): only the routes open to guests serve it. */
+  isGuest?: boolean | undefined;
 }
 
 export interface IssuedSession {
@@ -209,7 +211,9 @@ export class SessionService {
     }
     await this.noteActivity(token.user_id);
     if (client) await this.noteDeviceSeen(token.user_id, token.device_id, client);
-    return { userId: token.user_id, deviceId: token.device_id, accessTokenId: token.id };
+    const requester: Requester = { userId: token.user_id, deviceId: token.device_id, accessTokenId: token.id };
+    if (token.is_guest === 1) requester.isGuest = true;
+    return requester;
   }
 
   /** Records that an account used a token, at most once a minute per account. */

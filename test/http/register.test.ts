@@ -89,7 +89,7 @@ describe('open registration', () => {
       .send({ username: 'quiet', password: 'pw', inhibit_login: true, auth: { type: 'm.login.dummy' } });
     expect(inhibited.status).toBe(200);
     expect(inhibited.body).toEqual({ user_id: `@quiet:${SERVER_NAME}`, home_server: SERVER_NAME });
-    expectMatrixError(await hs.http.post(`${V3}/register?kind=guest`).send({}), 403, 'M_UNKNOWN');
+    expectMatrixError(await hs.http.post(`${V3}/register?kind=guest`).send({}), 403, 'M_GUEST_ACCESS_FORBIDDEN');
     expectMatrixError(
       await hs.http.post(`${V3}/register`).send({ username: 'nopw', auth: { type: 'm.login.dummy' } }),
       400,

@@ -2,7 +2,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
 import { DEFAULT_ROOM_VERSION, SUPPORTED_ROOM_VERSIONS } from '../../rooms/room-versions.js';
-import { authenticate, requesterOf } from '../auth.js';
+import { authenticate, GUEST_ROUTE, requesterOf } from '../auth.js';
 
 const ROOM_VERSIONS = {
   default: DEFAULT_ROOM_VERSION,
@@ -12,7 +12,7 @@ const ROOM_VERSIONS = {
 export function capabilitiesRoutes(services: Services): FastifyPluginAsyncTypebox {
   return async (app) => {
     /** GET /capabilities */
-    app.get('/capabilities', { onRequest: authenticate(services.sessions) }, async (request) => ({
+    app.get('/capabilities', { ...GUEST_ROUTE, onRequest: authenticate(services.sessions) }, async (request) => ({
       capabilities: {
         'm.room_versions': ROOM_VERSIONS,
         // People change their own password; a bot's is its secret, which the operator rotates.

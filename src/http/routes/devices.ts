@@ -8,7 +8,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import type { Services } from '../../services.js';
 import { MatrixError } from '../../core/errors.js';
-import { authenticate, requesterOf } from '../auth.js';
+import { authenticate, GUEST_ROUTE, requesterOf } from '../auth.js';
 import { optionalBody } from '../validation.js';
 import { AuthSchema, withPassword as withPasswordOf } from '../uia.js';
 import type { UiaAuth } from '../../users/password-auth.js';
@@ -27,7 +27,7 @@ export function deviceRoutes(services: Services): FastifyPluginAsyncTypebox {
       withPasswordOf(services.passwordAuth, reply, userId, operation, auth, work);
 
     /** GET /devices */
-    app.get('/devices', { onRequest: requireUser }, async (request) => ({ devices: await services.devices.list(requesterOf(request).userId) }));
+    app.get('/devices', { ...GUEST_ROUTE, onRequest: requireUser }, async (request) => ({ devices: await services.devices.list(requesterOf(request).userId) }));
 
     /**
      * GET /admin/whois/{userId}: a user's devices with where and with what each was last seen.
@@ -42,7 +42,7 @@ export function deviceRoutes(services: Services): FastifyPluginAsyncTypebox {
     });
 
     /** GET /devices/{deviceId} */
-    app.get('/devices/:deviceId', { onRequest: requireUser, schema: { params: DeviceParams } }, async (request) =>
+    app.get('/devices/:deviceId', { ...GUEST_ROUTE, onRequest: requireUser, schema: { params: DeviceParams } }, async (request) =>
       services.devices.get(requesterOf(request).userId, request.params.deviceId),
     );
 
@@ -50,6 +50,7 @@ export function deviceRoutes(services: Services): FastifyPluginAsyncTypebox {
     app.put(
       '/devices/:deviceId',
       {
+        ...GUEST_ROUTE,
         onRequest: requireUser,
         schema: { params: DeviceParams, body: optionalBody(Type.Object({ display_name: Type.Optional(Type.Union([Type.String({ maxLength: MAX_DEVICE_DISPLAY_NAME_LENGTH * 4 }), Type.Null()])) })) },
       },
@@ -98,6 +99,7 @@ export function deviceRoutes(services: Services): FastifyPluginAsyncTypebox {
     app.put(
       '/sendToDevice/:eventType/:txnId',
       {
+        ...GUEST_ROUTE,
         onRequest: requireUser,
         schema: {
           params: Type.Object({ eventType: Type.String({ minLength: 1, maxLength: 255 }), txnId: Type.String({ minLength: 1, maxLength: 255 }) }),

@@ -7,7 +7,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { MatrixError } from '../../core/errors.js';
 import type { Services } from '../../services.js';
 import { parseSyncToken } from '../../sync/stream.js';
-import { authenticate, requesterOf } from '../auth.js';
+import { authenticate, GUEST_ROUTE, requesterOf } from '../auth.js';
 import { AuthSchema, withPassword } from '../uia.js';
 import type { UiaAuth } from '../../users/password-auth.js';
 import type { JsonObject } from '../../rooms/events.js';
@@ -21,11 +21,11 @@ export function keyRoutes(services: Services): FastifyPluginAsyncTypebox {
 
     app.post(
       '/keys/upload',
-      { schema: { body: Type.Object({ device_keys: Type.Optional(AnyObject), one_time_keys: Type.Optional(AnyObject), fallback_keys: Type.Optional(AnyObject) }, { additionalProperties: true }) } },
+      { ...GUEST_ROUTE, schema: { body: Type.Object({ device_keys: Type.Optional(AnyObject), one_time_keys: Type.Optional(AnyObject), fallback_keys: Type.Optional(AnyObject) }, { additionalProperties: true }) } },
       async (request) => services.keys.upload(requesterOf(request), request.body),
     );
 
-    app.post('/keys/query', { schema: { body: Type.Object({ device_keys: AnyObject, timeout: Type.Optional(Type.Integer()) }, { additionalProperties: true }) } }, async (request) =>
+    app.post('/keys/query', { ...GUEST_ROUTE, schema: { body: Type.Object({ device_keys: AnyObject, timeout: Type.Optional(Type.Integer()) }, { additionalProperties: true }) } }, async (request) =>
       services.keys.query(requesterOf(request).userId, request.body),
     );
 
@@ -43,14 +43,14 @@ export function keyRoutes(services: Services): FastifyPluginAsyncTypebox {
     });
 
     /** POST /keys/signatures/upload */
-    app.post('/keys/signatures/upload', { schema: { body: AnyObject } }, async (request) => services.keys.crossSigning.uploadSignatures(requesterOf(request).userId, request.body as JsonObject));
+    app.post('/keys/signatures/upload', { ...GUEST_ROUTE, schema: { body: AnyObject } }, async (request) => services.keys.crossSigning.uploadSignatures(requesterOf(request).userId, request.body as JsonObject));
 
-    app.post('/keys/claim', { schema: { body: Type.Object({ one_time_keys: AnyObject, timeout: Type.Optional(Type.Integer()) }, { additionalProperties: true }) } }, async (request) =>
+    app.post('/keys/claim', { ...GUEST_ROUTE, schema: { body: Type.Object({ one_time_keys: AnyObject, timeout: Type.Optional(Type.Integer()) }, { additionalProperties: true }) } }, async (request) =>
       services.keys.claim(request.body),
     );
 
     /** GET /keys/changes?from=&to=: sync tokens. */
-    app.get('/keys/changes', { schema: { querystring: Type.Object({ from: Type.String(), to: Type.String() }) } }, async (request) => {
+    app.get('/keys/changes', { ...GUEST_ROUTE, schema: { querystring: Type.Object({ from: Type.String(), to: Type.String() }) } }, async (request) => {
       const from = parseSyncToken(request.query.from);
       const to = parseSyncToken(request.query.to);
       if (!from || !to) throw new MatrixError('M_INVALID_PARAM', 'from and to must be sync tokens', { status: 400 });

@@ -7,8 +7,9 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
 import { legacyLimit, v1 } from '../../sync/legacy-sync.js';
-import { authenticate, requesterOf } from '../auth.js';
+import { authenticate, GUEST_ROUTE, requesterOf } from '../auth.js';
 import { whileClientWaits } from '../connections.js';
+import { MatrixError } from '../../core/errors.js';
 
 export function legacyRoutes(services: Services): FastifyPluginAsyncTypebox {
   return async (app) => {
@@ -18,6 +19,7 @@ export function legacyRoutes(services: Services): FastifyPluginAsyncTypebox {
     app.get(
       '/events',
       {
+        ...GUEST_ROUTE,
         schema: {
           querystring: Type.Object({
             from: Type.Optional(Type.String()),
@@ -28,9 +30,11 @@ export function legacyRoutes(services: Services): FastifyPluginAsyncTypebox {
           }),
         },
       },
-      async (request, reply) =>
+      async (request, reply) => {
+        // As Synapse: a guest reads one room's stream, never every room's.
+        if (requesterOf(request).isGuest && request.query.room_id === undefined) throw new MatrixError('M_UNKNOWN', 'Guest users must specify room_id param');
         // A client that goes away frees its parked request at once.
-        whileClientWaits(reply.raw, (signal) =>
+        return whileClientWaits(reply.raw, (signal) =>
           services.legacySync.events({
             requester: requesterOf(request),
             from: request.query.from,
@@ -38,7 +42,8 @@ export function legacyRoutes(services: Services): FastifyPluginAsyncTypebox {
             roomId: request.query.room_id,
             signal,
           }),
-        ),
+        );
+      },
     );
 
     /** GET /events/{eventId}: one event of any room the user may read it in. */
@@ -60,7 +65,7 @@ export function legacyRoutes(services: Services): FastifyPluginAsyncTypebox {
     /** GET /rooms/{roomId}/initialSync: one room, as the user may see it. */
     app.get(
       '/rooms/:roomId/initialSync',
-      { schema: { params: Type.Object({ roomId: Type.String() }), querystring: InitialSyncQuery } },
+      { ...GUEST_ROUTE, schema: { params: Type.Object({ roomId: Type.String() }), querystring: InitialSyncQuery } },
       async (request) => services.legacySync.roomInitialSync(requesterOf(request), request.params.roomId, legacyLimit(request.query.limit)),
     );
   };

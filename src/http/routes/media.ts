@@ -13,7 +13,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Services } from '../../services.js';
 import { baseType, contentDisposition, THUMBNAIL_TYPES } from '../../media/content-disposition.js';
 import type { OpenMedia, OpenOptions } from '../../media/media-service.js';
-import { authenticate, requesterOf } from '../auth.js';
+import { authenticate, GUEST_ROUTE, requesterOf } from '../auth.js';
 import { MatrixError } from '../../core/errors.js';
 
 /** Legacy media prefixes; nio speaks only r0. */
@@ -132,15 +132,15 @@ export function authenticatedMediaRoutes(services: Services): FastifyPluginAsync
     const authenticated: OpenOptions = { authenticated: true };
 
     /** GET /download/{serverName}/{mediaId} */
-    app.get('/download/:serverName/:mediaId', { onRequest: requireUser, schema: { params: MediaParams } }, async (request, reply) =>
+    app.get('/download/:serverName/:mediaId', { ...GUEST_ROUTE, onRequest: requireUser, schema: { params: MediaParams } }, async (request, reply) =>
       sendMedia(reply, await services.media.open(request.params.serverName, request.params.mediaId, authenticated), undefined, privateCache),
     );
     /** GET /download/{serverName}/{mediaId}/{fileName} */
-    app.get('/download/:serverName/:mediaId/:fileName', { onRequest: requireUser, schema: { params: NamedMediaParams } }, async (request, reply) =>
+    app.get('/download/:serverName/:mediaId/:fileName', { ...GUEST_ROUTE, onRequest: requireUser, schema: { params: NamedMediaParams } }, async (request, reply) =>
       sendMedia(reply, await services.media.open(request.params.serverName, request.params.mediaId, authenticated), request.params.fileName, privateCache),
     );
     /** GET /thumbnail/{serverName}/{mediaId} */
-    app.get('/thumbnail/:serverName/:mediaId', { onRequest: requireUser, schema: { params: MediaParams } }, async (request, reply) =>
+    app.get('/thumbnail/:serverName/:mediaId', { ...GUEST_ROUTE, onRequest: requireUser, schema: { params: MediaParams } }, async (request, reply) =>
       sendMedia(reply, await openThumbnail(services, request.params.serverName, request.params.mediaId, authenticated), undefined, privateCache),
     );
     /** GET /config */

@@ -2,7 +2,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
-import { authenticate, requesterOf } from '../auth.js';
+import { authenticate, GUEST_ROUTE, requesterOf } from '../auth.js';
 import { assertOwnUser } from './sync.js';
 
 const JsonObject = Type.Object({}, { additionalProperties: true });
@@ -32,7 +32,7 @@ export function profileRoutes(services: Services): FastifyPluginAsyncTypebox {
     /** PUT /profile/{userId}/displayname and /avatar_url: your own only. */
     app.put(
       '/profile/:userId/displayname',
-      { onRequest: requireUser, schema: { params: UserParams, body: Type.Object({ displayname: Type.Union([Type.String(), Type.Null()]) }) } },
+      { ...GUEST_ROUTE, onRequest: requireUser, schema: { params: UserParams, body: Type.Object({ displayname: Type.Union([Type.String(), Type.Null()]) }) } },
       async (request) => {
         assertOwnUser(requesterOf(request).userId, request.params.userId, 'set the displayname');
         await services.profiles.setDisplayname(request.params.userId, request.body.displayname);

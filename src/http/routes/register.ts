@@ -25,6 +25,8 @@ export const RegisterBodySchema = Type.Object({
   initial_device_display_name: Type.Optional(Type.String({ maxLength: MAX_DEVICE_DISPLAY_NAME_LENGTH })),
   inhibit_login: Type.Optional(Type.Boolean()),
   refresh_token: Type.Optional(Type.Boolean()),
+  /** Upgrading a guest account to a full one (same user id). */
+  guest_access_token: Type.Optional(Type.String({ maxLength: 1024 })),
 });
 
 export function registerRoutes(services: Services): FastifyPluginAsyncTypebox {
@@ -61,6 +63,7 @@ export function registerRoutes(services: Services): FastifyPluginAsyncTypebox {
           initialDeviceDisplayName: body.initial_device_display_name,
           inhibitLogin: body.inhibit_login,
           refreshable: body.refresh_token,
+          guestAccessToken: body.guest_access_token,
           address: request.ip,
         });
         return reply.code(outcome.status).send(outcome.body);

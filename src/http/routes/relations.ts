@@ -7,7 +7,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
 import { StringEnum } from '../../schemas.js';
-import { authenticate, requesterOf } from '../auth.js';
+import { authenticate, GUEST_ROUTE, requesterOf } from '../auth.js';
 
 const RelationsQuery = Type.Object({
   from: Type.Optional(Type.String({ maxLength: 64 })),
@@ -25,17 +25,17 @@ export function relationRoutes(services: Services): FastifyPluginAsyncTypebox {
       services.history.relations(requester, params.roomId, params.eventId, { ...query, relType: params.relType, eventType: params.eventType });
 
     const Params = Type.Object({ roomId: Type.String(), eventId: Type.String() });
-    app.get('/rooms/:roomId/relations/:eventId', { schema: { params: Params, querystring: RelationsQuery } }, async (request) =>
+    app.get('/rooms/:roomId/relations/:eventId', { ...GUEST_ROUTE, schema: { params: Params, querystring: RelationsQuery } }, async (request) =>
       relations(request.params, request.query, requesterOf(request)),
     );
     app.get(
       '/rooms/:roomId/relations/:eventId/:relType',
-      { schema: { params: Type.Object({ roomId: Type.String(), eventId: Type.String(), relType: Type.String({ maxLength: 255 }) }), querystring: RelationsQuery } },
+      { ...GUEST_ROUTE, schema: { params: Type.Object({ roomId: Type.String(), eventId: Type.String(), relType: Type.String({ maxLength: 255 }) }), querystring: RelationsQuery } },
       async (request) => relations(request.params, request.query, requesterOf(request)),
     );
     app.get(
       '/rooms/:roomId/relations/:eventId/:relType/:eventType',
-      { schema: { params: Type.Object({ roomId: Type.String(), eventId: Type.String(), relType: Type.String({ maxLength: 255 }), eventType: Type.String({ maxLength: 255 }) }), querystring: RelationsQuery } },
+      { ...GUEST_ROUTE, schema: { params: Type.Object({ roomId: Type.String(), eventId: Type.String(), relType: Type.String({ maxLength: 255 }), eventType: Type.String({ maxLength: 255 }) }), querystring: RelationsQuery } },
       async (request) => relations(request.params, request.query, requesterOf(request)),
     );
 

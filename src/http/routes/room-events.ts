@@ -6,7 +6,7 @@ import { RECEIPT_TYPES, type ReceiptType } from '../../rooms/receipts-service.js
 import type { Services } from '../../services.js';
 import { compileEventFilter, parseInlineEventFilter } from '../../sync/filters.js';
 import { StringEnum } from '../../schemas.js';
-import { authenticate, requesterOf } from '../auth.js';
+import { authenticate, GUEST_ROUTE, requesterOf } from '../auth.js';
 import { MatrixError } from '../../core/errors.js';
 import { optionalBody } from '../validation.js';
 
@@ -26,7 +26,7 @@ export function roomEventRoutes(services: Services): FastifyPluginAsyncTypebox {
     /** PUT /rooms/{roomId}/send/{eventType}/{txnId} */
     app.put(
       '/rooms/:roomId/send/:eventType/:txnId',
-      { schema: { params: Type.Object({ roomId: Type.String(), eventType: Type.String(), txnId: Type.String() }), body: JsonObject } },
+      { ...GUEST_ROUTE, schema: { params: Type.Object({ roomId: Type.String(), eventType: Type.String(), txnId: Type.String() }), body: JsonObject } },
       async (request) => {
         const { roomId, eventType, txnId } = request.params;
         const eventId = await services.rooms.send(requesterOf(request), roomId, eventType, txnId, request.body);
@@ -40,7 +40,7 @@ export function roomEventRoutes(services: Services): FastifyPluginAsyncTypebox {
      */
     app.post(
       '/rooms/:roomId/send/:eventType',
-      { schema: { params: Type.Object({ roomId: Type.String(), eventType: Type.String() }), body: JsonObject } },
+      { ...GUEST_ROUTE, schema: { params: Type.Object({ roomId: Type.String(), eventType: Type.String() }), body: JsonObject } },
       async (request) => {
         const { roomId, eventType } = request.params;
         return { event_id: await services.rooms.send(requesterOf(request), roomId, eventType, untransacted(), request.body) };
@@ -53,11 +53,11 @@ export function roomEventRoutes(services: Services): FastifyPluginAsyncTypebox {
     });
     const StateParams = Type.Object({ roomId: Type.String(), eventType: Type.String(), stateKey: Type.String() });
     const EmptyKeyParams = Type.Object({ roomId: Type.String(), eventType: Type.String() });
-    app.put('/rooms/:roomId/state/:eventType/:stateKey', { schema: { params: StateParams, body: JsonObject } }, async (request) =>
+    app.put('/rooms/:roomId/state/:eventType/:stateKey', { ...GUEST_ROUTE, schema: { params: StateParams, body: JsonObject } }, async (request) =>
       putState(request.params.roomId, request.params.eventType, request.params.stateKey, request, request.body),
     );
     for (const path of ['/rooms/:roomId/state/:eventType', '/rooms/:roomId/state/:eventType/']) {
-      app.put(path, { schema: { params: EmptyKeyParams, body: JsonObject } }, async (request) =>
+      app.put(path, { ...GUEST_ROUTE, schema: { params: EmptyKeyParams, body: JsonObject } }, async (request) =>
         putState(request.params.roomId, request.params.eventType, '', request, request.body),
       );
     }
@@ -68,17 +68,17 @@ export function roomEventRoutes(services: Services): FastifyPluginAsyncTypebox {
       const event = await services.history.stateEvent(requesterOf(request), roomId, type, stateKey);
       return format === 'event' ? event : event.content;
     };
-    app.get('/rooms/:roomId/state/:eventType/:stateKey', { schema: { params: StateParams, querystring: FormatQuery } }, async (request) =>
+    app.get('/rooms/:roomId/state/:eventType/:stateKey', { ...GUEST_ROUTE, schema: { params: StateParams, querystring: FormatQuery } }, async (request) =>
       getState(request.params.roomId, request.params.eventType, request.params.stateKey, request, request.query.format),
     );
     for (const path of ['/rooms/:roomId/state/:eventType', '/rooms/:roomId/state/:eventType/']) {
-      app.get(path, { schema: { params: EmptyKeyParams, querystring: FormatQuery } }, async (request) =>
+      app.get(path, { ...GUEST_ROUTE, schema: { params: EmptyKeyParams, querystring: FormatQuery } }, async (request) =>
         getState(request.params.roomId, request.params.eventType, '', request, request.query.format),
       );
     }
 
     /** GET /rooms/{roomId}/state */
-    app.get('/rooms/:roomId/state', { schema: { params: RoomIdParams } }, async (request) =>
+    app.get('/rooms/:roomId/state', { ...GUEST_ROUTE, schema: { params: RoomIdParams } }, async (request) =>
       services.history.state(requesterOf(request), request.params.roomId),
     );
 
@@ -112,7 +112,7 @@ export function roomEventRoutes(services: Services): FastifyPluginAsyncTypebox {
     );
 
     /** GET /rooms/{roomId}/event/{eventId} */
-    app.get('/rooms/:roomId/event/:eventId', { schema: { params: Type.Object({ roomId: Type.String(), eventId: Type.String() }) } }, async (request) =>
+    app.get('/rooms/:roomId/event/:eventId', { ...GUEST_ROUTE, schema: { params: Type.Object({ roomId: Type.String(), eventId: Type.String() }) } }, async (request) =>
       services.history.event(requesterOf(request), request.params.roomId, request.params.eventId),
     );
 
@@ -120,6 +120,7 @@ export function roomEventRoutes(services: Services): FastifyPluginAsyncTypebox {
     app.get(
       '/rooms/:roomId/messages',
       {
+        ...GUEST_ROUTE,
         schema: {
           params: RoomIdParams,
           querystring: Type.Object({
@@ -150,6 +151,7 @@ export function roomEventRoutes(services: Services): FastifyPluginAsyncTypebox {
     app.get(
       '/rooms/:roomId/context/:eventId',
       {
+        ...GUEST_ROUTE,
         schema: {
           params: Type.Object({ roomId: Type.String(), eventId: Type.String() }),
           querystring: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 0 })), filter: Type.Optional(Type.String()) }),

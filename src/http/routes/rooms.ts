@@ -5,7 +5,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { MAX_CREATE_ROOM_INVITES, MAX_INITIAL_STATE } from '../../rooms/room-service.js';
 import type { Services } from '../../services.js';
 import { StringEnum } from '../../schemas.js';
-import { authenticate, extractAccessToken, requesterOf } from '../auth.js';
+import { authenticate, extractAccessToken, GUEST_ROUTE, requesterOf } from '../auth.js';
 import { optionalBody } from '../validation.js';
 
 const JsonObject = Type.Object({}, { additionalProperties: true });
@@ -51,7 +51,7 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
     });
 
     /** POST /join/{roomIdOrAlias} */
-    app.post('/join/:roomIdOrAlias', { schema: { params: Type.Object({ roomIdOrAlias: Type.String() }), querystring: JoinServersQuery, body: ReasonBody } }, async (request) => {
+    app.post('/join/:roomIdOrAlias', { ...GUEST_ROUTE, schema: { params: Type.Object({ roomIdOrAlias: Type.String() }), querystring: JoinServersQuery, body: ReasonBody } }, async (request) => {
       const via = [...listOf(request.query.via), ...listOf(request.query.server_name)];
       const roomId = await services.rooms.join(requesterOf(request), request.params.roomIdOrAlias, request.body?.reason, via, request.body ?? {});
       return { room_id: roomId };
@@ -65,7 +65,7 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
     });
 
     /** POST /rooms/{roomId}/join */
-    app.post('/rooms/:roomId/join', { schema: { params: RoomIdParams, body: ReasonBody } }, async (request) => {
+    app.post('/rooms/:roomId/join', { ...GUEST_ROUTE, schema: { params: RoomIdParams, body: ReasonBody } }, async (request) => {
       const roomId = await services.rooms.join(requesterOf(request), request.params.roomId, request.body?.reason, [], request.body ?? {});
       return { room_id: roomId };
     });
@@ -77,7 +77,7 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
     });
 
     /** POST /rooms/{roomId}/leave */
-    app.post('/rooms/:roomId/leave', { schema: { params: RoomIdParams, body: ReasonBody } }, async (request) => {
+    app.post('/rooms/:roomId/leave', { ...GUEST_ROUTE, schema: { params: RoomIdParams, body: ReasonBody } }, async (request) => {
       await services.rooms.leave(requesterOf(request), request.params.roomId, request.body?.reason);
       return {};
     });
@@ -107,7 +107,7 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
     });
 
     /** GET /joined_rooms */
-    app.get('/joined_rooms', async (request) => {
+    app.get('/joined_rooms', GUEST_ROUTE, async (request) => {
       const rooms = await services.roomCache.roomsOf(requesterOf(request).userId);
       return { joined_rooms: [...rooms].filter(([, entry]) => entry.membership === 'join').map(([roomId]) => roomId) };
     });
@@ -116,6 +116,7 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
     app.get(
       '/rooms/:roomId/members',
       {
+        ...GUEST_ROUTE,
         schema: {
           params: RoomIdParams,
           querystring: Type.Object({
@@ -212,7 +213,7 @@ export function roomRoutes(services: Services): FastifyPluginAsyncTypebox {
     /** POST /publicRooms: the same, with a search (`filter.generic_search_term`). */
     app.post(
       '/publicRooms',
-      { schema: { querystring: Type.Object({ server: Type.Optional(Type.String({ maxLength: 255 })) }), body: PublicRoomsBody } },
+      { ...GUEST_ROUTE, schema: { querystring: Type.Object({ server: Type.Optional(Type.String({ maxLength: 255 })) }), body: PublicRoomsBody } },
       async (request) =>
         services.rooms.publicRooms({
           limit: request.body.limit ?? undefined,
@@ -260,6 +261,7 @@ export function directoryLookupRoutes(services: Services): FastifyPluginAsyncTyp
     app.get(
       '/publicRooms',
       {
+        ...GUEST_ROUTE,
         onRequest: async (request) => {
           const server = (request.query as Record<string, unknown>).server;
           if (services.config.allow_public_rooms_without_auth && extractAccessToken(request) === null && (server === undefined || server === services.config.server_name)) return;

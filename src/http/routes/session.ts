@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
 import type { ServerInfo } from '../../server-info.js';
-import { authenticate, extractAccessToken, requesterOf } from '../auth.js';
+import { authenticate, extractAccessToken, GUEST_ROUTE, requesterOf } from '../auth.js';
 import { MatrixError } from '../../core/errors.js';
 
 const PASSWORD_LOGIN = 'm.login.password';
@@ -75,11 +75,11 @@ export function sessionRoutes(services: Services, server: ServerInfo): FastifyPl
     );
 
     /** GET /account/whoami */
-    app.get('/account/whoami', { onRequest: requireUser }, async (request) => {
+    app.get('/account/whoami', { ...GUEST_ROUTE, onRequest: requireUser }, async (request) => {
       const requester = requesterOf(request);
       // An appservice acting through its as_token has no device of its own.
       if (requester.appserviceId !== undefined) return { user_id: requester.userId, is_guest: false };
-      return { user_id: requester.userId, device_id: requester.deviceId, is_guest: false };
+      return { user_id: requester.userId, device_id: requester.deviceId, is_guest: requester.isGuest === true };
     });
 
     /** POST /logout: ends this device's session. */

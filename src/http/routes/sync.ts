@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.js';
 import { StringEnum } from '../../schemas.js';
 import { FilterSchema } from '../../sync/filters.js';
-import { authenticate, requesterOf } from '../auth.js';
+import { authenticate, GUEST_ROUTE, requesterOf } from '../auth.js';
 import { whileClientWaits } from '../connections.js';
 import { MatrixError } from '../../core/errors.js';
 
@@ -18,6 +18,7 @@ export function syncRoutes(services: Services): FastifyPluginAsyncTypebox {
     app.get(
       '/sync',
       {
+        ...GUEST_ROUTE,
         schema: {
           querystring: Type.Object({
             since: Type.Optional(Type.String()),
