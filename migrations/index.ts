@@ -35,6 +35,7 @@ import * as portalIdentities from './0030-portal-identities.js';
 import * as bridgeCrypto from './0031-bridge-crypto.js';
 import * as deviceSeenAndKeyListings from './0032-device-seen-and-key-listings.js';
 import * as eventsRowid from './0033-events-rowid.js';
+import * as pusherDelivery from './0036-pusher-delivery.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -69,4 +70,5 @@ export const migrations: Record<string, Migration> = {
   '0031-bridge-crypto': bridgeCrypto,
   '0032-device-seen-and-key-listings': deviceSeenAndKeyListings,
   '0033-events-rowid': eventsRowid,
+  '0036-pusher-delivery': pusherDelivery,
 };
