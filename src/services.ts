@@ -420,6 +420,9 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
       case 'ratelimit':
         if (SHARED_LIMITERS.includes(message.limiter)) limiters[message.limiter].applyShared(message);
         break;
+      case 'pushers':
+        if (pusherSender.running) pusherSender.pushersChanged(message.userId);
+        break;
       case 'users':
         keys.forgetCounts();
         if (message.users.length === 0) limiters.forgetOverrides();
@@ -434,6 +437,12 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
   };
   appserviceSender.elsewhere = (roomId, event) => cluster.publish({ kind: 'appservice-ephemeral', roomId, event });
   keys.onCountsChanged = (userId) => cluster.publish({ kind: 'users', users: [userId] });
+  // Pushers set or removed here reach the process that delivers (it also reads them all again every few seconds).
+  const pushersChangedHere = pushRules.pushersChanged;
+  pushRules.pushersChanged = (userId) => {
+    pushersChangedHere(userId);
+    if (!pusherSender.running) cluster.publish({ kind: 'pushers', userId });
+  };
   limiters.onOverrideChanged = (userId) => cluster.publish({ kind: 'users', users: [userId] });
   for (const limiter of SHARED_LIMITERS) limiters[limiter].onChange = ({ key, count }) => cluster.publish({ kind: 'ratelimit', limiter, key, count });
 }
