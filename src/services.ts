@@ -2,6 +2,7 @@
  * Wires the domain services together. Passed explicitly (no global singletons), so a test, the
  * CLI and the HTTP app each build exactly what they use.
  */
+import { readFileSync } from 'node:fs';
 import { AccountDataService } from './account-data/account-data-service.js';
 import type { Clock } from './core/clock.js';
 import type { Config } from './config/index.js';
@@ -245,7 +246,11 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   sessions.devicesRemoved = devicesRemoved;
   accounts.devicesRemoved = devicesRemoved;
   // Notifications to push gateways, after each commit (never in it).
-  const pushGateways = new PushGatewayClient({ timeoutMs: config.push.request_timeout, addressRefusal: cidrRefusal(config.ip_range_blacklist, config.ip_range_whitelist) });
+  const pushGateways = new PushGatewayClient({
+    timeoutMs: config.push.request_timeout,
+    addressRefusal: cidrRefusal(config.ip_range_blacklist, config.ip_range_whitelist),
+    extraCas: config.push.custom_ca_list.map((path) => readFileSync(path, 'utf8')),
+  });
   const pusherSender = new PusherSender(
     { storage, cache: roomCache, stream, clock, client: pushGateways, unread, rulesOf: (userId) => pushRules.compiledRules(userId), ignoredOf: (userId) => accountData.ignoredUsers(userId) },
     {

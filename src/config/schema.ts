@@ -390,6 +390,8 @@ export const ConfigSchema = Type.Object(
         max_concurrent: Type.Integer({ minimum: 1, maximum: 1000, default: 16 }),
         // The badge (`counts.unread`): rooms with unread notifications (true, Synapse's default) or notifications.
         group_unread_count_by_room: Type.Boolean({ default: true }),
+        // PEM files of CAs trusted for https gateways besides the system's (a private gateway; tests).
+        custom_ca_list: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -9,6 +9,7 @@ import http from 'node:http';
 import https from 'node:https';
 import dns from 'node:dns';
 import { isIP } from 'node:net';
+import tls from 'node:tls';
 import { guardedLookup, type ResolveHost } from '../net/address-guard.js';
 
 const MAX_RESPONSE_BYTES = 65_536;
@@ -23,6 +24,8 @@ export interface PushGatewayClientOptions {
   /** Why an address may not be connected to, or undefined (the configured blacklist). */
   addressRefusal: (address: string) => string | undefined;
   resolveHost?: ResolveHost;
+  /** PEM CAs trusted besides the system's (push.custom_ca_list). */
+  extraCas?: readonly string[];
 }
 
 export class PushGatewayClient {
@@ -36,7 +39,8 @@ export class PushGatewayClient {
     this.lookup = guardedLookup(resolveHost, options.addressRefusal, (reason) => new PushGatewayError(reason));
     // Kept-alive connections: one gateway gets every notification of its app's users.
     this.httpAgent = new http.Agent({ keepAlive: true, maxSockets: 8, lookup: this.lookup } as http.AgentOptions);
-    this.httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 8, lookup: this.lookup } as https.AgentOptions);
+    const ca = options.extraCas && options.extraCas.length > 0 ? [...tls.rootCertificates, ...options.extraCas] : undefined;
+    this.httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 8, lookup: this.lookup, ...(ca ? { ca } : {}) } as https.AgentOptions);
   }
 
   /** Sends one notification; the gateway's `rejected` pushkeys. Throws PushGatewayError. */

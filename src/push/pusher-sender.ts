@@ -359,9 +359,12 @@ export class PusherSender {
   /** Room name, alias and sender's display name (Synapse's `get_context_for_event`), membership for member events. */
   private context(row: EventRow, room: RoomSnapshot | undefined, userId: string): JsonObject {
     const context: JsonObject = {};
+    // The room's name, else its canonical alias (as Synapse names a room in a push; it does not
+    // fall back to members' names there either).
     const name = room?.get('m.room.name')?.content.name;
-    if (typeof name === 'string' && name !== '') context.room_name = name;
     const alias = room?.get('m.room.canonical_alias')?.content.alias;
+    if (typeof name === 'string' && name !== '') context.room_name = name;
+    else if (typeof alias === 'string') context.room_name = alias;
     if (typeof alias === 'string') context.room_alias = alias;
     const displayName = room?.get('m.room.member', row.sender)?.content.displayname;
     if (typeof displayName === 'string') context.sender_display_name = displayName;

@@ -109,10 +109,17 @@ describe('push gateways', () => {
     const [, badge] = await gateway.waitFor(2);
     expect(badge!.notification.counts).toEqual({ unread: 0 });
     expect(badge!.notification.devices[0]).toMatchObject({ app_id: 'org.example.app', pushkey: 'key-1' });
+    // A room without a name is named by its canonical alias.
+    await bob.ok('PUT', `/rooms/${encodeURIComponent(roomId)}/state/m.room.name`, {});
+    await bob.ok('PUT', `/directory/room/${encodeURIComponent('#ops:test.local')}`, { room_id: roomId });
+    await bob.ok('PUT', `/rooms/${encodeURIComponent(roomId)}/state/m.room.canonical_alias`, { alias: '#ops:test.local' });
+    await bob.send(roomId, { msgtype: 'm.text', body: 'named?' });
+    const [, , named] = await gateway.waitFor(3);
+    expect(named!.notification).toMatchObject({ room_name: '#ops:test.local', room_alias: '#ops:test.local' });
     // Nothing else: alice's own messages never notify her.
     await alice.send(roomId, { msgtype: 'm.text', body: 'thanks' });
     await sleep(200);
-    expect(gateway.received).toHaveLength(2);
+    expect(gateway.received).toHaveLength(3);
   });
 
   it('sends only ids and counts with format event_id_only', async () => {
