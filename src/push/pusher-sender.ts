@@ -104,7 +104,11 @@ export class PusherSender {
   stop(): void {
     this.stopped = true;
     clearInterval(this.reloadTimer);
-    for (const state of this.pushers.values()) clearTimeout(state.timer);
+    // A pass under way ends at its next step (its state is no longer the one a new start reads).
+    for (const state of this.pushers.values()) {
+      state.removed = true;
+      clearTimeout(state.timer);
+    }
     this.pushers.clear();
     this.byUser.clear();
   }
@@ -221,7 +225,17 @@ export class PusherSender {
       if (this.stopped || state.removed) return;
       const upTo = stream.current;
       const rows = await storage.rooms.pushCandidates(userId, state.position, upTo, BATCH);
-      if (rows.length === 0) break;
+      if (rows.length === 0) {
+        // Caught up: the position moves to now, so a room joined later starts at its join.
+        if (upTo > state.position) {
+          state.position = upTo;
+          if (!(await storage.userData.setPusherProgress(userId, state.row.appId, state.row.pushkey, state.position, state.failingSince))) {
+            this.forget(state);
+            return;
+          }
+        }
+        break;
+      }
       const rules = await this.deps.rulesOf(userId);
       const ignored = await this.deps.ignoredOf(userId);
       for (const row of rows) {

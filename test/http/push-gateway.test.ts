@@ -122,6 +122,21 @@ describe('push gateways', () => {
     expect(gateway.received).toHaveLength(3);
   });
 
+  it('never pushes a room’s history from before the user joined it', async () => {
+    await alice.ok('POST', '/pushers/set', pusher(gateway.url));
+    const later = await bob.createRoom();
+    await bob.send(later, { msgtype: 'm.text', body: 'before alice' });
+    await bob.invite(later, alice.user.userId);
+    const [invite] = await gateway.waitFor(1);
+    expect(invite!.notification).toMatchObject({ type: 'm.room.member', membership: 'invite', user_is_target: true, room_id: later });
+    await alice.join(later);
+    const after = await bob.send(later, { msgtype: 'm.text', body: 'after alice' });
+    await gateway.waitFor(2);
+    await sleep(200);
+    expect(gateway.received.map((push) => push.notification.content?.body ?? push.notification.type)).toEqual(['m.room.member', 'after alice']);
+    expect(gateway.received[1]!.notification.event_id).toBe(after);
+  });
+
   it('sends only ids and counts with format event_id_only', async () => {
     await alice.ok('POST', '/pushers/set', pusher(gateway.url, { data: { url: gateway.url, format: 'event_id_only' } }));
     const eventId = await bob.send(roomId, { msgtype: 'm.text', body: 'secret' });
