@@ -35,9 +35,10 @@ import * as portalIdentities from './0030-portal-identities.js';
 import * as bridgeCrypto from './0031-bridge-crypto.js';
 import * as deviceSeenAndKeyListings from './0032-device-seen-and-key-listings.js';
 import * as eventsRowid from './0033-events-rowid.js';
+import * as guestAccounts from './0035-guest-accounts.js';
+import * as pusherDelivery from './0036-pusher-delivery.js';
 import * as deviceListStreamIds from './0037-device-list-stream-ids.js';
 import * as erasedUsers from './0038-erased-users.js';
-import * as guestAccounts from './0035-guest-accounts.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -72,7 +73,8 @@ export const migrations: Record<string, Migration> = {
   '0031-bridge-crypto': bridgeCrypto,
   '0032-device-seen-and-key-listings': deviceSeenAndKeyListings,
   '0033-events-rowid': eventsRowid,
+  '0035-guest-accounts': guestAccounts,
+  '0036-pusher-delivery': pusherDelivery,
   '0037-device-list-stream-ids': deviceListStreamIds,
   '0038-erased-users': erasedUsers,
-  '0035-guest-accounts': guestAccounts,
 };

@@ -217,6 +217,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       },
       stop: () => services.appservices.sender.stop(),
     });
+    services.pusherSender.log = app.log;
+    await runOnce('pusher-sender', { start: () => services.pusherSender.start(), stop: () => services.pusherSender.stop() });
     if (bridge) await runOnce('bridge', { start: () => bridge.start(), stop: () => bridge.stop() });
   });
   app.addHook('preClose', async () => {
@@ -235,6 +237,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     clearInterval(presenceSweep);
     services.federationSender.stop();
     services.appservices.sender.stop();
+    services.pusherSender.stop();
+    services.pushGateways.close();
     await services.searchIndexer.close().catch((err: unknown) => app.log.error({ err }, 'search: indexing at shutdown failed; the next start does it'));
     // What a fill was writing is done before storage goes (it waits a few seconds at most).
     const backfills = services.backfiller.close();

@@ -3,6 +3,7 @@
  * CLI and the HTTP app each build exactly what they use.
  */
 import { ErasedUsers } from './users/erased-users.js';
+import { readFileSync } from 'node:fs';
 import { AccountDataService } from './account-data/account-data-service.js';
 import type { Clock } from './core/clock.js';
 import type { Config } from './config/index.js';
@@ -50,6 +51,9 @@ import { AppServiceClient } from './appservices/appservice-client.js';
 import { AppServiceSender } from './appservices/appservice-sender.js';
 import { AppServices } from './appservices/appservices.js';
 import { DEVICE_LIST_RESYNCS_PER_ORIGIN, KeysService } from './e2e/keys-service.js';
+import { PushGatewayClient } from './push/gateway-client.js';
+import { PusherSender } from './push/pusher-sender.js';
+import { cidrRefusal } from './net/address-guard.js';
 import { KeyBackupService } from './e2e/key-backup.js';
 import { Cluster, SHARED_LIMITERS } from './cluster/cluster.js';
 
@@ -90,6 +94,9 @@ export interface Services {
   toDevice: ToDeviceService;
   presence: PresenceService;
   pushRules: PushRulesService;
+  /** Delivers notifications to push gateways (a leased job where several processes run). */
+  pusherSender: PusherSender;
+  pushGateways: PushGatewayClient;
   userDirectory: UserDirectory;
   media: MediaService;
   /** The room side of federation as served to other servers. */
@@ -253,13 +260,36 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   });
   sendEphemeralOfLocalUsers(config.server_name, roomCache, typing, receipts, federationSender);
   sendEphemeralToAppservices(typing, receipts, appserviceSender);
-  sessions.devicesRemoved = (userId, deviceIds) => keys.devicesRemoved(userId, deviceIds);
+  const devicesRemoved = async (userId: string, deviceIds?: readonly string[]): Promise<void> => {
+    await keys.devicesRemoved(userId, deviceIds);
+    await pushRules.devicesRemoved(userId);
+  };
+  sessions.devicesRemoved = devicesRemoved;
   sessions.deviceAdded = (userId, deviceId) => keys.deviceChanged(userId, deviceId);
-  accounts.devicesRemoved = (userId, deviceIds) => keys.devicesRemoved(userId, deviceIds);
+  accounts.devicesRemoved = devicesRemoved;
+  // Notifications to push gateways, after each commit (never in it).
+  const pushGateways = new PushGatewayClient({
+    timeoutMs: config.push.request_timeout,
+    addressRefusal: cidrRefusal(config.ip_range_blacklist, config.ip_range_whitelist),
+    extraCas: config.push.custom_ca_list.map((path) => readFileSync(path, 'utf8')),
+  });
+  const pusherSender = new PusherSender(
+    { storage, cache: roomCache, stream, clock, client: pushGateways, unread, rulesOf: (userId) => pushRules.compiledRules(userId), ignoredOf: (userId) => accountData.ignoredUsers(userId) },
+    {
+      minRetryMs: config.push.min_retry_interval,
+      maxRetryMs: config.push.max_retry_interval,
+      giveUpAfterMs: config.push.give_up_after,
+      maxConcurrent: config.push.max_concurrent,
+      groupUnreadCountByRoom: config.push.group_unread_count_by_room,
+    },
+  );
+  writer.onCommit(pusherSender.commitListener);
+  receipts.onReadReceipt((_roomId, userId) => pusherSender.receiptMoved(userId));
+  pushRules.pushersChanged = (userId) => pusherSender.pushersChanged(userId);
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence, async (userId) => (await pushRules.ruleset(userId)) as unknown as JsonObject, keys);
   const legacySync = new LegacySync(sync, history, presence, (roomId) => rooms.directoryVisibility(roomId).catch(() => 'private' as const));
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));
-  if (cluster) shareAcrossProcesses(cluster, { graph, roomCache, notifier, typing, accountData, pushRules, toDevice, unread, keys, presence, limiters, federationSender, appserviceSender });
+  if (cluster) shareAcrossProcesses(cluster, { graph, roomCache, notifier, typing, accountData, pushRules, toDevice, unread, keys, presence, limiters, federationSender, appserviceSender, pusherSender });
   const bots = new BotOwnership(storage, accounts, clock, (userId) => rooms.leaveAllRooms(userId));
   // Loaded only when configured: the OpenID client and its crypto are no part of every start.
   const portal = config.portal
@@ -268,11 +298,11 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   return {
     cluster, bots, portal,
     config, clock, storage, limiters, accounts, sessions, registration, signer,
-    devices: new DeviceService(storage, (userId, deviceIds) => keys.devicesRemoved(userId, deviceIds), (userId, deviceId) => keys.deviceChanged(userId, deviceId)),
+    devices: new DeviceService(storage, devicesRemoved, (userId, deviceId) => keys.deviceChanged(userId, deviceId)),
     keys, keyBackup: new KeyBackupService(storage), passwordAuth: new PasswordAuth(storage, hasher, clock, limiters, config.server_name),
     stream, notifier, roomCache, writer, federation, rooms, roomReader, history, legacySync, typing, receipts, accountData, profiles, sync, toDevice, presence, media,
     userDirectory: new UserDirectory(roomCache, () => storage.rooms.publicRoomIds('', 1_000), async (userId) => (await accounts.getUser(userId))?.is_guest === 1),
-    pushRules,
+    pushRules, pusherSender, pushGateways,
     roomFederation, federationSender, appservices, backfiller, searchIndexer,
   };
 }
@@ -291,6 +321,7 @@ interface SharedParts {
   limiters: Limiters;
   federationSender: FederationSender;
   appserviceSender: AppServiceSender;
+  pusherSender: PusherSender;
 }
 
 /** How long the senders let other processes' commits gather before looking at their queues again. */
@@ -302,7 +333,7 @@ const OUTBOX_LOOK_DELAY_MS = 20;
  * reach the process that holds the senders.
  */
 function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
-  const { graph, roomCache, notifier, typing, accountData, pushRules, toDevice, unread, keys, presence, limiters, federationSender, appserviceSender } = parts;
+  const { graph, roomCache, notifier, typing, accountData, pushRules, toDevice, unread, keys, presence, limiters, federationSender, appserviceSender, pusherSender } = parts;
   let outboxLook: NodeJS.Timeout | undefined;
   const lookAtOutboxes = (): void => {
     if (outboxLook || (!federationSender.running && !appserviceSender.running)) return;
@@ -325,7 +356,10 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
       toDevice.forgetEmptyInboxes();
       presence.forgetLatest();
       // After the position is readable (the cluster moves it once the listeners are done).
-      setImmediate(() => notifier.notifyEveryone());
+      setImmediate(() => {
+        notifier.notifyEveryone();
+        if (pusherSender.running) pusherSender.lookAgain();
+      });
       lookAtOutboxes();
       return;
     }
@@ -386,6 +420,11 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
     for (const userId of commit.roommatesOf) presence.forgetSetBy(userId);
     setImmediate(() => {
       notifier.notify(wake);
+      // Pushers read the database from their positions: after the position is readable.
+      if (pusherSender.running) {
+        if (commit.rooms.length > 0 || commit.movedRooms.length > 0) pusherSender.lookAgain();
+        for (const [, userId] of commit.receipts) pusherSender.receiptMoved(userId);
+      }
       for (const userId of commit.roommatesOf) void roomCache.roommates(userId).then((roommates) => notifier.notify(roommates), () => undefined);
     });
     // Events (messages too) may have queued outbox rows for the senders, if they run here.
@@ -408,6 +447,9 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
       case 'ratelimit':
         if (SHARED_LIMITERS.includes(message.limiter)) limiters[message.limiter].applyShared(message);
         break;
+      case 'pushers':
+        if (pusherSender.running) pusherSender.pushersChanged(message.userId);
+        break;
       case 'users':
         keys.forgetCounts();
         if (message.users.length === 0) limiters.forgetOverrides();
@@ -422,6 +464,12 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
   };
   appserviceSender.elsewhere = (roomId, event) => cluster.publish({ kind: 'appservice-ephemeral', roomId, event });
   keys.onCountsChanged = (userId) => cluster.publish({ kind: 'users', users: [userId] });
+  // Pushers set or removed here reach the process that delivers (it also reads them all again every few seconds).
+  const pushersChangedHere = pushRules.pushersChanged;
+  pushRules.pushersChanged = (userId) => {
+    pushersChangedHere(userId);
+    if (!pusherSender.running) cluster.publish({ kind: 'pushers', userId });
+  };
   limiters.onOverrideChanged = (userId) => cluster.publish({ kind: 'users', users: [userId] });
   for (const limiter of SHARED_LIMITERS) limiters[limiter].onChange = ({ key, count }) => cluster.publish({ kind: 'ratelimit', limiter, key, count });
 }

@@ -55,6 +55,7 @@ export type ClusterMessage =
   | { kind: 'appservice-ephemeral'; roomId: string; event: Record<string, unknown> }
   | { kind: 'outbox'; queue: 'federation' | 'appservices' }
   | { kind: 'users'; users: string[] }
+  | { kind: 'pushers'; userId: string }
   | { kind: 'ratelimit'; limiter: SharedLimiterName; key: string; count: number };
 
 /** The rate limits that hold across processes: logins and registrations (guessing is spread over them). */

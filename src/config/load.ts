@@ -120,6 +120,13 @@ export function finishConfig(raw: Record<string, unknown>, envSources: ReadonlyM
       max_remote_cache_size: config.media.max_remote_cache_size === null ? null : parseSize(config.media.max_remote_cache_size),
     },
     key_refresh_interval: durationOrNull('key_refresh_interval', config.key_refresh_interval) ?? 0,
+    push: {
+      ...config.push,
+      request_timeout: durationOrNull('push.request_timeout', config.push.request_timeout) ?? 0,
+      min_retry_interval: durationOrNull('push.min_retry_interval', config.push.min_retry_interval) ?? 0,
+      max_retry_interval: durationOrNull('push.max_retry_interval', config.push.max_retry_interval) ?? 0,
+      give_up_after: durationOrNull('push.give_up_after', config.push.give_up_after) ?? 0,
+    },
     federation: {
       ...config.federation,
       request_timeout: durationOrNull('federation.request_timeout', config.federation.request_timeout) ?? 0,

@@ -378,6 +378,25 @@ export const ConfigSchema = Type.Object(
     ),
     // Presence (Synapse's key): online while clients sync, m.presence in sync and over federation.
     presence: Type.Object({ enabled: Type.Boolean({ default: true }) }, { additionalProperties: false, default: {} }),
+    // Delivery of notifications to push gateways (HTTP pushers, `POST /_matrix/push/v1/notify`).
+    // Gateways are reached only at addresses ip_range_blacklist/ip_range_whitelist allow. A failed
+    // push is retried after min_retry_interval, doubling up to max_retry_interval; a pusher that has
+    // failed for give_up_after skips the notification it is stuck on (as Synapse does).
+    push: Type.Object(
+      {
+        request_timeout: duration('10s'),
+        min_retry_interval: duration('1s'),
+        max_retry_interval: duration('1h'),
+        give_up_after: duration('1d'),
+        // Pushers sending at once, across all users.
+        max_concurrent: Type.Integer({ minimum: 1, maximum: 1000, default: 16 }),
+        // The badge (`counts.unread`): rooms with unread notifications (true, Synapse's default) or notifications.
+        group_unread_count_by_room: Type.Boolean({ default: true }),
+        // PEM files of CAs trusted for https gateways besides the system's (a private gateway; tests).
+        custom_ca_list: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     // Prometheus metrics at `path`, for clients at `allowed_addresses` only (by the connection's own
     // address; behind x_forwarded, never for a request that came through the proxy).
     metrics: Type.Object(
@@ -439,7 +458,7 @@ export type RawConfig = Static<typeof ConfigSchema>;
 /** The configuration the server runs with: defaults applied, durations in milliseconds. */
 export interface Config extends Omit<
   RawConfig,
-  'app_service_config_files' | 'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen' | 'key_refresh_interval' | 'federation' | 'ip_range_blacklist' | 'database' | 'media_retention' | 'media' | 'portal'
+  'app_service_config_files' | 'refreshable_access_token_lifetime' | 'nonrefreshable_access_token_lifetime' | 'refresh_token_lifetime' | 'max_sync_timeout' | 'max_upload_size' | 'listen' | 'key_refresh_interval' | 'federation' | 'ip_range_blacklist' | 'database' | 'media_retention' | 'media' | 'portal' | 'push'
 > {
   /** The bot portal; undefined: off. */
   portal: PortalConfig | undefined;
@@ -457,6 +476,13 @@ export interface Config extends Omit<
     backfill: Omit<RawConfig['federation']['backfill'], 'messages_wait'> & { messages_wait: number };
   };
   ip_range_blacklist: string[];
+  /** Durations in milliseconds. */
+  push: Omit<RawConfig['push'], 'request_timeout' | 'min_retry_interval' | 'max_retry_interval' | 'give_up_after'> & {
+    request_timeout: number;
+    min_retry_interval: number;
+    max_retry_interval: number;
+    give_up_after: number;
+  };
   listen: Omit<RawConfig['listen'], 'request_timeout'> & {
     /** Milliseconds. */
     request_timeout: number;

@@ -33,6 +33,8 @@ export interface PushRoomContext {
 export interface PushOutcome {
   notify: boolean;
   highlight: boolean;
+  /** The rule's `set_tweak` actions (`sound`, `highlight`, ...), for push gateways; only when it notifies. */
+  tweaks?: Readonly<Record<string, unknown>>;
 }
 
 const SILENT: PushOutcome = { notify: false, highlight: false };
@@ -82,7 +84,14 @@ function outcomeOf(actions: readonly PushAction[]): PushOutcome {
   const notify = actions.includes('notify');
   // A highlight tweak without a value means true; highlights count only among notifications.
   const highlight = actions.some((action) => typeof action === 'object' && action.set_tweak === 'highlight' && action.value !== false);
-  return notify ? { notify, highlight } : SILENT;
+  if (!notify) return SILENT;
+  const tweaks: Record<string, unknown> = {};
+  for (const action of actions) {
+    // A tweak without a value: highlight means true (the spec); others are passed on as given.
+    if (typeof action === 'object' && typeof action.set_tweak === 'string') tweaks[action.set_tweak] = action.value ?? (action.set_tweak === 'highlight' ? true : undefined);
+  }
+  for (const key of Object.keys(tweaks)) if (tweaks[key] === undefined) delete tweaks[key];
+  return { notify, highlight, tweaks };
 }
 
 const NEVER: Test = () => false;

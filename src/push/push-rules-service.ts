@@ -2,8 +2,8 @@
  * A user's push rules (`/pushrules/...`): the server's defaults, with the user's own rules and
  * their changes to the defaults (turned off, other actions) kept apart, so that the defaults a new
  * version brings reach everyone. Each change is also written as the user's `m.push_rules` account
- * data, which is how clients learn of it in `/sync`. Pushers (`/pushers`) are stored and listed;
- * this server sends no pushes to push gateways (bots do not need phone notifications).
+ * data, which is how clients learn of it in `/sync`. Pushers (`/pushers`) are stored and listed
+ * here; the pusher sender (pusher-sender.ts) delivers to the HTTP ones.
  */
 import type { Clock } from '../core/clock.js';
 import { BoundedCache } from '../core/bounded-cache.js';
@@ -135,12 +135,16 @@ export class PushRulesService {
   }
 
   /** `POST /pushers/set`: `kind: null` removes the pusher; otherwise it is added or replaced. */
-  async setPusher(userId: string, pusher: JsonObject): Promise<void> {
+  /** Set once the pusher sender exists: a user's pushers were set or removed. */
+  pushersChanged: (userId: string) => void = () => undefined;
+
+  async setPusher(userId: string, pusher: JsonObject, deviceId: string | null = null): Promise<void> {
     const appId = pusher.app_id;
     const pushkey = pusher.pushkey;
     if (typeof appId !== 'string' || typeof pushkey !== 'string') throw new MatrixError('M_MISSING_PARAM', 'app_id and pushkey are required', { status: 400 });
     if (pusher.kind === null) {
       await this.storage.userData.deletePusher(userId, appId, pushkey);
+      this.pushersChanged(userId);
       return;
     }
     if (pusher.kind !== 'http' && pusher.kind !== 'email') throw new MatrixError('M_INVALID_PARAM', 'kind must be http, email or null', { status: 400 });
@@ -149,7 +153,7 @@ export class PushRulesService {
     }
     const data = pusher.data;
     if (typeof data !== 'object' || data === null || Array.isArray(data)) throw new MatrixError('M_MISSING_PARAM', 'Missing parameter: data', { status: 400 });
-    if (pusher.kind === 'http' && typeof (data as JsonObject).url !== 'string') throw new MatrixError('M_MISSING_PARAM', "'url' required in data for HTTP pushers", { status: 400 });
+    if (pusher.kind === 'http') checkGatewayUrl((data as JsonObject).url);
     if ((await this.storage.userData.countPushers(userId)) >= MAX_PUSHERS) throw new MatrixError('M_LIMIT_EXCEEDED', `At most ${MAX_PUSHERS} pushers`, { status: 400 });
     const stored: JsonObject = {
       pushkey,
@@ -162,7 +166,15 @@ export class PushRulesService {
       ...(typeof pusher.profile_tag === 'string' ? { profile_tag: pusher.profile_tag } : {}),
     };
     // Without append, the pair (app_id, pushkey) is this user's alone (the spec's default).
-    await this.storage.userData.setPusher(userId, appId, pushkey, JSON.stringify(stored), this.clock.now(), pusher.append !== true);
+    // A new pusher pushes what happens from now on (as Synapse's starts at the newest position).
+    const position = await this.storage.rooms.maxStreamOrdering();
+    await this.storage.userData.setPusher(userId, appId, pushkey, JSON.stringify(stored), this.clock.now(), pusher.append !== true, deviceId, position);
+    this.pushersChanged(userId);
+  }
+
+  /** Devices were logged out or deleted: the pushers they set go (as Synapse removes an access token's pushers). */
+  async devicesRemoved(userId: string): Promise<void> {
+    if ((await this.storage.userData.deletePushersOfRemovedDevices(userId)) > 0) this.pushersChanged(userId);
   }
 
   private async changes(userId: string): Promise<RuleChanges> {
@@ -219,6 +231,19 @@ function effectiveRules(userId: string, changes: RuleChanges): { global: Record<
       underride: [...own('underride'), ...defaults.underride.map((rule) => changed('underride', rule))],
     },
   };
+}
+
+/** An HTTP pusher's URL: http or https, with the path of the Push Gateway API (Synapse checks the same). */
+function checkGatewayUrl(url: unknown): void {
+  if (typeof url !== 'string') throw new MatrixError('M_MISSING_PARAM', "'url' required in data for HTTP pushers", { status: 400 });
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new MatrixError('M_INVALID_PARAM', "'url' must be a URL", { status: 400 });
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new MatrixError('M_INVALID_PARAM', "'url' must be http or https", { status: 400 });
+  if (parsed.pathname !== '/_matrix/push/v1/notify') throw new MatrixError('M_INVALID_PARAM', "'url' must have a path of '/_matrix/push/v1/notify'", { status: 400 });
 }
 
 function defaultRule(userId: string, kind: PushRuleKind, ruleId: string): PushRule | undefined {

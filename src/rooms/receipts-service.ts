@@ -33,6 +33,13 @@ export class ReceiptService {
     this.publicReceiptListeners.push(listener);
   }
 
+  private readonly readReceiptListeners: Array<(roomId: string, userId: string) => void> = [];
+
+  /** Called after a local user's read receipt (public or private) moved: push gateways get the new badge. */
+  onReadReceipt(listener: (roomId: string, userId: string) => void): void {
+    this.readReceiptListeners.push(listener);
+  }
+
   async setReceipt(userId: string, roomId: string, type: ReceiptType, eventId: string, threadId: string | undefined): Promise<void> {
     const room = await this.reader.roomWhereJoined(roomId, userId);
     const event = await this.reader.getEvent(eventId);
@@ -47,6 +54,7 @@ export class ReceiptService {
     const ts = this.clock.now();
     const stored = await this.store(room, userId, type, eventId, event.stream, threadId, ts);
     if (stored && type === 'm.read') for (const listener of this.publicReceiptListeners) listener(roomId, userId, eventId, threadId, ts);
+    if (stored) for (const listener of this.readReceiptListeners) listener(roomId, userId);
   }
 
   /** A public receipt of a user of another server (a federation EDU), for an event we have. */

@@ -781,6 +781,45 @@ export class RoomStore {
   }
 
   /**
+   * The events after `after` that may be pushed to a user, oldest first, at most `limit`: in the
+   * rooms the user is joined to now, after the member event of that join (never history from before
+   * it; a profile change while a pusher lags also counts as that start), and invites of the user;
+   * from others, accepted, not soft-failed, not backfilled history. `upTo`: the readable position.
+   */
+  async pushCandidates(userId: string, after: number, upTo: number, limit: number): Promise<EventRow[]> {
+    return this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('stream_ordering', '>', after)
+      .where('stream_ordering', '<=', upTo)
+      .where((eb) =>
+        eb.or([
+          eb.and([
+            eb('outlier', '=', 0),
+            eb.exists(
+              eb
+                .selectFrom('memberships')
+                .select('memberships.room_id')
+                .where('memberships.user_id', '=', userId)
+                .where('memberships.membership', '=', 'join')
+                .whereRef('memberships.room_id', '=', 'events.room_id')
+                .whereRef('memberships.stream_ordering', '<', 'events.stream_ordering'),
+            ),
+          ]),
+          // An invite over federation is an outlier in a room this server may not hold.
+          eb.and([eb('type', '=', 'm.room.member'), eb('state_key', '=', userId)]),
+        ]),
+      )
+      .where('sender', '!=', userId)
+      .where('rejected', 'is', null)
+      .where('soft_failed', '=', 0)
+      .where('backfilled_at', 'is', null)
+      .orderBy('stream_ordering', 'asc')
+      .limit(limit)
+      .execute();
+  }
+
+  /**
    * The events that may notify a user in a room: from others, not redacted, up to `upTo` and after
    * the later of `floor` and the event of the user's furthest read receipt (public or private),
    * newest first, at most `limit`. Push rules decide which of them count.

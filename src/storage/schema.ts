@@ -461,6 +461,12 @@ export interface PushersTable {
   pushkey: string;
   content: string;
   created_ts: number;
+  /** The device (session) that set it: logging that device out removes it (migration 0036). */
+  device_id: string | null;
+  /** The stream position its notifications were delivered up to (migration 0036). */
+  last_stream_ordering: number | null;
+  /** When its delivery began failing, or null (migration 0036). */
+  failing_since: number | null;
 }
 
 /** One row: the newest stream position committed by any process (migration 0024). */

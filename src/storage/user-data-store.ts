@@ -1,11 +1,45 @@
 /** Per-user data that sync returns besides room events: account data, read receipts and filters. */
 import type { Kysely, Selectable } from 'kysely';
-import type { AccountDataTable, Database, PresenceTable, ReceiptsTable } from './schema.js';
+import type { AccountDataTable, Database, PresenceTable, PushersTable, ReceiptsTable } from './schema.js';
 import { newestPosition } from './stream-positions.js';
 
 export type AccountDataRow = Selectable<AccountDataTable>;
 export type ReceiptRow = Selectable<ReceiptsTable>;
 export type PresenceRow = Selectable<PresenceTable>;
+
+/** A pusher with its delivery state; `content` is the pusher as the client set it (JSON text). */
+export interface PusherRow {
+  userId: string;
+  appId: string;
+  pushkey: string;
+  kind: string | undefined;
+  content: string;
+  createdTs: number;
+  deviceId: string | null;
+  lastStreamOrdering: number;
+  failingSince: number | null;
+}
+
+function pusherRow(row: Selectable<PushersTable>): PusherRow {
+  let kind: string | undefined;
+  try {
+    const parsed = JSON.parse(row.content) as { kind?: unknown };
+    kind = typeof parsed.kind === 'string' ? parsed.kind : undefined;
+  } catch {
+    kind = undefined;
+  }
+  return {
+    userId: row.user_id,
+    appId: row.app_id,
+    pushkey: row.pushkey,
+    kind,
+    content: row.content,
+    createdTs: Number(row.created_ts),
+    deviceId: row.device_id,
+    lastStreamOrdering: Number(row.last_stream_ordering ?? 0),
+    failingSince: row.failing_since === null ? null : Number(row.failing_since),
+  };
+}
 
 /** The room id under which global (not per-room) account data is stored. */
 export const GLOBAL_ACCOUNT_DATA = '';
@@ -32,18 +66,56 @@ export class UserDataStore {
     return Number(row?.n ?? 0);
   }
 
-  /** Adds or replaces the user's pusher for (app_id, pushkey); `exclusive` removes other users' pushers of that pair. */
-  async setPusher(userId: string, appId: string, pushkey: string, content: string, now: number, exclusive: boolean): Promise<void> {
+  /**
+   * Adds or replaces the user's pusher for (app_id, pushkey); `exclusive` removes other users'
+   * pushers of that pair. A new pusher starts at `position` (what happened before it is not
+   * pushed); a replaced one keeps its position and starts afresh after a failure.
+   */
+  async setPusher(userId: string, appId: string, pushkey: string, content: string, now: number, exclusive: boolean, deviceId: string | null, position: number): Promise<void> {
     if (exclusive) await this.db.deleteFrom('pushers').where('app_id', '=', appId).where('pushkey', '=', pushkey).where('user_id', '!=', userId).execute();
     await this.db
       .insertInto('pushers')
-      .values({ user_id: userId, app_id: appId, pushkey, content, created_ts: now })
-      .onConflict((c) => c.columns(['app_id', 'pushkey', 'user_id']).doUpdateSet({ content }))
+      .values({ user_id: userId, app_id: appId, pushkey, content, created_ts: now, device_id: deviceId, last_stream_ordering: position, failing_since: null })
+      .onConflict((c) => c.columns(['app_id', 'pushkey', 'user_id']).doUpdateSet({ content, device_id: deviceId, failing_since: null }))
       .execute();
   }
 
   async deletePusher(userId: string, appId: string, pushkey: string): Promise<void> {
     await this.db.deleteFrom('pushers').where('user_id', '=', userId).where('app_id', '=', appId).where('pushkey', '=', pushkey).execute();
+  }
+
+  /** Pushers set by a device that no longer exists (logged out, deleted); what was removed. */
+  async deletePushersOfRemovedDevices(userId: string): Promise<number> {
+    const result = await this.db
+      .deleteFrom('pushers')
+      .where('user_id', '=', userId)
+      .where('device_id', 'is not', null)
+      .where((eb) => eb.not(eb.exists(eb.selectFrom('devices').select('devices.device_id').where('devices.user_id', '=', userId).whereRef('devices.device_id', '=', 'pushers.device_id'))))
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
+  /** Every pusher of a kind, with its delivery state (the push sender loads them at start). */
+  async pushersOfKind(kind: string): Promise<PusherRow[]> {
+    const rows = await this.db.selectFrom('pushers').selectAll().execute();
+    return rows.map(pusherRow).filter((row) => row.kind === kind);
+  }
+
+  async pusher(userId: string, appId: string, pushkey: string): Promise<PusherRow | undefined> {
+    const row = await this.db.selectFrom('pushers').selectAll().where('user_id', '=', userId).where('app_id', '=', appId).where('pushkey', '=', pushkey).executeTakeFirst();
+    return row ? pusherRow(row) : undefined;
+  }
+
+  /** Records delivery progress: the position pushed up to and the failure state. False: the pusher is gone. */
+  async setPusherProgress(userId: string, appId: string, pushkey: string, position: number, failingSince: number | null): Promise<boolean> {
+    const result = await this.db
+      .updateTable('pushers')
+      .set({ last_stream_ordering: position, failing_since: failingSince })
+      .where('user_id', '=', userId)
+      .where('app_id', '=', appId)
+      .where('pushkey', '=', pushkey)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
   }
 
   // ---- presence ----

@@ -8,7 +8,7 @@
  * always say what the rules the user has now say.
  */
 import { parseStoredJson } from '../core/json.js';
-import { evaluatePush, type CompiledRuleset, type PushableEvent, type PushRoomContext } from '../push/evaluator.js';
+import { evaluatePush, type CompiledRuleset, type PushableEvent, type PushOutcome, type PushRoomContext } from '../push/evaluator.js';
 import { effectivePowerLevels, userPowerLevel } from '../rooms/auth-rules.js';
 import type { StoredEvent } from '../rooms/events.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
@@ -130,14 +130,14 @@ export class UnreadCounts {
 
 }
 
-const SILENT = { notify: false, highlight: false };
+const SILENT: PushOutcome = { notify: false, highlight: false };
 
 /**
  * Evaluates a room's events for one user, with what the push conditions ask of the room read from
  * its current state (Synapse reads the state at each event; for counting unread events since the
  * last receipt, the current state is close enough and costs nothing).
  */
-class RoomEvaluator {
+export class RoomEvaluator {
   /** One object for the room; only the sender's level changes from event to event. */
   private readonly context: PushRoomContext;
   private readonly levels: ReturnType<typeof effectivePowerLevels>;
@@ -158,7 +158,7 @@ class RoomEvaluator {
     };
   }
 
-  evaluate(event: PushableEvent): { notify: boolean; highlight: boolean } {
+  evaluate(event: PushableEvent): PushOutcome {
     if (event.sender === this.userId || this.ignored.has(event.sender)) return SILENT;
     this.context.senderPowerLevel = userPowerLevel(this.levels, event.sender);
     return evaluatePush(this.rules, event, this.context);

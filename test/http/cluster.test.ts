@@ -5,6 +5,8 @@
  * Runs on PostgreSQL whichever engine the rest of the run uses.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,7 +21,7 @@ const POSTGRES = process.env.BHS_TEST_POSTGRES ?? 'postgres://postgres@127.0.0.1
 const schema = `${TEST_SCHEMA_PREFIX}${process.pid}_cluster`;
 const dir = mkdtempSync(join(tmpdir(), 'bhs-cluster-'));
 // One server, two processes: the same database, signing key and media store.
-const shared = { database: { path: ':memory:', url: POSTGRES, schema, pool_size: 4 }, signing_key_path: join(dir, 'signing.key'), media_store_path: join(dir, 'media') };
+const shared = { database: { path: ':memory:', url: POSTGRES, schema, pool_size: 4 }, signing_key_path: join(dir, 'signing.key'), media_store_path: join(dir, 'media'), ip_range_whitelist: ['127.0.0.1/32'] };
 
 let one: TestHomeserver;
 let two: TestHomeserver;
@@ -161,7 +163,7 @@ describe('two processes on one database', () => {
   });
 
   it('runs each job in exactly one process, and the other takes it over when that one stops', async () => {
-    const jobs = ['maintenance', 'federation-sender', 'appservice-sender'];
+    const jobs = ['maintenance', 'federation-sender', 'appservice-sender', 'pusher-sender'];
     const holders = async () => {
       const deadline = Date.now() + 5_000;
       for (;;) {
@@ -170,21 +172,53 @@ describe('two processes on one database', () => {
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
     };
-    expect(await holders()).toEqual([1, 1, 1]);
+    expect(await holders()).toEqual([1, 1, 1, 1]);
     const third = await startTestHomeserver(shared);
     try {
-      expect(jobs.map((job) => third.services.cluster?.holds(job))).toEqual([false, false, false]);
+      expect(jobs.map((job) => third.services.cluster?.holds(job))).toEqual([false, false, false, false]);
       // The holders stop; the third process takes every job over within a few seconds.
       await one.close();
       await two.close();
       const deadline = Date.now() + 10_000;
       while (!jobs.every((job) => third.services.cluster?.holds(job)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(jobs.map((job) => third.services.cluster?.holds(job))).toEqual([true, true, true]);
+      expect(jobs.map((job) => third.services.cluster?.holds(job))).toEqual([true, true, true, true]);
       expect(third.services.federationSender.running).toBe(true);
     } finally {
       await third.close();
       one = await startTestHomeserver(shared);
       two = await startTestHomeserver(shared);
+    }
+  });
+
+  it('pushes each notification once, from the process that holds the pusher lease, whichever process the pusher and message came through', async () => {
+    const pushes: Json[] = [];
+    const gateway = createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        pushes.push(JSON.parse(Buffer.concat(chunks).toString('utf8')) as Json);
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}/_matrix/push/v1/notify`;
+      const [carolOne, carolTwo] = await onBoth('pushed');
+      const [, daveTwo] = await onBoth('pusher');
+      const roomId = await daveTwo.createRoom();
+      await daveTwo.invite(roomId, carolOne.userId);
+      await carolOne.join(roomId);
+      // Set through the process that does not deliver, if it is the second.
+      const setter = two.services.pusherSender.running ? carolOne : carolTwo;
+      await setter.ok('POST', '/pushers/set', { pushkey: 'k', kind: 'http', app_id: 'app', app_display_name: 'App', device_display_name: 'Phone', lang: 'en', data: { url } });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const sent = [await daveTwo.send(roomId, { msgtype: 'm.text', body: 'a' }), await carolOne.send(roomId, { msgtype: 'm.text', body: 'mine' }), await daveTwo.send(roomId, { msgtype: 'm.text', body: 'b' })];
+      const deadline = Date.now() + 10_000;
+      while (pushes.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(pushes.map((push) => push.notification.event_id)).toEqual([sent[0], sent[2]]);
+    } finally {
+      await new Promise((resolve) => gateway.close(resolve));
     }
   });
 

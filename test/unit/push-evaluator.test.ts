@@ -20,19 +20,21 @@ const matchesCondition = (condition: PushCondition, event: PushableEvent, contex
 
 describe('default rules', () => {
   it('notify for messages, highlight for m.mentions, stay silent for notices, edits and reactions', () => {
-    expect(evaluatePush(defaults, message({ msgtype: 'm.text', body: 'hi' }), room)).toEqual({ notify: true, highlight: false });
-    expect(evaluatePush(defaults, message({ msgtype: 'm.text', body: 'hi', 'm.mentions': { user_ids: [ME] } }), room)).toEqual({ notify: true, highlight: true });
+    expect(evaluatePush(defaults, message({ msgtype: 'm.text', body: 'hi' }), room)).toMatchObject({ notify: true, highlight: false });
+    expect(evaluatePush(defaults, message({ msgtype: 'm.text', body: 'hi', 'm.mentions': { user_ids: [ME] } }), room)).toMatchObject({ notify: true, highlight: true });
+    // The rule's tweaks, for push gateways: a mention sounds and highlights.
+    expect(evaluatePush(defaults, message({ msgtype: 'm.text', body: 'hi', 'm.mentions': { user_ids: [ME] } }), room).tweaks).toEqual({ sound: 'default', highlight: true });
     expect(evaluatePush(defaults, message({ msgtype: 'm.notice', body: 'beep' }), room).notify).toBe(false);
     expect(evaluatePush(defaults, message({ msgtype: 'm.text', body: '* hi', 'm.relates_to': { rel_type: 'm.replace', event_id: '$e' } }), room).notify).toBe(false);
     expect(evaluatePush(defaults, message({ 'm.relates_to': { rel_type: 'm.annotation', event_id: '$e', key: '👍' } }, { type: 'm.reaction' }), room).notify).toBe(false);
     expect(evaluatePush(defaults, message({ membership: 'join' }, { type: 'm.room.member', state_key: '@alice:example.org' }), room).notify).toBe(false);
-    expect(evaluatePush(defaults, message({ algorithm: 'm.megolm.v1.aes-sha2' }, { type: 'm.room.encrypted' }), room)).toEqual({ notify: true, highlight: false });
+    expect(evaluatePush(defaults, message({ algorithm: 'm.megolm.v1.aes-sha2' }, { type: 'm.room.encrypted' }), room)).toMatchObject({ notify: true, highlight: false });
   });
 
   it('highlight @room only from senders with the notifications.room level', () => {
     const atRoom = message({ msgtype: 'm.text', body: '@room', 'm.mentions': { room: true } });
-    expect(evaluatePush(defaults, atRoom, room)).toEqual({ notify: true, highlight: false });
-    expect(evaluatePush(defaults, atRoom, { ...room, senderPowerLevel: 50 })).toEqual({ notify: true, highlight: true });
+    expect(evaluatePush(defaults, atRoom, room)).toMatchObject({ notify: true, highlight: false });
+    expect(evaluatePush(defaults, atRoom, { ...room, senderPowerLevel: 50 })).toMatchObject({ notify: true, highlight: true });
     expect(evaluatePush(defaults, atRoom, { ...room, senderPowerLevel: 50, notificationLevels: { room: 100 } }).highlight).toBe(false);
   });
 
@@ -82,8 +84,8 @@ describe('conditions', () => {
 
   it('a user’s content rule highlights keywords before the default message rule decides', () => {
     const rules = withRule('content', { pattern: 'outage' });
-    expect(evaluatePush(rules, message({ msgtype: 'm.text', body: 'Outage in eu-1' }), room)).toEqual({ notify: true, highlight: true });
-    expect(evaluatePush(rules, message({ msgtype: 'm.text', body: 'all fine' }), room)).toEqual({ notify: true, highlight: false });
+    expect(evaluatePush(rules, message({ msgtype: 'm.text', body: 'Outage in eu-1' }), room)).toMatchObject({ notify: true, highlight: true });
+    expect(evaluatePush(rules, message({ msgtype: 'm.text', body: 'all fine' }), room)).toMatchObject({ notify: true, highlight: false });
   });
 });
 

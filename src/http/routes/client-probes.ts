@@ -54,10 +54,12 @@ export function clientProbeRoutes(services: Services): FastifyPluginAsyncTypebox
       });
     }
 
-    /** GET /pushers, POST /pushers/set: stored and listed (no pushes are sent to gateways). */
+    /** GET /pushers, POST /pushers/set: stored and listed; HTTP pushers are delivered to (push/pusher-sender.ts). */
     app.get('/pushers', async (request) => ({ pushers: await services.pushRules.pushers(requesterOf(request).userId) }));
     app.post('/pushers/set', { schema: { body: Type.Object({}, { additionalProperties: true, maxProperties: 20 }) } }, async (request) => {
-      await services.pushRules.setPusher(requesterOf(request).userId, request.body as Record<string, unknown> as never);
+      const requester = requesterOf(request);
+      // The device that set it: logging it out removes the pusher (an appservice's as_token has none).
+      await services.pushRules.setPusher(requester.userId, request.body as Record<string, unknown> as never, requester.appserviceId === undefined ? requester.deviceId : null);
       return {};
     });
 
