@@ -132,6 +132,8 @@ interface Pending {
   request: WriteRequest;
   resolve(events: StoredEvent[]): void;
   reject(error: unknown): void;
+  /** Resolved or rejected already (a batch that is written again skips it). */
+  settled: boolean;
 }
 
 interface Prepared {
@@ -232,7 +234,19 @@ export class EventWriter {
 
   private enqueue(request: WriteRequest): Promise<StoredEvent[]> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ request, resolve, reject });
+      const pending: Pending = {
+        request,
+        settled: false,
+        resolve: (events) => {
+          pending.settled = true;
+          resolve(events);
+        },
+        reject: (error) => {
+          pending.settled = true;
+          reject(error);
+        },
+      };
+      this.queue.push(pending);
       this.schedule();
     });
   }
@@ -294,6 +308,16 @@ export class EventWriter {
       for (const item of prepared) {
         for (const event of item.events) if (event.type === 'm.room.member') this.cache.forgetUser(event.stateKey ?? '');
       }
+      // A retry of a request that was answered already fails the batch at its insert (the
+      // transaction id is unique): nothing looks it up before. Its first event is its answer, and
+      // the rest of the batch is written again (the rooms are read again from what is committed).
+      const again = await this.answerRetries(batch).catch(() => undefined);
+      if (again) {
+        this.queue.unshift(...again);
+        this.flushing = false;
+        this.schedule();
+        return;
+      }
       // Every request of the batch is settled, including those the failure came before (a
       // rejection after a refusal is a no-op): a caller must never wait forever.
       for (const pending of batch) pending.reject(err);
@@ -345,11 +369,35 @@ export class EventWriter {
   }
 
   /**
-   * Taken before a request looks its transaction id up: if no other process's commit has been
-   * applied since, the lookup saw everything and the writer need not look again.
+   * Taken when a request with a transaction id starts: the writer looks up the transaction ids
+   * that another process may have committed since (`writtenElsewhere`). One committed before is
+   * found by the insert (the id is unique) and answered by `answerRetries`.
    */
   retryCheckpoint(): number {
     return this.stream.shared?.foreignCommits ?? 0;
+  }
+
+  /**
+   * After a failed batch: answers the requests whose transaction id is taken already with the
+   * event it was first written with, and returns the requests to write again; undefined when no
+   * transaction id of the batch was taken (the failure was something else).
+   */
+  private async answerRetries(batch: readonly Pending[]): Promise<Pending[] | undefined> {
+    const txns = batch.flatMap((pending) => (pending.request.txn && !pending.settled ? [pending.request.txn] : []));
+    const found = new Map<string, StoredEvent>();
+    for (let start = 0; start < txns.length; start += 100) {
+      for (const row of await this.storage.rooms.findEventsByTxns(txns.slice(start, start + 100))) found.set(txnKeyOfRow(row), eventFromRow(row));
+    }
+    if (found.size === 0) return undefined;
+    const again: Pending[] = [];
+    for (const pending of batch) {
+      if (pending.settled) continue;
+      const txn = pending.request.txn;
+      const first = txn && found.get(txnKeyText(txn));
+      if (first) pending.resolve([first]);
+      else again.push(pending);
+    }
+    return again;
   }
 
   /** The batch's transaction ids that another process wrote since they were looked up, with their events. */
