@@ -14,7 +14,8 @@
  * --dist runs another build's dist/src (a worktree of the commit to compare with). WAL_PAGES=1 also
  * prints which b-trees the WAL frames of 20 sends belong to (SQLite's dbstat). --postgres URL runs on
  * PostgreSQL instead (a schema of its own, dropped after) and counts the round trips (`pg` queries,
- * BEGIN and COMMIT included) per send; QUERY_LOG=1 prints the statements of three sends.
+ * BEGIN and COMMIT included) per send; on SQLite it counts the statements run. QUERY_LOG=1 prints
+ * the statements of three sends.
  */
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -50,7 +51,8 @@ const config = finishConfig({
   bridge: { enabled: false },
   logging: { level: 'warn' },
 });
-// Every statement `pg` sends is a round trip (Kysely's BEGIN and COMMIT included).
+// Every statement `pg` sends is a round trip (Kysely's BEGIN and COMMIT included); on SQLite,
+// the statements run.
 let roundTrips = 0;
 let queryLog;
 if (args.postgres) {
@@ -62,6 +64,21 @@ if (args.postgres) {
     queryLog?.push(typeof queryArgs[0] === 'string' ? queryArgs[0] : queryArgs[0]?.text);
     return query.apply(this, queryArgs);
   };
+}
+// SQLite: every statement run (BEGIN and COMMIT included), counted on better-sqlite3's Statement.
+if (!args.postgres) {
+  const { SqliteDriver } = await import(new URL('storage/database.js', dist).href);
+  const scratch = new SqliteDriver(':memory:');
+  const proto = Object.getPrototypeOf(scratch.prepare('SELECT 1'));
+  scratch.close();
+  for (const method of ['run', 'all', 'get', 'iterate']) {
+    const original = proto[method];
+    proto[method] = function (...runArgs) {
+      roundTrips += 1;
+      queryLog?.push(this.source);
+      return original.apply(this, runArgs);
+    };
+  }
 }
 const storage = new Storage(openDatabase({ ...config.database, measureQueries: config.metrics.enabled }), { searchIndex: config.enable_search });
 try {
@@ -152,7 +169,7 @@ try {
       `sends ${sends} concurrency ${concurrency} ${args.synchronous}: ${((used.user + used.system) / 1000 / sends).toFixed(3)} ms CPU/send ` +
         `(user ${(used.user / 1000 / sends).toFixed(3)}, system ${(used.system / 1000 / sends).toFixed(3)}), ${(sends / (ms / 1000)).toFixed(0)}/s` +
         `, ${(flushedRequests / Math.max(1, flushes)).toFixed(1)} sends per commit` +
-        (args.postgres ? `, ${((roundTrips - tripsBefore) / sends).toFixed(2)} round trips per send` : ''),
+        `, ${((roundTrips - tripsBefore) / sends).toFixed(2)} ${args.postgres ? 'round trips' : 'statements'} per send`,
     );
   }
   await services.searchIndexer?.close?.();
