@@ -313,6 +313,9 @@ export class EventWriter {
       // the rest of the batch is written again (the rooms are read again from what is committed).
       const again = await this.answerRetries(batch).catch(() => undefined);
       if (again) {
+        // Read again here, outside any transaction: on SQLite the batch's transaction holds the
+        // one connection, and a room not in memory could not be read from inside it.
+        for (const pending of again) if (!pending.request.newRoom) await this.cache.room(pending.request.roomId).catch(() => undefined);
         this.queue.unshift(...again);
         this.flushing = false;
         this.schedule();

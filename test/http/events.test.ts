@@ -55,6 +55,23 @@ describe('PUT /rooms/{roomId}/send', () => {
     expectMatrixError(await alice.request('PUT', `/rooms/${enc(roomId)}/send/m.room.message/new-after-leave`, text('no')), 403, 'M_FORBIDDEN');
   });
 
+  it('answers a retry that shares its group commit with a new event, and writes that event', async () => {
+    const { writer } = hs.services;
+    const txn = { deviceId: 'DEVICE', scope: 'test-scope', txnId: 'in-one-commit' };
+    const draft = (body: string, withTxn: boolean) => ({ type: 'm.room.message', sender: alice.userId, content: text(body), txn: withTxn ? txn : undefined });
+    const [first] = await writer.submit({ roomId, prepare: () => [draft('first', true)], txn: { sender: alice.userId, ...txn, checkpoint: 0 } });
+    // Submitted in one turn: one group commit, which the retry's insert fails (events_txn is unique).
+    const [[retry], [other]] = await Promise.all([
+      writer.submit({ roomId, prepare: () => [draft('first', true)], txn: { sender: alice.userId, ...txn, checkpoint: 0 } }),
+      writer.submit({ roomId, prepare: () => [draft('other', false)] }),
+    ]);
+    expect(retry!.eventId).toBe(first!.eventId);
+    expect(other!.eventId).not.toBe(first!.eventId);
+    const messages = await alice.ok('GET', `/rooms/${enc(roomId)}/messages`, undefined, { dir: 'b', limit: 10 });
+    const bodies = messages.chunk.filter((e: any) => e.type === 'm.room.message').map((e: any) => e.content.body);
+    expect(bodies).toEqual(['other', 'first']);
+  });
+
   it('shows unsigned.transaction_id only to the sending device', async () => {
     const since = (await alice.sync()).next_batch;
     const eventId = await alice.send(roomId, text('mine'), 'm.room.message', 'my-txn');
