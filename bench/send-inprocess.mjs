@@ -9,10 +9,13 @@
  * alternately on a busy machine, where wall-clock figures are noise; CPU per send is steadier
  * (still ±15% between runs on a loaded 2-core VM: alternate, and compare medians).
  *
- *   node bench/send-inprocess.mjs [--sends 3000] [--concurrency 1] [--synchronous full|normal] [--rounds 3] [--dist DIR]
+ *   node bench/send-inprocess.mjs [--sends 3000] [--concurrency 1] [--synchronous full|normal] [--rounds 3] [--dist DIR] [--postgres URL]
  *
  * --dist runs another build's dist/src (a worktree of the commit to compare with). WAL_PAGES=1 also
- * prints which b-trees the WAL frames of 20 sends belong to (SQLite's dbstat).
+ * prints which b-trees the WAL frames of 20 sends belong to (SQLite's dbstat). --postgres URL runs on
+ * PostgreSQL instead (a schema of its own, dropped after) and counts the round trips (`pg` queries,
+ * BEGIN and COMMIT included) per send; on SQLite it counts the statements run. QUERY_LOG=1 prints
+ * the statements of three sends.
  */
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,6 +29,7 @@ const { values: args } = parseArgs({
     synchronous: { type: 'string', default: 'full' },
     rounds: { type: 'string', default: '3' },
     dist: { type: 'string', default: new URL('../dist/src/', import.meta.url).pathname },
+    postgres: { type: 'string' },
   },
 });
 const sends = Number(args.sends);
@@ -38,14 +42,44 @@ const { systemClock } = await import(new URL('core/clock.js', dist).href);
 
 const dir = mkdtempSync(join(tmpdir(), 'bhs-send-'));
 const path = join(dir, 'homeserver.db');
+const schema = `bench_inprocess_${process.pid}`;
 const config = finishConfig({
   server_name: 'bench.local',
-  database: { path, synchronous: args.synchronous },
+  database: { path, synchronous: args.synchronous, ...(args.postgres ? { url: args.postgres, schema } : {}) },
   ratelimiting_enabled: false,
   password_hashing: { memory_cost_kib: 8, time_cost: 1 },
   bridge: { enabled: false },
   logging: { level: 'warn' },
 });
+// Every statement `pg` sends is a round trip (Kysely's BEGIN and COMMIT included); on SQLite,
+// the statements run.
+let roundTrips = 0;
+let queryLog;
+if (args.postgres) {
+  const { createRequire } = await import('node:module');
+  const pg = createRequire(new URL('../package.json', dist))('pg');
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (...queryArgs) {
+    roundTrips += 1;
+    queryLog?.push(typeof queryArgs[0] === 'string' ? queryArgs[0] : queryArgs[0]?.text);
+    return query.apply(this, queryArgs);
+  };
+}
+// SQLite: every statement run (BEGIN and COMMIT included), counted on better-sqlite3's Statement.
+if (!args.postgres) {
+  const { SqliteDriver } = await import(new URL('storage/database.js', dist).href);
+  const scratch = new SqliteDriver(':memory:');
+  const proto = Object.getPrototypeOf(scratch.prepare('SELECT 1'));
+  scratch.close();
+  for (const method of ['run', 'all', 'get', 'iterate']) {
+    const original = proto[method];
+    proto[method] = function (...runArgs) {
+      roundTrips += 1;
+      queryLog?.push(this.source);
+      return original.apply(this, runArgs);
+    };
+  }
+}
 const storage = new Storage(openDatabase({ ...config.database, measureQueries: config.metrics.enabled }), { searchIndex: config.enable_search });
 try {
   await migrateToLatest(storage.db);
@@ -79,8 +113,14 @@ try {
     await Promise.all(users.slice(0, concurrency).map(loop));
   };
   await sendMany(Math.min(1000, sends)); // warm-up
+  if (process.env.QUERY_LOG) {
+    queryLog = [];
+    await sendMany(3);
+    console.log(`statements of 3 sends:\n  ${queryLog.join('\n  ')}`);
+    queryLog = undefined;
+  }
   // What one send's commit writes: the WAL's growth over 200 sends with checkpoints held off.
-  {
+  if (!args.postgres) {
     const { sql } = await import('kysely');
     await sql`PRAGMA wal_autocheckpoint = 0`.execute(storage.db);
     await sql`PRAGMA wal_checkpoint(TRUNCATE)`.execute(storage.db);
@@ -118,6 +158,7 @@ try {
     flushes = 0;
     flushedRequests = 0;
     const walBefore = wal();
+    const tripsBefore = roundTrips;
     const cpu = process.cpuUsage();
     const t0 = performance.now();
     await sendMany(sends);
@@ -127,11 +168,16 @@ try {
     console.log(
       `sends ${sends} concurrency ${concurrency} ${args.synchronous}: ${((used.user + used.system) / 1000 / sends).toFixed(3)} ms CPU/send ` +
         `(user ${(used.user / 1000 / sends).toFixed(3)}, system ${(used.system / 1000 / sends).toFixed(3)}), ${(sends / (ms / 1000)).toFixed(0)}/s` +
-        `, ${(flushedRequests / Math.max(1, flushes)).toFixed(1)} sends per commit`,
+        `, ${(flushedRequests / Math.max(1, flushes)).toFixed(1)} sends per commit` +
+        `, ${((roundTrips - tripsBefore) / sends).toFixed(2)} ${args.postgres ? 'round trips' : 'statements'} per send`,
     );
   }
   await services.searchIndexer?.close?.();
 } finally {
+  if (args.postgres) {
+    const { sql } = await import('kysely');
+    await sql.raw(`DROP SCHEMA ${schema} CASCADE`).execute(storage.db).catch(() => undefined);
+  }
   await storage.close();
   rmSync(dir, { recursive: true, force: true });
 }

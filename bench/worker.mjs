@@ -59,7 +59,7 @@ const tasks = {
     const cpuTimer = setTimeout(() => (cpuStart = process.cpuUsage()), Math.max(0, measureFrom - epochNow()));
     let genCpuMs = null;
     const cpuEndTimer = setTimeout(() => (genCpuMs = cpuStart ? cpuMsSince(cpuStart) : null), Math.max(0, measureTo - epochNow()));
-    const withTxn = target.path.endsWith('/');
+    const withTxn = (target.paths?.[0] ?? target.path).endsWith('/');
     await sleepUntil(startAt);
     await Promise.all(
       tokens.map(async (token, s) => {
@@ -68,7 +68,8 @@ const tasks = {
         try {
           while (epochNow() < measureTo) {
             const id = `${tag}-${process.pid}-${s}-${seq++}`;
-            const path = withTxn ? `${target.path}${id}` : target.path;
+            const base = target.paths ? target.paths[s] : target.path;
+            const path = withTxn ? `${base}${id}` : base;
             const body = target.body === 'webhook' ? { text: `load ${id}` } : { msgtype: 'm.text', body: `load ${id}` };
             let res;
             try {

@@ -157,7 +157,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     maxRetryMs: config.federation.max_retry_interval,
   });
   // The outbox is written in the same transaction as the events it sends.
-  writer.onWrite(federationSender.enqueueHook);
+  writer.onWrite(federationSender.enqueueHook, federationSender.enqueueProbe);
   writer.onCommit(federationSender.commitListener);
   // A redacted event is served to other servers redacted from then on.
   writer.onCommit((events) => {
@@ -169,7 +169,7 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
     maxRetryMs: config.federation.max_retry_interval,
   });
   // Also queued in the events' own transaction: a restart loses nothing an appservice is owed.
-  writer.onWrite(appserviceSender.enqueueHook);
+  writer.onWrite(appserviceSender.enqueueHook, appserviceSender.enqueueProbe);
   writer.onCommit(appserviceSender.commitListener);
   sessions.onAppserviceSeen = (serviceId) => appserviceSender.heardFrom(serviceId);
   const appservices = new AppServices(appserviceRegistry, appserviceSender, appserviceClient, accounts, sessions, config.server_name);

@@ -54,7 +54,8 @@ export async function closedLoop({ server, servers: given, target, tokens, proce
       workers.map((w, i) =>
         w.run('send-load', {
           baseUrl: servers[i % servers.length].baseUrl,
-          target,
+          // A target with `paths` (one per sender: each its own room) is sliced like the tokens.
+          target: target.paths ? { ...target, paths: target.paths.slice(i * sendersPerProcess, (i + 1) * sendersPerProcess) } : target,
           tokens: tokens.slice(i * sendersPerProcess, (i + 1) * sendersPerProcess),
           startAt,
           warmupMs,

@@ -3,6 +3,9 @@
  * otherwise), next to one process on the same database, in the same run:
  * - send throughput: 10 senders in one room, spread over the processes (each generator process
  *   talks to one server process, as a load balancer would spread clients);
+ * - many rooms: 100 bots, each sending into a room of its own (100 rooms), through one process
+ *   and spread over two: rooms that share nothing, where two processes can work side by side
+ *   (the one-room variant is serialized by design);
  * - wake latency: a user long-polls one process, another sends through the other; from the send
  *   starting to the sync answer carrying it (the commit's notification crossing PostgreSQL).
  */
@@ -16,6 +19,9 @@ import { Worker } from '../lib/workers.mjs';
 import { messageTarget } from './send-throughput.mjs';
 
 export const name = 'processes';
+
+/** Bots (and rooms, one each) of the many-rooms variants. */
+const MANY_ROOMS = 100;
 export const standalone = true;
 
 /** @param {import('../run.mjs').StandaloneContext} ctx */
@@ -45,6 +51,26 @@ export async function run(ctx) {
       warmupMs,
       durationMs,
       tag: `${ctx.runId}-${servers.length}p`,
+    });
+    results.push({ scenario: name, variant, synchronous: 'postgres', ...measured });
+  }
+  // 100 bots in 100 rooms: each bot creates its own room and sends into it.
+  const bots = await registerUsers({ server: a, sharedSecret: ctx.sharedSecret }, 'pbot', MANY_ROOMS);
+  const botRooms = [];
+  for (const bot of bots) botRooms.push(await roomWith({ server: a }, [bot]));
+  const perRoom = { ...messageTarget(botRooms[0]), paths: botRooms.map((roomId) => messageTarget(roomId).path) };
+  for (const [variant, servers] of [[`${MANY_ROOMS} bots in ${MANY_ROOMS} rooms, 1 process`, [a]], [`${MANY_ROOMS} bots in ${MANY_ROOMS} rooms over 2 processes`, [a, b]]]) {
+    const { warmupMs, durationMs } = ctx.settings.send;
+    const measured = await closedLoop({
+      server: a,
+      servers,
+      target: perRoom,
+      tokens: bots.map((user) => user.access_token),
+      processes: 2,
+      sendersPerProcess: MANY_ROOMS / 2,
+      warmupMs,
+      durationMs,
+      tag: `${ctx.runId}-rooms-${servers.length}p`,
     });
     results.push({ scenario: name, variant, synchronous: 'postgres', ...measured });
   }

@@ -14,7 +14,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import { eventFromRow, toClientEvent } from '../rooms/events.js';
-import type { WriteHook } from '../rooms/event-writer.js';
+import type { WriteHook, WriteHookProbe } from '../rooms/event-writer.js';
 import type { RoomCache } from '../rooms/room-cache.js';
 import type { Storage } from '../storage/index.js';
 import type { AppServiceClient } from './appservice-client.js';
@@ -89,6 +89,17 @@ export class AppServiceSender {
       }
     }
     if (rows.length > 0) await stores.appservices.enqueue(rows, this.clock.now());
+  };
+
+  /** Whether `enqueueHook` writes anything for these events (an appservice is interested). */
+  readonly enqueueProbe: WriteHookProbe = (events, room) => {
+    for (const service of this.targets) {
+      for (const event of events) {
+        if (event.outlier || event.rejected !== undefined || event.softFailed || event.backfilledAt !== undefined) continue;
+        if (this.registry.isInterestedInEvent(service, event, room)) return true;
+      }
+    }
+    return false;
   };
 
   /**

@@ -11,7 +11,7 @@ import type { Clock } from '../core/clock.js';
 import { domainOf } from '../rooms/auth-rules.js';
 import type { EventGraph } from '../rooms/event-graph.js';
 import type { StoredEvent } from '../rooms/events.js';
-import type { WriteHook } from '../rooms/event-writer.js';
+import type { WriteHook, WriteHookProbe } from '../rooms/event-writer.js';
 import { pduOf } from '../rooms/pdu.js';
 import type { RoomCache } from '../rooms/room-cache.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
@@ -78,6 +78,12 @@ export class FederationSender {
       for (const destination of this.destinationsFor(room, event)) rows.push({ destination, kind: 'pdu', payload: event.eventId });
     }
     if (rows.length > 0) await stores.federation.enqueue(rows, this.clock.now());
+  };
+
+  /** Whether `enqueueHook` writes anything for these events (a room with other servers in it). */
+  readonly enqueueProbe: WriteHookProbe = (events, room, { fanOut }) => {
+    if (!fanOut || room.legacy) return false;
+    return events.some((event) => !event.outlier && event.rejected === undefined && this.destinationsFor(room, event).size > 0);
   };
 
   /** After each commit: wake the queues that just got something. */

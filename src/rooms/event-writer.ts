@@ -99,6 +99,12 @@ export interface RemoteBatch {
 /** What a write hook learns of each request: its events, the room after them, whose they are to send. */
 export type WriteHook = (stores: Stores, events: readonly StoredEvent[], room: RoomSnapshot, options: { fanOut: boolean }) => Promise<void>;
 
+/**
+ * Whether a write hook has anything to write for these events (without writing it): a batch that
+ * no hook writes for can go as one statement, without a transaction (PostgreSQL).
+ */
+export type WriteHookProbe = (events: readonly StoredEvent[], room: RoomSnapshot, options: { fanOut: boolean }) => boolean;
+
 /** The room's head moved between computing a remote batch and writing it: compute it again. */
 export class HeadMoved extends Error {
   override name = 'HeadMoved';
@@ -132,6 +138,8 @@ interface Pending {
   request: WriteRequest;
   resolve(events: StoredEvent[]): void;
   reject(error: unknown): void;
+  /** Resolved or rejected already (a batch that is written again skips it). */
+  settled: boolean;
 }
 
 interface Prepared {
@@ -175,14 +183,15 @@ export class EventWriter {
    * Called inside the transaction for every request, after its events are written: what must be
    * durable with them (the federation outbox) is written here, in the same commit.
    */
-  private readonly writeHooks: WriteHook[] = [];
+  private readonly writeHooks: Array<{ write: WriteHook; writes: WriteHookProbe }> = [];
 
   onCommit(listener: (events: readonly StoredEvent[], room: RoomSnapshot) => void): void {
     this.commitListeners.push(listener);
   }
 
-  onWrite(hook: WriteHook): void {
-    this.writeHooks.push(hook);
+  /** `writes` says whether `hook` would write anything for these events (by default: always). */
+  onWrite(hook: WriteHook, writes: WriteHookProbe = () => true): void {
+    this.writeHooks.push({ write: hook, writes });
   }
 
   /** Called after every group commit: how many write requests and events it carried, and how long it took. */
@@ -232,7 +241,19 @@ export class EventWriter {
 
   private enqueue(request: WriteRequest): Promise<StoredEvent[]> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ request, resolve, reject });
+      const pending: Pending = {
+        request,
+        settled: false,
+        resolve: (events) => {
+          pending.settled = true;
+          resolve(events);
+        },
+        reject: (error) => {
+          pending.settled = true;
+          reject(error);
+        },
+      };
+      this.queue.push(pending);
       this.schedule();
     });
   }
@@ -256,43 +277,49 @@ export class EventWriter {
     const touchedRooms = new Set<string>();
     let maxStream = 0;
     try {
-      // In stream order with the other writers (StreamCounter.write).
-      await this.stream.write(this.storage, async (stores, effects) => {
-        // Another process may have written to these rooms since they were loaded (the stream is
-        // shared): its changes dropped them from the cache, and they are read again, under the
-        // stream's lock, before anything is checked against them.
-        for (const pending of batch) {
-          if (!pending.request.newRoom && !this.cache.peek(pending.request.roomId)) await this.cache.room(pending.request.roomId);
-        }
-        const written = this.stream.shared ? await this.writtenElsewhere(stores, batch, this.stream.shared.foreignCommits) : undefined;
-        // In submission order: each request is checked against every earlier one.
-        for (const pending of batch) {
-          const txn = pending.request.txn;
-          const already = txn && written?.get(txnKeyText(txn));
-          if (already) {
-            pending.resolve([already]);
-            continue;
+      if (this.stream.shared || !this.storage.rooms.isPostgres) {
+        // In stream order with the other writers (StreamCounter.write).
+        await this.stream.write(this.storage, async (stores, effects) => {
+          await this.prepareBatch(batch, stores, prepared, touchedRooms);
+          await this.writeBatch(stores, prepared);
+          describeEffects(prepared, effects);
+        });
+      } else {
+        // PostgreSQL, one process: a batch of messages is one statement (the events, the rooms'
+        // heads, their search rows), atomic and durable on its own, so it goes without BEGIN and
+        // COMMIT: one round trip instead of three. Anything more opens a transaction.
+        await this.stream.serialized(async () => {
+          await this.prepareBatch(batch, undefined, prepared, touchedRooms);
+          const rows = prepared.flatMap((item) => item.events.map(rowFromEvent));
+          const heads = headsOf(prepared);
+          if (this.onlyEvents(prepared) && this.storage.rooms.insertsInOneStatement(rows, heads)) {
+            await this.storage.rooms.insertEvents(rows, heads);
+          } else {
+            await this.storage.transaction((stores) => this.writeBatch(stores, prepared, rows, heads));
           }
-          const result = await this.prepareOne(pending, touchedRooms);
-          if (result) prepared.push(result);
-        }
-        // New rooms' rows first; then every event of the batch and the rooms' heads in one
-        // statement (on PostgreSQL a statement is a round trip).
-        for (const item of prepared) if (item.pending.request.newRoom) await stores.rooms.insertRoom(item.pending.request.newRoom);
-        await stores.rooms.insertEvents(prepared.flatMap((item) => item.events.map(rowFromEvent)), headsOf(prepared));
-        for (const item of prepared) {
-          for (const event of item.events) maxStream = Math.max(maxStream, event.stream);
-          if (item.stateReset !== undefined) maxStream = Math.max(maxStream, item.stateReset);
-          await this.write(stores, item);
-          const fanOut = item.pending.request.fanOut ?? item.pending.request.remote === undefined;
-          for (const hook of this.writeHooks) await hook(stores, item.events, item.room, { fanOut });
-        }
-        describeEffects(prepared, effects);
-      });
+        });
+      }
+      for (const item of prepared) {
+        for (const event of item.events) maxStream = Math.max(maxStream, event.stream);
+        if (item.stateReset !== undefined) maxStream = Math.max(maxStream, item.stateReset);
+      }
     } catch (err) {
       for (const roomId of touchedRooms) this.cache.forgetRoom(roomId);
       for (const item of prepared) {
         for (const event of item.events) if (event.type === 'm.room.member') this.cache.forgetUser(event.stateKey ?? '');
+      }
+      // A retry of a request that was answered already fails the batch at its insert (the
+      // transaction id is unique): nothing looks it up before. Its first event is its answer, and
+      // the rest of the batch is written again (the rooms are read again from what is committed).
+      const again = await this.answerRetries(batch).catch(() => undefined);
+      if (again) {
+        // Read again here, outside any transaction: on SQLite the batch's transaction holds the
+        // one connection, and a room not in memory could not be read from inside it.
+        for (const pending of again) if (!pending.request.newRoom) await this.cache.room(pending.request.roomId).catch(() => undefined);
+        this.queue.unshift(...again);
+        this.flushing = false;
+        this.schedule();
+        return;
       }
       // Every request of the batch is settled, including those the failure came before (a
       // rejection after a refusal is a no-op): a caller must never wait forever.
@@ -344,12 +371,87 @@ export class EventWriter {
     if (this.queue.length > 0) this.schedule();
   }
 
+  /** Checks and builds the batch's events in submission order, each against every earlier one. */
+  private async prepareBatch(batch: readonly Pending[], stores: Stores | undefined, prepared: Prepared[], touchedRooms: Set<string>): Promise<void> {
+    // Another process may have written to these rooms since they were loaded (the stream is
+    // shared): its changes dropped them from the cache, and they are read again, under the
+    // stream's lock, before anything is checked against them.
+    for (const pending of batch) {
+      if (!pending.request.newRoom && !this.cache.peek(pending.request.roomId)) await this.cache.room(pending.request.roomId);
+    }
+    const written = this.stream.shared && stores ? await this.writtenElsewhere(stores, batch, this.stream.shared.foreignCommits) : undefined;
+    for (const pending of batch) {
+      const txn = pending.request.txn;
+      const already = txn && written?.get(txnKeyText(txn));
+      if (already) {
+        pending.resolve([already]);
+        continue;
+      }
+      const result = await this.prepareOne(pending, touchedRooms);
+      if (result) prepared.push(result);
+    }
+  }
+
+  /** Writes a prepared batch inside its transaction. */
+  private async writeBatch(stores: Stores, prepared: readonly Prepared[], rows = prepared.flatMap((item) => item.events.map(rowFromEvent)), heads = headsOf(prepared)): Promise<void> {
+    // New rooms' rows first; then every event of the batch and the rooms' heads in one
+    // statement (on PostgreSQL a statement is a round trip).
+    for (const item of prepared) if (item.pending.request.newRoom) await stores.rooms.insertRoom(item.pending.request.newRoom);
+    await stores.rooms.insertEvents(rows, heads);
+    for (const item of prepared) {
+      await this.write(stores, item);
+      const fanOut = item.pending.request.fanOut ?? item.pending.request.remote === undefined;
+      for (const hook of this.writeHooks) await hook.write(stores, item.events, item.room, { fanOut });
+    }
+  }
+
   /**
-   * Taken before a request looks its transaction id up: if no other process's commit has been
-   * applied since, the lookup saw everything and the writer need not look again.
+   * Whether the batch writes nothing but its events and the rooms' heads: local messages (no
+   * state, no redaction, no new room) that no write hook has anything to add to.
+   */
+  private onlyEvents(prepared: readonly Prepared[]): boolean {
+    for (const item of prepared) {
+      const { request } = item.pending;
+      if (request.newRoom || request.remote || item.stateGroups.length > 0 || item.currentState) return false;
+      for (const [index, event] of item.events.entries()) {
+        if (event.stateKey !== undefined || item.drafts[index]?.redaction) return false;
+      }
+      const fanOut = request.fanOut ?? true;
+      for (const hook of this.writeHooks) if (hook.writes(item.events, item.room, { fanOut })) return false;
+    }
+    return true;
+  }
+
+  /**
+   * Taken when a request with a transaction id starts: the writer looks up the transaction ids
+   * that another process may have committed since (`writtenElsewhere`). One committed before is
+   * found by the insert (the id is unique) and answered by `answerRetries`.
    */
   retryCheckpoint(): number {
     return this.stream.shared?.foreignCommits ?? 0;
+  }
+
+  /**
+   * After a failed batch: answers the requests whose transaction id is taken already with the
+   * event it was first written with, and returns the requests to write again; undefined when no
+   * transaction id of the batch was taken (the failure was something else).
+   */
+  private async answerRetries(batch: readonly Pending[]): Promise<Pending[] | undefined> {
+    const txns = batch.flatMap((pending) => (pending.request.txn && !pending.settled ? [pending.request.txn] : []));
+    const found = new Map<string, StoredEvent>();
+    for (let start = 0; start < txns.length; start += 100) {
+      for (const row of await this.storage.rooms.findEventsByTxns(txns.slice(start, start + 100))) found.set(txnKeyOfRow(row), eventFromRow(row));
+    }
+    if (found.size === 0) return undefined;
+    const again: Pending[] = [];
+    for (const pending of batch) {
+      if (pending.settled) continue;
+      const txn = pending.request.txn;
+      const first = txn && found.get(txnKeyText(txn));
+      if (first) pending.resolve([first]);
+      else again.push(pending);
+    }
+    return again;
   }
 
   /** The batch's transaction ids that another process wrote since they were looked up, with their events. */

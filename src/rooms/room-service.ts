@@ -461,10 +461,20 @@ export class RoomService {
     const inflight = this.inflightTxns.get(key);
     if (inflight) return inflight;
     const attempt = (async () => {
-      // Before the lookup: the writer looks again only if another process committed since.
+      // Nothing is looked up before the write: the event is built and written as if new, and a
+      // retry of an answered request is found by the write itself (the transaction id is unique
+      // in the events table; the writer answers it with the first event, see EventWriter). A
+      // lookup before every send cost a query (on PostgreSQL a round trip) for the rare retry.
       const checkpoint = this.writer.retryCheckpoint();
-      const previous = await this.txnLookups.find(txn);
-      return previous ? previous.event_id : work(checkpoint);
+      try {
+        return await work(checkpoint);
+      } catch (err) {
+        // Refused now (the user has left, is rate limited, the auth rules say no): a retry of a
+        // request that was answered still gets its first answer.
+        const previous = await this.txnLookups.find(txn).catch(() => undefined);
+        if (previous) return previous.event_id;
+        throw err;
+      }
     })();
     this.inflightTxns.set(key, attempt);
     try {

@@ -124,6 +124,21 @@ export class RoomStore {
     this.searchInline = this.indexSearch && this.postgres;
   }
 
+  /** Whether this is PostgreSQL (where a statement is a round trip). */
+  get isPostgres(): boolean {
+    return this.postgres;
+  }
+
+  /**
+   * Whether `insertEvents` writes these events and heads in one statement (PostgreSQL: the
+   * events, the heads and the search rows; not relations), which is atomic without a transaction.
+   */
+  insertsInOneStatement(events: readonly EventRow[], heads: ReadonlyMap<string, RoomHeadRow>): boolean {
+    if (!this.postgres || events.length === 0 || events.length > ROWS_PER_STATEMENT || heads.size > ROWS_PER_STATEMENT) return false;
+    // A relation row is a statement of its own; the text says cheaply that most events have none.
+    return !events.some((event) => event.content.includes('m.relates_to') && relationOf(event.content) !== undefined);
+  }
+
   /** Whether events are indexed for search at all (`enable_search`). */
   get searchEnabled(): boolean {
     return this.indexSearch;

@@ -106,6 +106,18 @@ export class StreamCounter {
     this.tail = settled.catch(() => undefined);
     return settled;
   }
+
+  /**
+   * Runs `work`, which takes positions and opens its own transaction (or writes one statement,
+   * atomic without one), in the same order as `write`'s work. Only for a stream of one process:
+   * a shared stream's positions are taken under a lock held in the transaction (`write`).
+   */
+  serialized<T>(work: () => Promise<T>): Promise<T> {
+    if (this.shared) throw new Error('StreamCounter.serialized: the stream is shared; use write');
+    const settled = this.tail.then(work, work);
+    this.tail = settled.catch(() => undefined);
+    return settled;
+  }
 }
 
 /**

@@ -33,6 +33,45 @@ describe('PUT /rooms/{roomId}/send', () => {
     expect(messages.chunk.filter((e: any) => e.content.body === 'once')).toHaveLength(2);
   });
 
+  it('answers a retry written in one commit with new sends, and a retry after leaving, with the first event', async () => {
+    const path = `/rooms/${enc(roomId)}/send/m.room.message/txn-batch`;
+    const first = (await alice.ok('PUT', path, text('first'))).event_id;
+    // Nothing looks the transaction id up before the write: the retry fails the group commit it
+    // shares with the other sends, is answered from the record, and the others are written again.
+    const [retry, ...others] = await Promise.all([
+      alice.ok('PUT', path, text('first')),
+      bob.ok('PUT', `/rooms/${enc(roomId)}/send/m.room.message/b1`, text('bob 1')),
+      alice.ok('PUT', `/rooms/${enc(roomId)}/send/m.room.message/a2`, text('alice 2')),
+    ]);
+    expect(retry.event_id).toBe(first);
+    const messages = await alice.ok('GET', `/rooms/${enc(roomId)}/messages`, undefined, { dir: 'b', limit: 10 });
+    const bodies = messages.chunk.filter((e: any) => e.type === 'm.room.message').map((e: any) => e.content.body);
+    expect(bodies.filter((body: string) => body === 'first')).toHaveLength(1);
+    expect(bodies).toEqual(expect.arrayContaining(['bob 1', 'alice 2']));
+    expect(new Set(others.map((o) => o.event_id)).size).toBe(2);
+    // Refused now (alice left), a retry still gets its first answer.
+    await alice.ok('POST', `/rooms/${enc(roomId)}/leave`, {});
+    expect((await alice.ok('PUT', path, text('first'))).event_id).toBe(first);
+    expectMatrixError(await alice.request('PUT', `/rooms/${enc(roomId)}/send/m.room.message/new-after-leave`, text('no')), 403, 'M_FORBIDDEN');
+  });
+
+  it('answers a retry that shares its group commit with a new event, and writes that event', async () => {
+    const { writer } = hs.services;
+    const txn = { deviceId: 'DEVICE', scope: 'test-scope', txnId: 'in-one-commit' };
+    const draft = (body: string, withTxn: boolean) => ({ type: 'm.room.message', sender: alice.userId, content: text(body), txn: withTxn ? txn : undefined });
+    const [first] = await writer.submit({ roomId, prepare: () => [draft('first', true)], txn: { sender: alice.userId, ...txn, checkpoint: 0 } });
+    // Submitted in one turn: one group commit, which the retry's insert fails (events_txn is unique).
+    const [[retry], [other]] = await Promise.all([
+      writer.submit({ roomId, prepare: () => [draft('first', true)], txn: { sender: alice.userId, ...txn, checkpoint: 0 } }),
+      writer.submit({ roomId, prepare: () => [draft('other', false)] }),
+    ]);
+    expect(retry!.eventId).toBe(first!.eventId);
+    expect(other!.eventId).not.toBe(first!.eventId);
+    const messages = await alice.ok('GET', `/rooms/${enc(roomId)}/messages`, undefined, { dir: 'b', limit: 10 });
+    const bodies = messages.chunk.filter((e: any) => e.type === 'm.room.message').map((e: any) => e.content.body);
+    expect(bodies).toEqual(['other', 'first']);
+  });
+
   it('shows unsigned.transaction_id only to the sending device', async () => {
     const since = (await alice.sync()).next_batch;
     const eventId = await alice.send(roomId, text('mine'), 'm.room.message', 'my-txn');
