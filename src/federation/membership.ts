@@ -13,7 +13,7 @@ import { ERRCODE_STATUS, MatrixError, type Errcode } from '../core/errors.js';
 import type { Signer } from '../core/signed-json.js';
 import { domainOf } from '../rooms/auth-rules.js';
 import type { JsonObject } from '../rooms/events.js';
-import { eventIdOf, finishPdu, nextDepth, signedForm, type Pdu, type UnsignedPdu } from '../rooms/pdu.js';
+import { eventIdOf, finishPdu, nextDepth, pduFromWire, referencesProblem, signedForm, V1_REFERENCE_HASHES, wirePdu, type Pdu, type UnsignedPdu } from '../rooms/pdu.js';
 import { JoinRefused, type RemoteEvents, type VerifiedPdu } from '../rooms/remote-events.js';
 import type { PublicRoomsQuery, RemoteRooms } from '../rooms/remote-rooms.js';
 import type { RoomCache } from '../rooms/room-cache.js';
@@ -69,13 +69,13 @@ export class FederatedMembership implements RemoteRooms {
       path: `/_matrix/federation/v1/make_join/${encodeURIComponent(roomId)}/${encodeURIComponent(userId)}?${versions}`,
     });
     const version = versionOf(made.room_version);
-    const template = templateOf(made.event, roomId, userId);
+    const template = templateOf(made.event, roomId, userId, version);
     const via = template.content.join_authorised_via_users_server;
     const { pdu, eventId } = this.sign(template, version, { ...content, membership: 'join', ...(typeof via === 'string' ? { join_authorised_via_users_server: via } : {}) });
     const answer = await client.request<{ state?: unknown; auth_chain?: unknown; event?: unknown }>(server, {
       method: 'PUT',
       path: `/_matrix/federation/v2/send_join/${encodeURIComponent(roomId)}/${encodeURIComponent(eventId)}`,
-      body: pdu,
+      body: wirePdu(pdu, version),
       timeoutMs: SEND_JOIN_TIMEOUT_MS,
     });
     if (!Array.isArray(answer.state) || !Array.isArray(answer.auth_chain)) throw new JoinRefused(`${server} answered send_join without state`);
@@ -116,11 +116,11 @@ export class FederatedMembership implements RemoteRooms {
           path: `/_matrix/federation/v1/make_knock/${encodeURIComponent(roomId)}/${encodeURIComponent(userId)}?${versions}`,
         });
         const version = versionOf(made.room_version);
-        const signed = this.sign(templateOf(made.event, roomId, userId), version, { ...content, membership: 'knock' });
+        const signed = this.sign(templateOf(made.event, roomId, userId, version), version, { ...content, membership: 'knock' });
         const answer = await this.deps.client.request<{ knock_room_state?: unknown; knock_state_events?: unknown }>(server, {
           method: 'PUT',
           path: `/_matrix/federation/v1/send_knock/${encodeURIComponent(roomId)}/${encodeURIComponent(signed.eventId)}`,
-          body: signed.pdu,
+          body: wirePdu(signed.pdu, version),
         });
         const stripped = strippedList(answer.knock_room_state ?? answer.knock_state_events);
         await this.recordOutOfRoom(roomId, userId, 'knock', signed.eventId, version, JSON.stringify(stripped), signed.pdu);
@@ -143,11 +143,11 @@ export class FederatedMembership implements RemoteRooms {
           path: `/_matrix/federation/v1/make_leave/${encodeURIComponent(roomId)}/${encodeURIComponent(userId)}`,
         });
         const version = versionOf(made.room_version);
-        const signed = this.sign(templateOf(made.event, roomId, userId), version, content);
+        const signed = this.sign(templateOf(made.event, roomId, userId, version), version, content);
         await this.deps.client.request(server, {
           method: 'PUT',
           path: `/_matrix/federation/v2/send_leave/${encodeURIComponent(roomId)}/${encodeURIComponent(signed.eventId)}`,
-          body: signed.pdu,
+          body: wirePdu(signed.pdu, version),
         });
         leave = { ...signed, version };
         break;
@@ -202,7 +202,7 @@ export class FederatedMembership implements RemoteRooms {
       answer = await this.deps.client.request<{ event?: unknown }>(server, {
         method: 'PUT',
         path: `/_matrix/federation/v2/invite/${encodeURIComponent(roomId)}/${encodeURIComponent(invite.eventId)}`,
-        body: { room_version: version.id, event: invite.pdu, invite_room_state: strippedState },
+        body: { room_version: version.id, event: wirePdu(invite.pdu, version), invite_room_state: strippedState },
       });
     } catch (err) {
       throw toClientError(err, `${server} refused the invite`);
@@ -291,6 +291,8 @@ export class FederatedMembership implements RemoteRooms {
       depth: template.depth,
       prev_events: template.prev_events,
       auth_events: template.auth_events,
+      // v1/v2: the hashes the template's pairs carried (the event id is ours to make).
+      ...(template[V1_REFERENCE_HASHES] !== undefined ? { [V1_REFERENCE_HASHES]: template[V1_REFERENCE_HASHES] } : {}),
     };
     return finishPdu(draft, version, this.deps.signer);
   }
@@ -311,17 +313,22 @@ function versionOf(value: unknown): RoomVersion {
   return version;
 }
 
-/** A make_ template, checked to be for this room and user. */
-function templateOf(raw: unknown, roomId: string, userId: string): Pdu {
-  if (typeof raw !== 'object' || raw === null) throw new JoinRefused('the template is not an object');
+/**
+ * A make_ template, checked to be for this room and user, in the server's form (v1/v2 rooms:
+ * the `[event_id, hashes]` pairs become ids, their hashes kept aside).
+ */
+function templateOf(raw: unknown, roomId: string, userId: string, version: RoomVersion): Pdu {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new JoinRefused('the template is not an object');
   const template = raw as Pdu;
   if (template.room_id !== roomId || template.sender !== userId || template.state_key !== userId || template.type !== 'm.room.member') {
     throw new JoinRefused('the template is for another room or user');
   }
-  const ids = (value: unknown) => Array.isArray(value) && value.length <= 20 && value.every((id) => typeof id === 'string');
-  if (!ids(template.prev_events) || !ids(template.auth_events) || !Number.isSafeInteger(template.depth)) throw new JoinRefused('the template is malformed');
+  const v1 = version.eventFormat === 'v1';
+  const wellFormed = (value: unknown) =>
+    Array.isArray(value) && value.length <= 20 && (v1 ? referencesProblem(value) === undefined : value.every((id) => typeof id === 'string'));
+  if (!wellFormed(template.prev_events) || !wellFormed(template.auth_events) || !Number.isSafeInteger(template.depth)) throw new JoinRefused('the template is malformed');
   if (typeof template.content !== 'object' || template.content === null) template.content = {};
-  return template;
+  return pduFromWire(template, version) as Pdu;
 }
 
 /** What a client is told when another server refused or could not be reached. */
