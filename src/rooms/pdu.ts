@@ -114,7 +114,10 @@ export function wirePdu<T extends JsonObject>(pdu: T, version: RoomVersion): T {
           return [id, typeof hash === 'object' && hash !== null ? hash : {}];
         })
       : list;
-  return { ...rest, prev_events: pair(rest.prev_events, hashes.prev_events), auth_events: pair(rest.auth_events, hashes.auth_events) } as unknown as T;
+  const wire: JsonObject = { ...rest };
+  if (rest.prev_events !== undefined) wire.prev_events = pair(rest.prev_events, hashes.prev_events);
+  if (rest.auth_events !== undefined) wire.auth_events = pair(rest.auth_events, hashes.auth_events);
+  return wire as T;
 }
 
 /** A new v1/v2 event id: `$`, 18 random url-safe characters (about 108 bits) and this server's name. */
