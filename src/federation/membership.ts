@@ -72,12 +72,7 @@ export class FederatedMembership implements RemoteRooms {
     const template = templateOf(made.event, roomId, userId, version);
     const via = template.content.join_authorised_via_users_server;
     const { pdu, eventId } = this.sign(template, version, { ...content, membership: 'join', ...(typeof via === 'string' ? { join_authorised_via_users_server: via } : {}) });
-    const answer = await client.request<{ state?: unknown; auth_chain?: unknown; event?: unknown }>(server, {
-      method: 'PUT',
-      path: `/_matrix/federation/v2/send_join/${encodeURIComponent(roomId)}/${encodeURIComponent(eventId)}`,
-      body: wirePdu(pdu, version),
-      timeoutMs: SEND_JOIN_TIMEOUT_MS,
-    });
+    const answer = await this.sendMembershipEvent<{ state?: unknown; auth_chain?: unknown; event?: unknown }>(server, 'send_join', roomId, eventId, wirePdu(pdu, version), SEND_JOIN_TIMEOUT_MS);
     if (!Array.isArray(answer.state) || !Array.isArray(answer.auth_chain)) throw new JoinRefused(`${server} answered send_join without state`);
     // A restricted join comes back countersigned by the server that vouched for it.
     let join: VerifiedPdu = { eventId, pdu, signers: new Set([this.deps.signer.serverName]) };
@@ -144,11 +139,7 @@ export class FederatedMembership implements RemoteRooms {
         });
         const version = versionOf(made.room_version);
         const signed = this.sign(templateOf(made.event, roomId, userId, version), version, content);
-        await this.deps.client.request(server, {
-          method: 'PUT',
-          path: `/_matrix/federation/v2/send_leave/${encodeURIComponent(roomId)}/${encodeURIComponent(signed.eventId)}`,
-          body: wirePdu(signed.pdu, version),
-        });
+        await this.sendMembershipEvent(server, 'send_leave', roomId, signed.eventId, wirePdu(signed.pdu, version));
         leave = { ...signed, version };
         break;
       } catch {
@@ -198,30 +189,37 @@ export class FederatedMembership implements RemoteRooms {
     const invitee = invite.pdu.state_key ?? '';
     const server = domainOf(invitee);
     let answer: { event?: unknown };
+    const path = (api: string) => `/_matrix/federation/${api}/invite/${encodeURIComponent(roomId)}/${encodeURIComponent(invite.eventId)}`;
+    const event = wirePdu(invite.pdu, version);
     try {
-      answer = await this.deps.client.request<{ event?: unknown }>(server, {
-        method: 'PUT',
-        path: `/_matrix/federation/v2/invite/${encodeURIComponent(roomId)}/${encodeURIComponent(invite.eventId)}`,
-        body: { room_version: version.id, event: wirePdu(invite.pdu, version), invite_room_state: strippedState },
-      });
+      try {
+        answer = await this.deps.client.request<{ event?: unknown }>(server, { method: 'PUT', path: path('v2'), body: { room_version: version.id, event, invite_room_state: strippedState } });
+      } catch (err) {
+        // A server without /v2/invite (Synapse before 1.0 and SyTest's fake server) takes v1, for
+        // rooms of versions 1 and 2 only, which are all it can know: the event with the stripped
+        // state in its unsigned, and an answer wrapped in [200, ...].
+        if (!isUnknownEndpoint(err) || version.eventFormat !== 'v1') throw err;
+        const unsigned = { ...((event.unsigned as JsonObject | undefined) ?? {}), invite_room_state: strippedState };
+        answer = unwrapV1(await this.deps.client.request<unknown>(server, { method: 'PUT', path: path('v1'), body: { ...event, unsigned } })) as { event?: unknown };
+      }
     } catch (err) {
       throw toClientError(err, `${server} refused the invite`);
     }
     const signed = answer.event;
     if (typeof signed !== 'object' || signed === null || Array.isArray(signed)) throw new MatrixError('M_UNKNOWN', `${server} answered the invite without the event`, { status: 502 });
-    const event = signed as Pdu;
+    const answered = signed as Pdu;
     // What is not JSON of the room version (floats, integers out of range from v6) is a bad answer
     // to a bad request of ours: 400 M_BAD_JSON for the inviter, as Synapse answers, not a 502.
-    const jsonProblem = canonicalJsonProblem(version.strictCanonicalJson ? event : {}, MAX_JSON_DEPTH + 2);
+    const jsonProblem = canonicalJsonProblem(version.strictCanonicalJson ? answered : {}, MAX_JSON_DEPTH + 2);
     if (jsonProblem) throw new MatrixError('M_BAD_JSON', `${server} answered the invite with JSON room version ${version.id} does not allow: ${jsonProblem}`);
     // The same event (its id covers everything but signatures), with a valid signature of theirs.
     let sameEvent = false;
     try {
-      sameEvent = eventIdOf(event, version) === invite.eventId;
+      sameEvent = eventIdOf(answered, version) === invite.eventId;
     } catch {
       sameEvent = false;
     }
-    const theirs = typeof event.signatures === 'object' && event.signatures !== null ? event.signatures[server] : undefined;
+    const theirs = typeof answered.signatures === 'object' && answered.signatures !== null ? answered.signatures[server] : undefined;
     if (!sameEvent || !theirs) throw new MatrixError('M_UNKNOWN', `${server} changed the invite or did not sign it`, { status: 502 });
     const combined: Pdu = { ...invite.pdu, signatures: { ...invite.pdu.signatures, [server]: theirs } };
     if (!(await this.deps.keyRing.isSignedBy(signedForm(combined, version), server, version.enforceKeyValidity ? combined.origin_server_ts : 0, !version.strictCanonicalJson))) {
@@ -279,6 +277,21 @@ export class FederatedMembership implements RemoteRooms {
     return [...new Set(servers)].filter((server) => server !== this.deps.signer.serverName);
   }
 
+  /**
+   * PUT send_join or send_leave: v2, or v1 (its answer wrapped in [200, ...]) where the server
+   * does not know v2, as Synapse falls back (old servers, SyTest's fake server).
+   */
+  private async sendMembershipEvent<T>(server: string, kind: 'send_join' | 'send_leave', roomId: string, eventId: string, body: JsonObject, timeoutMs?: number): Promise<T> {
+    const path = (api: string) => `/_matrix/federation/${api}/${kind}/${encodeURIComponent(roomId)}/${encodeURIComponent(eventId)}`;
+    const request = (api: string) => this.deps.client.request<unknown>(server, { method: 'PUT', path: path(api), body, ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
+    try {
+      return (await request('v2')) as T;
+    } catch (err) {
+      if (!isUnknownEndpoint(err)) throw err;
+      return unwrapV1(await request('v1')) as T;
+    }
+  }
+
   /** Fills in a make_ template with our content and time, then hashes and signs it. */
   private sign(template: Pdu, version: RoomVersion, content: JsonObject): { pdu: Pdu; eventId: string } {
     const draft: UnsignedPdu = {
@@ -304,6 +317,22 @@ export function strippedList(value: unknown): JsonObject[] {
     .filter((entry): entry is JsonObject => typeof entry === 'object' && entry !== null && typeof (entry as JsonObject).type === 'string')
     .slice(0, 50)
     .map((entry) => ({ type: entry.type, state_key: typeof entry.state_key === 'string' ? entry.state_key : '', sender: entry.sender, content: typeof entry.content === 'object' && entry.content !== null ? entry.content : {} }));
+}
+
+/**
+ * Whether a server's refusal means it does not serve the endpoint at all (as Synapse reads it):
+ * 404 or 405 without a Matrix error or with M_UNRECOGNIZED, or 400 M_UNRECOGNIZED.
+ */
+function isUnknownEndpoint(err: unknown): boolean {
+  if (!(err instanceof FederationError) || err.status === undefined) return false;
+  if (err.status === 404 || err.status === 405) return err.errcode === undefined || err.errcode === 'M_UNRECOGNIZED';
+  return err.status === 400 && err.errcode === 'M_UNRECOGNIZED';
+}
+
+/** The body of a v1 answer `[200, {...}]` (MSC1802 dropped the wrapper in v2). */
+function unwrapV1(answer: unknown): JsonObject {
+  const body = Array.isArray(answer) && answer.length === 2 ? answer[1] : answer;
+  return typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as JsonObject) : {};
 }
 
 function versionOf(value: unknown): RoomVersion {

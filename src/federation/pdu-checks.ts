@@ -46,11 +46,11 @@ export function pduFormatProblem(raw: unknown, version: RoomVersion, roomId: str
   }
   for (const [key, max] of [['prev_events', MAX_PREV_EVENTS], ['auth_events', MAX_AUTH_EVENTS]] as const) {
     const list = pdu[key];
+    if (Array.isArray(list) && list.length > max) return `${key} names more than ${max} events`;
     if (v1) {
       const problem = referencesProblem(list);
       if (problem) return `${key}: ${problem}`;
     } else if (!Array.isArray(list) || !list.every((id) => typeof id === 'string' && id.startsWith('$'))) return `${key} is not a list of event ids`;
-    if ((list as unknown[]).length > max) return `${key} names more than ${max} events`;
   }
   const hashes = pdu.hashes as Record<string, unknown> | undefined;
   if (typeof hashes !== 'object' || hashes === null || typeof hashes.sha256 !== 'string') return UNHASHED;
