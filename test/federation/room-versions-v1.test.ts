@@ -5,13 +5,17 @@
  * (and on to v2) and the other server follows.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signJson } from '../../src/core/signed-json.js';
+import { redactPdu } from '../../src/rooms/redaction.js';
 import { client, type Json, type TestClient } from '../support/client.js';
 import { createUser, startFederation, type Federation } from '../support/federation.js';
+import { startHostileServer, type HostileServer } from '../support/hostile-server.js';
 
 let federation: Federation;
 let botA: TestClient;
 let aliceB: TestClient;
 let carolB: TestClient;
+let old: HostileServer;
 
 beforeAll(async () => {
   federation = await startFederation(['a.test', 'b.test'], () => ({ federation: { min_retry_interval: '200ms', max_retry_interval: '1s' } }));
@@ -20,8 +24,12 @@ beforeAll(async () => {
   botA = client(a, await createUser(a, 'bot'));
   aliceB = client(b, await createUser(b, 'alice'));
   carolB = client(b, await createUser(b, 'carol'));
+  old = await startHostileServer(federation, 'evil.test');
 });
-afterAll(() => federation?.close());
+afterAll(async () => {
+  await old?.close();
+  await federation?.close();
+});
 
 const enc = encodeURIComponent;
 
@@ -89,5 +97,22 @@ describe('room versions 1 and 2 across servers', () => {
     await botA.ok('POST', `/join/${enc(back)}`, {}, { server_name: 'b.test' });
     await botA.send(back, { msgtype: 'm.text', body: 'in v2 now' });
     await aliceB.waitForEvent(back, (event) => event.content?.body === 'in v2 now');
+  });
+
+  it('an invite to a server without /v2/invite goes by /v1/invite, the event in the wire form of v1', async () => {
+    const roomId = await botA.createRoom({ preset: 'private_chat', room_version: '1', name: 'for an old server' });
+    old.route('PUT', '/_matrix/federation/v2/invite/', () => ({ status: 404, body: { errcode: 'M_UNRECOGNIZED', error: 'Unrecognized request' } }));
+    old.route('PUT', '/_matrix/federation/v1/invite/', (request) => {
+      const event = request.body as Json;
+      const signed = signJson(redactPdu(event, '1'), old.signer);
+      return { body: [200, { event: { ...event, signatures: { ...event.signatures, ...signed.signatures } } }] };
+    });
+    await botA.invite(roomId, '@someone:evil.test');
+    const sent = old.requests.find((request) => request.path.startsWith('/_matrix/federation/v1/invite/'))!.body as Json;
+    expect(sent.event_id).toMatch(/:a\.test$/);
+    expect(sent.prev_events).toEqual([[expect.any(String), {}]]);
+    expect(sent.unsigned.invite_room_state.find((event: Json) => event.type === 'm.room.name')?.content.name).toBe('for an old server');
+    const member = await botA.ok('GET', `/rooms/${enc(roomId)}/state/m.room.member/${enc('@someone:evil.test')}`);
+    expect(member.membership).toBe('invite');
   });
 });
