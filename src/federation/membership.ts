@@ -353,6 +353,15 @@ function templateOf(raw: unknown, roomId: string, userId: string, version: RoomV
     throw new JoinRefused('the template is for another room or user');
   }
   const v1 = version.eventFormat === 'v1';
+  // A server that names no version means version 1 (make_join's default); some such servers send
+  // bare ids all the same (SyTest's rooms of unknown versions): taken as pairs, and the create
+  // event in send_join's answer decides whether the room is what it was said to be.
+  if (v1) {
+    for (const key of ['prev_events', 'auth_events'] as const) {
+      const list: unknown = template[key];
+      if (Array.isArray(list)) template[key] = list.map((item: unknown) => (typeof item === 'string' ? [item, {}] : item)) as unknown as string[];
+    }
+  }
   const wellFormed = (value: unknown) =>
     Array.isArray(value) && value.length <= 20 && (v1 ? referencesProblem(value) === undefined : value.every((id) => typeof id === 'string'));
   if (!wellFormed(template.prev_events) || !wellFormed(template.auth_events) || !Number.isSafeInteger(template.depth)) throw new JoinRefused('the template is malformed');

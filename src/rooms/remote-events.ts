@@ -211,6 +211,9 @@ export class RemoteEvents {
     const known = await this.cache.room(roomId);
     const create = [...joined.state, ...joined.authChain].find((event) => event.pdu.type === 'm.room.create' && event.pdu.state_key === '');
     if (!create) throw new JoinRefused('the room state has no m.room.create event');
+    // The version the resident server named must be the room's own (absent: version 1).
+    const createdAs = create.pdu.content.room_version ?? '1';
+    if (createdAs !== version.id) throw new JoinRefused(`the room was created as version ${JSON.stringify(createdAs).slice(0, 50)}, not ${version.id}`);
     if (known && known.version.id !== version.id) throw new JoinRefused(`the room is version ${known.version.id} here, ${version.id} there`);
     const room = known ?? new RoomSnapshot(roomId, version.id, create.pdu.sender);
     const batch = newBatch();
