@@ -13,7 +13,7 @@ import { ERRCODE_STATUS, MatrixError, type Errcode } from '../core/errors.js';
 import type { Signer } from '../core/signed-json.js';
 import { domainOf } from '../rooms/auth-rules.js';
 import type { JsonObject } from '../rooms/events.js';
-import { eventIdOf, finishPdu, nextDepth, signedForm, type Pdu, type UnsignedPdu } from '../rooms/pdu.js';
+import { eventIdOf, finishPdu, nextDepth, pduFromWire, referencesProblem, signedForm, V1_REFERENCE_HASHES, wirePdu, type Pdu, type UnsignedPdu } from '../rooms/pdu.js';
 import { JoinRefused, type RemoteEvents, type VerifiedPdu } from '../rooms/remote-events.js';
 import type { PublicRoomsQuery, RemoteRooms } from '../rooms/remote-rooms.js';
 import type { RoomCache } from '../rooms/room-cache.js';
@@ -69,15 +69,10 @@ export class FederatedMembership implements RemoteRooms {
       path: `/_matrix/federation/v1/make_join/${encodeURIComponent(roomId)}/${encodeURIComponent(userId)}?${versions}`,
     });
     const version = versionOf(made.room_version);
-    const template = templateOf(made.event, roomId, userId);
+    const template = templateOf(made.event, roomId, userId, version);
     const via = template.content.join_authorised_via_users_server;
     const { pdu, eventId } = this.sign(template, version, { ...content, membership: 'join', ...(typeof via === 'string' ? { join_authorised_via_users_server: via } : {}) });
-    const answer = await client.request<{ state?: unknown; auth_chain?: unknown; event?: unknown }>(server, {
-      method: 'PUT',
-      path: `/_matrix/federation/v2/send_join/${encodeURIComponent(roomId)}/${encodeURIComponent(eventId)}`,
-      body: pdu,
-      timeoutMs: SEND_JOIN_TIMEOUT_MS,
-    });
+    const answer = await this.sendMembershipEvent<{ state?: unknown; auth_chain?: unknown; event?: unknown }>(server, 'send_join', roomId, eventId, wirePdu(pdu, version), SEND_JOIN_TIMEOUT_MS);
     if (!Array.isArray(answer.state) || !Array.isArray(answer.auth_chain)) throw new JoinRefused(`${server} answered send_join without state`);
     // A restricted join comes back countersigned by the server that vouched for it.
     let join: VerifiedPdu = { eventId, pdu, signers: new Set([this.deps.signer.serverName]) };
@@ -116,11 +111,11 @@ export class FederatedMembership implements RemoteRooms {
           path: `/_matrix/federation/v1/make_knock/${encodeURIComponent(roomId)}/${encodeURIComponent(userId)}?${versions}`,
         });
         const version = versionOf(made.room_version);
-        const signed = this.sign(templateOf(made.event, roomId, userId), version, { ...content, membership: 'knock' });
+        const signed = this.sign(templateOf(made.event, roomId, userId, version), version, { ...content, membership: 'knock' });
         const answer = await this.deps.client.request<{ knock_room_state?: unknown; knock_state_events?: unknown }>(server, {
           method: 'PUT',
           path: `/_matrix/federation/v1/send_knock/${encodeURIComponent(roomId)}/${encodeURIComponent(signed.eventId)}`,
-          body: signed.pdu,
+          body: wirePdu(signed.pdu, version),
         });
         const stripped = strippedList(answer.knock_room_state ?? answer.knock_state_events);
         await this.recordOutOfRoom(roomId, userId, 'knock', signed.eventId, version, JSON.stringify(stripped), signed.pdu);
@@ -143,12 +138,8 @@ export class FederatedMembership implements RemoteRooms {
           path: `/_matrix/federation/v1/make_leave/${encodeURIComponent(roomId)}/${encodeURIComponent(userId)}`,
         });
         const version = versionOf(made.room_version);
-        const signed = this.sign(templateOf(made.event, roomId, userId), version, content);
-        await this.deps.client.request(server, {
-          method: 'PUT',
-          path: `/_matrix/federation/v2/send_leave/${encodeURIComponent(roomId)}/${encodeURIComponent(signed.eventId)}`,
-          body: signed.pdu,
-        });
+        const signed = this.sign(templateOf(made.event, roomId, userId, version), version, content);
+        await this.sendMembershipEvent(server, 'send_leave', roomId, signed.eventId, wirePdu(signed.pdu, version));
         leave = { ...signed, version };
         break;
       } catch {
@@ -198,30 +189,37 @@ export class FederatedMembership implements RemoteRooms {
     const invitee = invite.pdu.state_key ?? '';
     const server = domainOf(invitee);
     let answer: { event?: unknown };
+    const path = (api: string) => `/_matrix/federation/${api}/invite/${encodeURIComponent(roomId)}/${encodeURIComponent(invite.eventId)}`;
+    const event = wirePdu(invite.pdu, version);
     try {
-      answer = await this.deps.client.request<{ event?: unknown }>(server, {
-        method: 'PUT',
-        path: `/_matrix/federation/v2/invite/${encodeURIComponent(roomId)}/${encodeURIComponent(invite.eventId)}`,
-        body: { room_version: version.id, event: invite.pdu, invite_room_state: strippedState },
-      });
+      try {
+        answer = await this.deps.client.request<{ event?: unknown }>(server, { method: 'PUT', path: path('v2'), body: { room_version: version.id, event, invite_room_state: strippedState } });
+      } catch (err) {
+        // A server without /v2/invite (Synapse before 1.0 and SyTest's fake server) takes v1, for
+        // rooms of versions 1 and 2 only, which are all it can know: the event with the stripped
+        // state in its unsigned, and an answer wrapped in [200, ...].
+        if (!isUnknownEndpoint(err) || version.eventFormat !== 'v1') throw err;
+        const unsigned = { ...((event.unsigned as JsonObject | undefined) ?? {}), invite_room_state: strippedState };
+        answer = unwrapV1(await this.deps.client.request<unknown>(server, { method: 'PUT', path: path('v1'), body: { ...event, unsigned } })) as { event?: unknown };
+      }
     } catch (err) {
       throw toClientError(err, `${server} refused the invite`);
     }
     const signed = answer.event;
     if (typeof signed !== 'object' || signed === null || Array.isArray(signed)) throw new MatrixError('M_UNKNOWN', `${server} answered the invite without the event`, { status: 502 });
-    const event = signed as Pdu;
+    const answered = signed as Pdu;
     // What is not JSON of the room version (floats, integers out of range from v6) is a bad answer
     // to a bad request of ours: 400 M_BAD_JSON for the inviter, as Synapse answers, not a 502.
-    const jsonProblem = canonicalJsonProblem(version.strictCanonicalJson ? event : {}, MAX_JSON_DEPTH + 2);
+    const jsonProblem = canonicalJsonProblem(version.strictCanonicalJson ? answered : {}, MAX_JSON_DEPTH + 2);
     if (jsonProblem) throw new MatrixError('M_BAD_JSON', `${server} answered the invite with JSON room version ${version.id} does not allow: ${jsonProblem}`);
     // The same event (its id covers everything but signatures), with a valid signature of theirs.
     let sameEvent = false;
     try {
-      sameEvent = eventIdOf(event, version) === invite.eventId;
+      sameEvent = eventIdOf(answered, version) === invite.eventId;
     } catch {
       sameEvent = false;
     }
-    const theirs = typeof event.signatures === 'object' && event.signatures !== null ? event.signatures[server] : undefined;
+    const theirs = typeof answered.signatures === 'object' && answered.signatures !== null ? answered.signatures[server] : undefined;
     if (!sameEvent || !theirs) throw new MatrixError('M_UNKNOWN', `${server} changed the invite or did not sign it`, { status: 502 });
     const combined: Pdu = { ...invite.pdu, signatures: { ...invite.pdu.signatures, [server]: theirs } };
     if (!(await this.deps.keyRing.isSignedBy(signedForm(combined, version), server, version.enforceKeyValidity ? combined.origin_server_ts : 0, !version.strictCanonicalJson))) {
@@ -279,6 +277,21 @@ export class FederatedMembership implements RemoteRooms {
     return [...new Set(servers)].filter((server) => server !== this.deps.signer.serverName);
   }
 
+  /**
+   * PUT send_join or send_leave: v2, or v1 (its answer wrapped in [200, ...]) where the server
+   * does not know v2, as Synapse falls back (old servers, SyTest's fake server).
+   */
+  private async sendMembershipEvent<T>(server: string, kind: 'send_join' | 'send_leave', roomId: string, eventId: string, body: JsonObject, timeoutMs?: number): Promise<T> {
+    const path = (api: string) => `/_matrix/federation/${api}/${kind}/${encodeURIComponent(roomId)}/${encodeURIComponent(eventId)}`;
+    const request = (api: string) => this.deps.client.request<unknown>(server, { method: 'PUT', path: path(api), body, ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
+    try {
+      return (await request('v2')) as T;
+    } catch (err) {
+      if (!isUnknownEndpoint(err)) throw err;
+      return unwrapV1(await request('v1')) as T;
+    }
+  }
+
   /** Fills in a make_ template with our content and time, then hashes and signs it. */
   private sign(template: Pdu, version: RoomVersion, content: JsonObject): { pdu: Pdu; eventId: string } {
     const draft: UnsignedPdu = {
@@ -291,6 +304,8 @@ export class FederatedMembership implements RemoteRooms {
       depth: template.depth,
       prev_events: template.prev_events,
       auth_events: template.auth_events,
+      // v1/v2: the hashes the template's pairs carried (the event id is ours to make).
+      ...(template[V1_REFERENCE_HASHES] !== undefined ? { [V1_REFERENCE_HASHES]: template[V1_REFERENCE_HASHES] } : {}),
     };
     return finishPdu(draft, version, this.deps.signer);
   }
@@ -304,6 +319,22 @@ export function strippedList(value: unknown): JsonObject[] {
     .map((entry) => ({ type: entry.type, state_key: typeof entry.state_key === 'string' ? entry.state_key : '', sender: entry.sender, content: typeof entry.content === 'object' && entry.content !== null ? entry.content : {} }));
 }
 
+/**
+ * Whether a server's refusal means it does not serve the endpoint at all (as Synapse reads it):
+ * 404 or 405 without a Matrix error or with M_UNRECOGNIZED, or 400 M_UNRECOGNIZED.
+ */
+function isUnknownEndpoint(err: unknown): boolean {
+  if (!(err instanceof FederationError) || err.status === undefined) return false;
+  if (err.status === 404 || err.status === 405) return err.errcode === undefined || err.errcode === 'M_UNRECOGNIZED';
+  return err.status === 400 && err.errcode === 'M_UNRECOGNIZED';
+}
+
+/** The body of a v1 answer `[200, {...}]` (MSC1802 dropped the wrapper in v2). */
+function unwrapV1(answer: unknown): JsonObject {
+  const body = Array.isArray(answer) && answer.length === 2 ? answer[1] : answer;
+  return typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as JsonObject) : {};
+}
+
 function versionOf(value: unknown): RoomVersion {
   const id = typeof value === 'string' ? value : '1';
   const version = roomVersion(id);
@@ -311,17 +342,31 @@ function versionOf(value: unknown): RoomVersion {
   return version;
 }
 
-/** A make_ template, checked to be for this room and user. */
-function templateOf(raw: unknown, roomId: string, userId: string): Pdu {
-  if (typeof raw !== 'object' || raw === null) throw new JoinRefused('the template is not an object');
+/**
+ * A make_ template, checked to be for this room and user, in the server's form (v1/v2 rooms:
+ * the `[event_id, hashes]` pairs become ids, their hashes kept aside).
+ */
+function templateOf(raw: unknown, roomId: string, userId: string, version: RoomVersion): Pdu {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new JoinRefused('the template is not an object');
   const template = raw as Pdu;
   if (template.room_id !== roomId || template.sender !== userId || template.state_key !== userId || template.type !== 'm.room.member') {
     throw new JoinRefused('the template is for another room or user');
   }
-  const ids = (value: unknown) => Array.isArray(value) && value.length <= 20 && value.every((id) => typeof id === 'string');
-  if (!ids(template.prev_events) || !ids(template.auth_events) || !Number.isSafeInteger(template.depth)) throw new JoinRefused('the template is malformed');
+  const v1 = version.eventFormat === 'v1';
+  // A server that names no version means version 1 (make_join's default); some such servers send
+  // bare ids all the same (SyTest's rooms of unknown versions): taken as pairs, and the create
+  // event in send_join's answer decides whether the room is what it was said to be.
+  if (v1) {
+    for (const key of ['prev_events', 'auth_events'] as const) {
+      const list: unknown = template[key];
+      if (Array.isArray(list)) template[key] = list.map((item: unknown) => (typeof item === 'string' ? [item, {}] : item)) as unknown as string[];
+    }
+  }
+  const wellFormed = (value: unknown) =>
+    Array.isArray(value) && value.length <= 20 && (v1 ? referencesProblem(value) === undefined : value.every((id) => typeof id === 'string'));
+  if (!wellFormed(template.prev_events) || !wellFormed(template.auth_events) || !Number.isSafeInteger(template.depth)) throw new JoinRefused('the template is malformed');
   if (typeof template.content !== 'object' || template.content === null) template.content = {};
-  return template;
+  return pduFromWire(template, version) as Pdu;
 }
 
 /** What a client is told when another server refused or could not be reached. */

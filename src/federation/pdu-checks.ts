@@ -8,7 +8,7 @@ import { canonicalJsonProblem } from '../core/canonical-json.js';
 import { MAX_JSON_DEPTH } from '../core/json.js';
 import { domainOf, isUserId } from '../rooms/auth-rules.js';
 import { MAX_EVENT_BYTES } from '../rooms/events.js';
-import { eventIdOf, hasValidContentHash, signedForm, type Pdu } from '../rooms/pdu.js';
+import { eventIdOf, hasValidContentHash, pduFromWire, referencesProblem, signedForm, V1_REFERENCE_HASHES, type Pdu } from '../rooms/pdu.js';
 import { redactPdu } from '../rooms/redaction.js';
 import type { VerifiedPdu } from '../rooms/remote-events.js';
 import type { RoomVersion } from '../rooms/room-versions.js';
@@ -38,10 +38,19 @@ export function pduFormatProblem(raw: unknown, version: RoomVersion, roomId: str
   if (!Number.isSafeInteger(pdu.origin_server_ts)) return 'origin_server_ts is not an integer';
   if (!Number.isSafeInteger(pdu.depth) || (pdu.depth as number) < 0) return 'depth is not a non-negative integer';
   if (pdu.state_key !== undefined && typeof pdu.state_key !== 'string') return 'state_key is not a string';
+  const v1 = version.eventFormat === 'v1';
+  if (v1) {
+    // v1/v2: the event names itself, `$opaque:server`; the lists hold [event_id, hashes] pairs.
+    if (typeof pdu.event_id !== 'string' || !/^\$[^:]+:.+$/.test(pdu.event_id) || Buffer.byteLength(pdu.event_id) > 255) return 'event_id is not an event id with a server';
+    if (Object.hasOwn(pdu, V1_REFERENCE_HASHES)) return `${V1_REFERENCE_HASHES} is not a PDU key`;
+  }
   for (const [key, max] of [['prev_events', MAX_PREV_EVENTS], ['auth_events', MAX_AUTH_EVENTS]] as const) {
     const list = pdu[key];
-    if (!Array.isArray(list) || !list.every((id) => typeof id === 'string' && id.startsWith('$'))) return `${key} is not a list of event ids`;
-    if (list.length > max) return `${key} names more than ${max} events`;
+    if (Array.isArray(list) && list.length > max) return `${key} names more than ${max} events`;
+    if (v1) {
+      const problem = referencesProblem(list);
+      if (problem) return `${key}: ${problem}`;
+    } else if (!Array.isArray(list) || !list.every((id) => typeof id === 'string' && id.startsWith('$'))) return `${key} is not a list of event ids`;
   }
   const hashes = pdu.hashes as Record<string, unknown> | undefined;
   if (typeof hashes !== 'object' || hashes === null || typeof hashes.sha256 !== 'string') return UNHASHED;
@@ -71,6 +80,14 @@ export async function checkPdu(raw: unknown, version: RoomVersion, roomId: strin
   const validAt = version.enforceKeyValidity ? pdu.origin_server_ts : 0;
   if (!(await keyRing.isSignedBy(redacted, senderServer, validAt, lenient))) return { dropped: `not signed by ${senderServer}`, unsigned: true };
   const signers = new Set([senderServer]);
+  // v1/v2: the server named in the event id must have signed it too (rooms/v1, auth rules).
+  if (version.eventFormat === 'v1') {
+    const idServer = domainOf(pdu.event_id as string);
+    if (idServer !== senderServer) {
+      if (!(await keyRing.isSignedBy(redacted, idServer, validAt, lenient))) return { dropped: `not signed by ${idServer}, the server of its event id`, unsigned: true };
+      signers.add(idServer);
+    }
+  }
   const via = (pdu.content as Record<string, unknown>).join_authorised_via_users_server;
   if (version.restrictedJoins && pdu.type === 'm.room.member' && typeof via === 'string' && isUserId(via)) {
     const viaServer = domainOf(via);
@@ -79,5 +96,5 @@ export async function checkPdu(raw: unknown, version: RoomVersion, roomId: strin
   // Step 3: a content hash mismatch means we were handed something other than what was signed:
   // only the redacted form can be trusted.
   const stored = hasValidContentHash(pdu, version) ? pdu : (redactPdu(pdu, version.id) as Pdu);
-  return { verified: { eventId: eventIdOf(pdu, version), pdu: stored, signers } };
+  return { verified: { eventId: eventIdOf(pdu, version), pdu: pduFromWire(stored, version) as Pdu, signers } };
 }

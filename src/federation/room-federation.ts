@@ -14,7 +14,7 @@ import { authEventKeys, checkEventAuth, domainOf, type ProposedEvent } from '../
 import { allowedRoomIds, chooseAuthoriser, needsAuthoriser } from '../rooms/restricted-joins.js';
 import type { EventGraph } from '../rooms/event-graph.js';
 import type { JsonObject, StoredEvent } from '../rooms/events.js';
-import { cosignPdu, eventIdOf, nextDepth, pduOf, type Pdu } from '../rooms/pdu.js';
+import { cosignPdu, eventIdOf, nextDepth, pduOf, wirePdu, type Pdu } from '../rooms/pdu.js';
 import type { RemoteEvents, VerifiedPdu } from '../rooms/remote-events.js';
 import type { RoomCache } from '../rooms/room-cache.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
@@ -126,7 +126,7 @@ export class RoomFederation {
       prev_events: room.head.extremities.slice(0, 10),
       auth_events: authEvents,
     };
-    return { event: template, room_version: version.id };
+    return { event: wirePdu(template, version), room_version: version.id };
   }
 
   /**
@@ -193,7 +193,7 @@ export class RoomFederation {
       auth_chain: this.pdus([...authChain.values()], version),
       members_omitted: false,
       servers_in_room: [...room.joinedServers()],
-      ...(signedByUs ? { event: signedByUs } : {}),
+      ...(signedByUs ? { event: wirePdu(signedByUs, version) } : {}),
     };
   }
 
@@ -231,7 +231,7 @@ export class RoomFederation {
       }
       await this.keepInvite(roomId, invitee, eventId, version, signed, body.invite_room_state);
     }
-    return { event: signed };
+    return { event: wirePdu(signed, version) };
   }
 
   private async keepInvite(roomId: string, invitee: string, eventId: string, version: RoomVersion, signed: Pdu, inviteRoomState: unknown): Promise<void> {

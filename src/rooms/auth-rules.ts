@@ -34,6 +34,10 @@ export interface ProposedEvent {
   room_id?: string;
   /** Set on PDUs: a create event must have none, and a creator's first join follows the create event alone. */
   prev_events?: readonly string[];
+  /** v1/v2 rooms: the event's own id (`$opaque:server`), for rule 11; absent for a local event not yet made (its id will be on the sender's server). */
+  event_id?: string;
+  /** The event a redaction redacts (top-level `redacts`, or in content from v11). */
+  redacts?: string;
 }
 
 export interface AuthOptions {
@@ -123,8 +127,17 @@ export function checkEventAuth(event: ProposedEvent, state: StateLookup, version
     return checkPowerLevelsChange(event, state('m.room.power_levels', '')?.content, create, version, senderLevel);
   }
 
-  // Rule 11. Redactions land here too: whether the redaction may take effect is checked when it
-  // is applied (canRedact), as the spec's "Handling redactions" says.
+  // v1-v2 rule 11: a redaction needs the redact level, or to come from the server of the
+  // redacted event's id (both ids name their server).
+  if (version.redactionAuthRule && event.type === 'm.room.redaction') {
+    if (senderLevel >= levels.redact) return ALLOW;
+    const ownServer = domainOf(event.event_id ?? event.sender);
+    if (event.redacts !== undefined && domainOf(event.redacts) === ownServer) return ALLOW;
+    return deny(`Redacting needs power level ${levels.redact}, or an event of ${ownServer}; ${event.sender} has ${senderLevel}`);
+  }
+
+  // Rule 11 (v3+: 11 is the last). Redactions land here too: whether the redaction may take
+  // effect is checked when it is applied (canRedact), as the spec's "Handling redactions" says.
   return ALLOW;
 }
 
@@ -529,10 +542,12 @@ export function canRedact(levels: PowerLevels, userId: string, originalSender: s
 /**
  * Whether a redaction (already allowed by the auth rules) takes effect on its target, as
  * "Handling redactions" (v3+) says: its sender has the redact level, or is on the same server as
- * the target's sender.
+ * the target's sender. In v1/v2 rooms (`v1Ids` given) the auth rules' own test: the redact
+ * level, or the two event ids on the same server.
  */
-export function redactionApplies(levels: PowerLevels, redactionSender: string, originalSender: string): boolean {
-  return userPowerLevel(levels, redactionSender) >= levels.redact || domainOf(redactionSender) === domainOf(originalSender);
+export function redactionApplies(levels: PowerLevels, redactionSender: string, originalSender: string, v1Ids?: { redaction: string; target: string }): boolean {
+  if (userPowerLevel(levels, redactionSender) >= levels.redact) return true;
+  return v1Ids ? domainOf(v1Ids.redaction) === domainOf(v1Ids.target) : domainOf(redactionSender) === domainOf(originalSender);
 }
 
 /** Membership of a user in the state ('join' | 'invite' | 'leave' | 'ban' | 'knock'); 'leave' when none. */

@@ -145,6 +145,7 @@ export class EventGraph {
       origin_server_ts: event.originServerTs,
       auth_events: event.authEvents ?? [],
       prev_events: event.prevEvents ?? [],
+      depth: event.depth,
     });
     const lookupIn = (eventIds: readonly string[]): StateLookup => {
       const byKey = new Map<string, StoredEvent>();

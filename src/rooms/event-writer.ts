@@ -589,6 +589,7 @@ export class EventWriter {
       sender: draft.sender,
       content,
       prev_events: prevEvents,
+      ...(draft.redaction ? { redacts: draft.redaction.eventId } : {}),
     };
     const auth = checkEventAuth(proposed, room.lookup, version, { isSignedBy: (server) => server === this.signer.serverName });
     if (!auth.allowed) throw new MatrixError('M_FORBIDDEN', auth.reason);

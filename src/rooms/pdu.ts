@@ -1,10 +1,17 @@
 /**
- * Events as the federation sees them (PDUs, room versions 3+): the content hash, the signature of
- * the originating server, and the event id, which is the event's reference hash
- * (server-server API, "Signing Events"). Every local event is finished here before it is
+ * Events as the federation sees them (PDUs): the content hash, the signature of the originating
+ * server, and the event id (server-server API, "Signing Events"). From room version 3 the id is
+ * the event's reference hash; in versions 1 and 2 it is `$opaque:server`, chosen by the server
+ * that made the event and sent inside it, and `prev_events`/`auth_events` are
+ * `[event_id, {sha256: reference hash}]` pairs. Every local event is finished here before it is
  * stored; every remote one is checked here before anything else looks at it.
+ *
+ * The rest of the server sees one form, whatever the version: `prev_events` and `auth_events` as
+ * bare ids. A v1/v2 PDU keeps its `event_id` as an extra key, and the hashes of its pairs (when
+ * they are not empty) under V1_REFERENCE_HASHES, so that `wirePdu` gives back exactly the bytes
+ * that were signed.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { canonicalJsonBytes } from '../core/canonical-json.js';
 import { decodeBase64, signJson, unpaddedBase64, type Signer, type Signatures } from '../core/signed-json.js';
 import type { StoredEvent } from './events.js';
@@ -13,7 +20,10 @@ import type { RoomVersion } from './room-versions.js';
 
 export type JsonObject = Record<string, unknown>;
 
-/** A PDU of room version 3 or later. Unknown top-level keys are kept: they are hashed too. */
+/**
+ * A PDU in the server's own form (see above): for v3+ rooms the wire form itself. Unknown
+ * top-level keys are kept: they are hashed too.
+ */
 export interface Pdu {
   /** Absent only on the create event of a v12 room (its id is the room id). */
   room_id?: string;
@@ -48,6 +58,73 @@ export function nextDepth(headDepth: number): number {
 /** A PDU before it is hashed and signed. */
 export type UnsignedPdu = Omit<Pdu, 'hashes' | 'signatures'>;
 
+/**
+ * Where a v1/v2 PDU held in the server's form keeps the hashes of its `prev_events` and
+ * `auth_events` pairs: `{prev_events: [...], auth_events: [...]}`, one object per id, present
+ * only when some hash was not empty. Never a key of a PDU on the wire (pduFormatProblem refuses it).
+ */
+export const V1_REFERENCE_HASHES = 'bhs.v1_reference_hashes';
+
+/** A pair of a v1/v2 `prev_events` or `auth_events` list: an id, and the referenced event's hashes. */
+export type EventReference = [string, JsonObject];
+
+function isReference(value: unknown): value is EventReference {
+  return Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'object' && value[1] !== null && !Array.isArray(value[1]);
+}
+
+/** Why a v1/v2 reference list is malformed, or undefined. */
+export function referencesProblem(list: unknown): string | undefined {
+  if (!Array.isArray(list)) return 'not a list';
+  for (const item of list) {
+    if (!isReference(item)) return 'not a list of [event_id, hashes] pairs';
+    if (!item[0].startsWith('$') || !item[0].includes(':')) return `${item[0].slice(0, 100)} is not an event id with a server`;
+    const hashes = item[1];
+    for (const value of Object.values(hashes)) if (typeof value !== 'string') return 'a hash is not a string';
+  }
+  return undefined;
+}
+
+/**
+ * A received PDU in the server's form: for v1/v2 rooms the pair lists become ids, their hashes
+ * kept aside. The lists must be well formed already (pduFormatProblem). The form of other
+ * versions is the wire form.
+ */
+export function pduFromWire(raw: JsonObject, version: RoomVersion): JsonObject {
+  if (version.eventFormat !== 'v1') return raw;
+  const prev = raw.prev_events as EventReference[];
+  const auth = raw.auth_events as EventReference[];
+  const pdu: JsonObject = { ...raw, prev_events: prev.map(([id]) => id), auth_events: auth.map(([id]) => id) };
+  delete pdu[V1_REFERENCE_HASHES];
+  if ([...prev, ...auth].some(([, hashes]) => Object.keys(hashes).length > 0)) {
+    pdu[V1_REFERENCE_HASHES] = { prev_events: prev.map(([, hashes]) => hashes), auth_events: auth.map(([, hashes]) => hashes) };
+  }
+  return pdu;
+}
+
+/** The PDU as other servers see it (and as it was hashed and signed): the inverse of pduFromWire. */
+export function wirePdu<T extends JsonObject>(pdu: T, version: RoomVersion): T {
+  if (version.eventFormat !== 'v1') return pdu;
+  const { [V1_REFERENCE_HASHES]: kept, ...rest } = pdu as JsonObject;
+  const hashes = (typeof kept === 'object' && kept !== null ? kept : {}) as { prev_events?: unknown; auth_events?: unknown };
+  const pair = (list: unknown, known: unknown): unknown =>
+    Array.isArray(list)
+      ? list.map((id: unknown, i) => {
+          if (isReference(id)) return id;
+          const hash = Array.isArray(known) ? known[i] : undefined;
+          return [id, typeof hash === 'object' && hash !== null ? hash : {}];
+        })
+      : list;
+  const wire: JsonObject = { ...rest };
+  if (rest.prev_events !== undefined) wire.prev_events = pair(rest.prev_events, hashes.prev_events);
+  if (rest.auth_events !== undefined) wire.auth_events = pair(rest.auth_events, hashes.auth_events);
+  return wire as T;
+}
+
+/** A new v1/v2 event id: `$`, 18 random url-safe characters (about 108 bits) and this server's name. */
+export function newV1EventId(serverName: string): string {
+  return `$${randomBytes(14).toString('base64url').slice(0, 18)}:${serverName}`;
+}
+
 /** Rooms v1-v5 predate canonical JSON's integer rule; their events are encoded leniently. */
 function encodingOf(version: RoomVersion): { lenient: boolean } {
   return { lenient: !version.strictCanonicalJson };
@@ -55,19 +132,28 @@ function encodingOf(version: RoomVersion): { lenient: boolean } {
 
 /** The content hash (unpadded base64 SHA-256) over everything but `unsigned`, `signatures` and `hashes`. */
 export function contentHash(pdu: JsonObject, version: RoomVersion): string {
-  const { unsigned: _unsigned, signatures: _signatures, hashes: _hashes, ...covered } = pdu;
+  const { unsigned: _unsigned, signatures: _signatures, hashes: _hashes, ...covered } = wirePdu(pdu, version);
   return unpaddedBase64(createHash('sha256').update(canonicalJsonBytes(covered, encodingOf(version))).digest());
 }
 
 /** The bytes of the redacted event without `signatures` and `unsigned`: signed, and hashed for the id. */
 function essentialBytes(pdu: JsonObject, version: RoomVersion): Buffer {
-  const { signatures: _signatures, unsigned: _unsigned, ...redacted } = redactPdu(pdu, version.id);
+  const { signatures: _signatures, unsigned: _unsigned, ...redacted } = redactPdu(wirePdu(pdu, version), version.id);
   return canonicalJsonBytes(redacted, encodingOf(version));
 }
 
-/** The event id: `$` and the reference hash, in the room version's base64 alphabet. */
+/**
+ * The event id: `$` and the reference hash, in the room version's base64 alphabet; for v1/v2
+ * rooms the `event_id` the event carries ('' when it has none: pduFormatProblem refuses those).
+ */
 export function eventIdOf(pdu: JsonObject, version: RoomVersion): string {
-  return eventIdFromHash(createHash('sha256').update(essentialBytes(pdu, version)).digest(), version);
+  if (version.eventFormat === 'v1') return typeof pdu.event_id === 'string' ? pdu.event_id : '';
+  return eventIdFromHash(referenceHash(pdu, version), version);
+}
+
+/** The reference hash: SHA-256 of the redacted event without signatures and unsigned. */
+export function referenceHash(pdu: JsonObject, version: RoomVersion): Buffer {
+  return createHash('sha256').update(essentialBytes(pdu, version)).digest();
 }
 
 function eventIdFromHash(hash: Buffer, version: RoomVersion): string {
@@ -84,11 +170,15 @@ export function roomIdFromCreateEventId(eventId: string): string {
  * (so it still verifies after a redaction) and its content hash (so nothing else can change).
  */
 export function finishPdu(draft: UnsignedPdu, version: RoomVersion, signer: Signer): { pdu: Pdu; eventId: string } {
-  const hashed: JsonObject = { ...draft, hashes: { sha256: contentHash(draft, version) } };
+  // v1/v2: the id is ours to choose, and is part of what is hashed and signed. The pairs' hashes
+  // are left empty, as Synapse leaves them: no server checks them.
+  const v1Id = version.eventFormat === 'v1' ? (typeof draft.event_id === 'string' ? draft.event_id : newV1EventId(signer.serverName)) : undefined;
+  const full: JsonObject = v1Id === undefined ? draft : { ...draft, event_id: v1Id };
+  const hashed: JsonObject = { ...full, hashes: { sha256: contentHash(full, version) } };
   const bytes = essentialBytes(hashed, version);
   const signature = unpaddedBase64(signer.sign(bytes));
   const pdu = { ...hashed, signatures: { [signer.serverName]: { [signer.keyId]: signature } } } as Pdu;
-  return { pdu, eventId: eventIdFromHash(createHash('sha256').update(bytes).digest(), version) };
+  return { pdu, eventId: v1Id ?? eventIdFromHash(createHash('sha256').update(bytes).digest(), version) };
 }
 
 /** Whether the PDU's `hashes.sha256` matches its content: false means it must be redacted. */
@@ -116,17 +206,17 @@ export function cosignPdu(pdu: Pdu, version: RoomVersion, signer: Signer): Pdu {
   return { ...pdu, signatures };
 }
 
-/** The object a server's signature on the PDU covers (its redacted form), for verification. */
+/** The object a server's signature on the PDU covers (its redacted wire form), for verification. */
 export function signedForm(pdu: JsonObject, version: RoomVersion): JsonObject {
-  return redactPdu(pdu, version.id);
+  return redactPdu(wirePdu(pdu, version), version.id);
 }
 
 /** Signs any JSON object for this server (the key listing, requests, invites): re-exported for the rooms code. */
 export { signJson };
 
 /**
- * The PDU a stored event was made from, to serve to other servers: the columns and the extra keys
- * put back together. A redacted event comes out redacted (its signature still verifies; its
+ * The PDU a stored event was made from, to serve to other servers (in the wire form of the room
+ * version): the columns and the extra keys put back together. A redacted event comes out redacted (its signature still verifies; its
  * content hash, rightly, does not). Undefined for events from before events were PDUs.
  */
 export function pduOf(event: StoredEvent, version: RoomVersion): Pdu | undefined {
@@ -145,5 +235,6 @@ export function pduOf(event: StoredEvent, version: RoomVersion): Pdu | undefined
   if (!(version.roomIdFromCreateEvent && event.type === 'm.room.create')) pdu.room_id = event.roomId;
   if (event.stateKey !== undefined) pdu.state_key = event.stateKey;
   if (event.redacts !== undefined && !version.v11) pdu.redacts = event.redacts;
-  return (event.redactedBy !== undefined ? redactPdu(pdu, version.id) : pdu) as Pdu;
+  const wire = wirePdu(pdu, version);
+  return (event.redactedBy !== undefined ? redactPdu(wire, version.id) : wire) as Pdu;
 }

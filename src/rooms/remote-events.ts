@@ -211,6 +211,9 @@ export class RemoteEvents {
     const known = await this.cache.room(roomId);
     const create = [...joined.state, ...joined.authChain].find((event) => event.pdu.type === 'm.room.create' && event.pdu.state_key === '');
     if (!create) throw new JoinRefused('the room state has no m.room.create event');
+    // The version the resident server named must be the room's own (absent: version 1).
+    const createdAs = create.pdu.content.room_version ?? '1';
+    if (createdAs !== version.id) throw new JoinRefused(`the room was created as version ${JSON.stringify(createdAs).slice(0, 50)}, not ${version.id}`);
     if (known && known.version.id !== version.id) throw new JoinRefused(`the room is version ${known.version.id} here, ${version.id} there`);
     const room = known ?? new RoomSnapshot(roomId, version.id, create.pdu.sender);
     const batch = newBatch();
@@ -389,7 +392,8 @@ export class RemoteEvents {
     const done = new Set(redactions.map((redaction) => redaction.eventId));
     for (const row of await this.graph.redactionsTargeting(room.roomId, [...byId.keys()])) {
       const target = byId.get(row.redacts ?? '');
-      if (!target || done.has(target.eventId) || !redactionApplies(levels, row.sender, target.sender)) continue;
+      const v1Ids = room.version.eventFormat === 'v1' ? { redaction: row.eventId, target: target?.eventId ?? '' } : undefined;
+      if (!target || done.has(target.eventId) || !redactionApplies(levels, row.sender, target.sender, v1Ids)) continue;
       done.add(target.eventId);
       redactions.push({ eventId: target.eventId, redactedContent: redactedContent(target.type, target.content, room.version.id), redactedBy: row.eventId });
     }
@@ -827,7 +831,8 @@ export class RemoteEvents {
       if (event.type !== 'm.room.redaction' || event.redacts === undefined || event.outlier || event.rejected !== undefined || event.softFailed) continue;
       const target = pending.get(event.redacts)?.event ?? (await this.graph.event(event.redacts));
       if (!target || target.roomId !== room.roomId || target.redactedBy !== undefined) continue;
-      if (!redactionApplies(levels, event.sender, target.sender)) continue;
+      const v1Ids = room.version.eventFormat === 'v1' ? { redaction: event.eventId, target: target.eventId } : undefined;
+      if (!redactionApplies(levels, event.sender, target.sender, v1Ids)) continue;
       redactions.push({ eventId: target.eventId, redactedContent: redactedContent(target.type, target.content, room.version.id), redactedBy: event.eventId });
     }
     return redactions;
@@ -867,7 +872,15 @@ function proposedOf(pdu: Pdu) {
     content: pdu.content,
     ...(pdu.room_id !== undefined ? { room_id: pdu.room_id } : {}),
     prev_events: pdu.prev_events,
+    // v1/v2 events carry their id; the redaction rule of those versions reads it.
+    ...(typeof pdu.event_id === 'string' ? { event_id: pdu.event_id } : {}),
+    ...(redactsOf(pdu) !== undefined ? { redacts: redactsOf(pdu) } : {}),
   };
+}
+
+function redactsOf(pdu: Pdu): string | undefined {
+  const inContent = pdu.content.redacts;
+  return typeof pdu.redacts === 'string' ? pdu.redacts : typeof inContent === 'string' ? inContent : undefined;
 }
 
 /** A lookup over an event's auth events (rejected ones excluded), plus a v12 room's create event. */

@@ -1,18 +1,26 @@
 /**
- * Room versions: what changes from one to the next (rooms/v3..v12), as data the event format,
- * the redaction algorithm, the auth rules and state resolution read. Versions 1 and 2 (event ids
- * with a domain, state resolution v1) are not supported; 3 to 12 are, for creating and joining.
+ * Room versions: what changes from one to the next (rooms/v1..v12), as data the event format,
+ * the redaction algorithm, the auth rules and state resolution read. Versions 1 to 12 are
+ * supported, for creating, joining and upgrading.
  */
 
 export interface RoomVersion {
   readonly id: string;
-  /** v3: the reference hash in standard base64; v4+: url-safe base64. */
+  /**
+   * v1-v2: events carry their own `event_id` (`$opaque:server`, chosen by the sending server, who
+   * must sign the event), and `prev_events`/`auth_events` are `[event_id, {sha256}]` pairs.
+   * v3+: the id is the reference hash and is not sent; the lists hold bare ids.
+   */
+  readonly eventFormat: 'v1' | 'v3';
+  /** v1-v2: a redaction is allowed by the auth rules (rule 11) only with the redact level or from the redacted event's id domain. */
+  readonly redactionAuthRule: boolean;
+  /** v3: the reference hash in standard base64; v4+: url-safe base64 (v1-v2: unused, ids are not hashes). */
   readonly eventIdEncoding: 'base64' | 'base64url';
   /** v5+: signing keys must be valid at the event's origin_server_ts. */
   readonly enforceKeyValidity: boolean;
   /** v6+: events must be canonical JSON (integers in range, no floats); v1-v5 events may not be. */
   readonly strictCanonicalJson: boolean;
-  /** v3-v5: m.room.aliases has its own auth rule (and keeps `aliases` when redacted). */
+  /** v1-v5: m.room.aliases has its own auth rule (and keeps `aliases` when redacted). */
   readonly aliasesAuthRule: boolean;
   /** v6+: changes to `notifications` in power levels are checked like `events`. */
   readonly notificationsPowerLevels: boolean;
@@ -38,12 +46,14 @@ export interface RoomVersion {
   readonly createInAuthEvents: boolean;
   /** The redaction algorithm's generation (rooms/vN "Redactions"). */
   readonly redaction: 'v3' | 'v6' | 'v8' | 'v9' | 'v11';
-  readonly stateResolution: 'v2' | 'v2.1';
+  readonly stateResolution: 'v1' | 'v2' | 'v2.1';
 }
 
 function version(n: number): RoomVersion {
   return {
     id: String(n),
+    eventFormat: n <= 2 ? 'v1' : 'v3',
+    redactionAuthRule: n <= 2,
     eventIdEncoding: n >= 4 ? 'base64url' : 'base64',
     enforceKeyValidity: n >= 5,
     strictCanonicalJson: n >= 6,
@@ -60,11 +70,11 @@ function version(n: number): RoomVersion {
     roomIdFromCreateEvent: n >= 12,
     createInAuthEvents: n <= 11,
     redaction: n >= 11 ? 'v11' : n >= 9 ? 'v9' : n >= 8 ? 'v8' : n >= 6 ? 'v6' : 'v3',
-    stateResolution: n >= 12 ? 'v2.1' : 'v2',
+    stateResolution: n >= 12 ? 'v2.1' : n >= 2 ? 'v2' : 'v1',
   };
 }
 
-const VERSIONS: ReadonlyMap<string, RoomVersion> = new Map([3, 4, 5, 6, 7, 8, 9, 10, 11, 12].map((n) => [String(n), Object.freeze(version(n))]));
+const VERSIONS: ReadonlyMap<string, RoomVersion> = new Map([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12].map((n) => [String(n), Object.freeze(version(n))]));
 
 /** What `createRoom` makes without a `room_version`: Synapse's default, which Element expects. */
 export const DEFAULT_ROOM_VERSION = '10';

@@ -1,5 +1,5 @@
 /**
- * State resolution v2 (room versions 2-11) and v2.1 (room version 12), from the spec's room
+ * State resolution v1 (room version 1, see resolveStateV1 below), v2 (room versions 2-11) and v2.1 (room version 12), from the spec's room
  * version pages: the state of a room where its DAG forks is the resolution of the states after
  * each fork. Pure: the caller loads every event the algorithm may read (the states' events and
  * their auth chains) and says how to check an event against a state (the room's auth rules).
@@ -12,6 +12,7 @@
  *    nothing); the other events, in mainline order of the resulting power levels, pass them
  *    next; the unconflicted state is laid over the result.
  */
+import { createHash } from 'node:crypto';
 import type { StateEvent, StateLookup } from './auth-rules.js';
 
 /** (type, state_key) as `${type}\u0000${stateKey}` → event id. */
@@ -27,10 +28,12 @@ export interface ResolvableEvent {
   auth_events: readonly string[];
   /** For the auth rules (a creator's first join follows the create event alone). */
   prev_events?: readonly string[];
+  /** The event's depth: state resolution v1 orders by it (0 when unknown). */
+  depth?: number;
 }
 
 export interface StateResolutionInput {
-  algorithm: 'v2' | 'v2.1';
+  algorithm: 'v1' | 'v2' | 'v2.1';
   stateSets: readonly StateMap[];
   /** Any event the algorithm may read; undefined for one we do not have (it is left out). */
   event(id: string): ResolvableEvent | undefined;
@@ -52,6 +55,7 @@ export function resolveState(input: StateResolutionInput): Map<string, string> {
   if (stateSets.length === 1) return new Map(stateSets[0]);
   const { unconflicted, conflicted } = splitConflicts(stateSets);
   if (conflicted.size === 0) return unconflicted;
+  if (input.algorithm === 'v1') return resolveStateV1(input, unconflicted);
 
   const chains = new AuthChains(input);
   const full = new Set<string>(conflicted);
@@ -361,4 +365,61 @@ class Heap<T> {
     }
     return top;
   }
+}
+
+/**
+ * State resolution v1 (rooms/v1, "State resolution"), the original algorithm: start from the
+ * unconflicted state R; then, one conflicted key at a time, m.room.power_levels, then
+ * m.room.join_rules, then each m.room.member key: sort the key's events by ascending depth, then
+ * descending sha1(event_id), take the first, and take each next one while the auth rules allow
+ * it in R (stopping at the first refused). Every other conflicted key gets its event of highest
+ * depth, then lowest sha1(event_id), that the auth rules allow in R (if none is allowed, the
+ * lowest ranked, as Synapse does, so the key keeps a value).
+ */
+function resolveStateV1(input: StateResolutionInput, unconflicted: Map<string, string>): Map<string, string> {
+  const resolved = new Map(unconflicted);
+  const byKey = new Map<string, ResolvableEvent[]>();
+  for (const set of input.stateSets) {
+    for (const [key, id] of set) {
+      if (unconflicted.has(key)) continue;
+      const event = input.event(id);
+      if (!event) continue;
+      const list = byKey.get(key) ?? [];
+      if (!list.some((known) => known.event_id === id)) list.push(event);
+      byKey.set(key, list);
+    }
+  }
+  const lookup: StateLookup = (type, key) => {
+    const id = resolved.get(stateKey(type, key));
+    const event = id === undefined ? undefined : input.event(id);
+    return event ? viewOf(event) : undefined;
+  };
+  const allowed = (event: ResolvableEvent): boolean => input.authorize(event, lookup);
+  const sha1 = (id: string): string => createHash('sha1').update(id).digest('hex');
+  const depth = (event: ResolvableEvent): number => event.depth ?? 0;
+  const keyOf = (event: ResolvableEvent): string => stateKey(event.type, event.state_key ?? '');
+
+  const authKeys = [...byKey.keys()].filter((key) => key === stateKey('m.room.power_levels', '') || key === stateKey('m.room.join_rules', ''));
+  // Power levels first, then join rules, then the members (in a fixed order, by key).
+  authKeys.sort((a, b) => (a.startsWith('m.room.power_levels') ? -1 : b.startsWith('m.room.power_levels') ? 1 : 0));
+  const memberKeys = [...byKey.keys()].filter((key) => key.startsWith('m.room.member\u0000')).sort();
+  for (const key of [...authKeys, ...memberKeys]) {
+    const events = byKey.get(key)!.sort((a, b) => depth(a) - depth(b) || compareStrings(sha1(b.event_id), sha1(a.event_id)));
+    resolved.set(key, events[0]!.event_id);
+    for (const event of events.slice(1)) {
+      if (!allowed(event)) break;
+      resolved.set(keyOf(event), event.event_id);
+    }
+  }
+  const others = [...byKey.keys()].filter((key) => !authKeys.includes(key) && !memberKeys.includes(key)).sort();
+  for (const key of others) {
+    const events = byKey.get(key)!.sort((a, b) => depth(b) - depth(a) || compareStrings(sha1(a.event_id), sha1(b.event_id)));
+    const chosen = events.find(allowed) ?? events[events.length - 1]!;
+    resolved.set(key, chosen.event_id);
+  }
+  return resolved;
+}
+
+function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }

@@ -1,10 +1,11 @@
 /**
- * State resolution v2 and v2.1 as table tests over small room DAGs: each event's state is the
+ * State resolution v1, v2 and v2.1 as table tests over small room DAGs: each event's state is the
  * resolution of its parents' states (as a server computes it), its auth events are selected from
  * that state, and the room's auth rules decide. The forks are the classic ones (a ban racing a
  * power change, a join racing a join rule change, topic resets) plus concurrent power level and
  * membership changes of our own.
  */
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { authEventKeys, checkEventAuth, effectivePowerLevels, userPowerLevel, type StateLookup } from '../../src/rooms/auth-rules.js';
 import { knownRoomVersion, type RoomVersion } from '../../src/rooms/room-versions.js';
@@ -73,7 +74,8 @@ function resolveScenario(versionId: string, events: Spec[], edges: string[][]): 
     const event = specs.get(id)!;
     const proposed = { type: event.type, sender: event.sender, content: event.content, ...(event.stateKey !== undefined ? { state_key: event.stateKey } : {}) };
     const authEvents = authEventKeys(proposed, version).flatMap(([type, key]) => before.get(stateKey(type, key)) ?? []);
-    built.set(id, { event_id: id, type: event.type, sender: event.sender, content: event.content, origin_server_ts: ++ts, auth_events: authEvents, prev_events: parents, ...(event.stateKey !== undefined ? { state_key: event.stateKey } : {}) });
+    const depth = 1 + Math.max(0, ...parents.map((parent) => built.get(parent)!.depth ?? 0));
+    built.set(id, { event_id: id, type: event.type, sender: event.sender, content: event.content, origin_server_ts: ++ts, depth, auth_events: authEvents, prev_events: parents, ...(event.stateKey !== undefined ? { state_key: event.stateKey } : {}) });
     const state = new Map(before);
     if (event.stateKey !== undefined) state.set(stateKey(event.type, event.stateKey), id);
     after.set(id, state);
@@ -202,6 +204,96 @@ describe.each(['10', '11', '12'])('state resolution (room version %s)', (version
   it('a membership change on one branch and a message-only branch keep the change', () => {
     const state = resolveScenario(version, [member('LEAVE', ZARA, ZARA, 'leave'), spec('M1', 'm.room.message', ALICE, undefined, { body: 'hi' })], [['END', 'LEAVE', 'START'], ['END', 'M1', 'START']]);
     expectState(state, [['m.room.member', ZARA, 'LEAVE']]);
+  });
+});
+
+/**
+ * State resolution v1 (room version 1): the auth events' keys in turn (power levels, join rules,
+ * members) from the lowest depth up, stopping at the first event the partial state refuses; the
+ * other keys to the deepest event the partial state allows. Depth, not time, decides: the known
+ * weaknesses of v1 (a deep branch wins, a lone conflicted membership is taken unchecked) are
+ * what the spec says, and are tested as such.
+ */
+describe('state resolution v1 (room version 1)', () => {
+  it('a ban wins over a power change of the banned user', () => {
+    const state = resolveScenario(
+      '1',
+      [power('PA', ALICE, { [ALICE]: 100, [BOB]: 50 }), member('MA', ALICE, ALICE, 'join'), member('MB', ALICE, BOB, 'ban'), power('PB', BOB, { [ALICE]: 100, [BOB]: 50 })],
+      [['END', 'MB', 'MA', 'PA', 'START'], ['END', 'PB', 'PA']],
+    );
+    // PA (shallower) first; PB is refused in R, where Bob's membership is conflicted (not joined).
+    expectState(state, [['m.room.power_levels', '', 'PA'], ['m.room.member', ALICE, 'MA'], ['m.room.member', BOB, 'MB']]);
+  });
+
+  it('a topic fork goes to the deeper topic its sender may set', () => {
+    const state = resolveScenario(
+      '1',
+      [
+        spec('T1', 'm.room.topic', ALICE, '', { topic: 'one' }),
+        power('PA1', ALICE, { [ALICE]: 100, [BOB]: 50 }),
+        spec('T2', 'm.room.topic', ALICE, '', { topic: 'two' }),
+        power('PA2', ALICE, { [ALICE]: 100, [BOB]: 0 }),
+        power('PB', BOB, { [ALICE]: 100, [BOB]: 50 }),
+      ],
+      [['END', 'PA2', 'T2', 'PA1', 'T1', 'START'], ['END', 'PB', 'PA1']],
+    );
+    expectState(state, [['m.room.power_levels', '', 'PA2'], ['m.room.topic', '', 'T2']]);
+  });
+
+  it('a topic set by a user banned on another branch is reset', () => {
+    const state = resolveScenario(
+      '1',
+      [
+        spec('T1', 'm.room.topic', ALICE, '', { topic: 'one' }),
+        power('PA', ALICE, { [ALICE]: 100, [BOB]: 50 }),
+        spec('T2', 'm.room.topic', BOB, '', { topic: 'two' }),
+        member('MB', ALICE, BOB, 'ban'),
+      ],
+      [['END', 'MB', 'T2', 'PA', 'T1', 'START'], ['END', 'T1']],
+    );
+    // T2 is deeper, but Bob is banned in R: T1 is the deepest one allowed.
+    expectState(state, [['m.room.topic', '', 'T1'], ['m.room.member', BOB, 'MB'], ['m.room.power_levels', '', 'PA']]);
+  });
+
+  it('the power levels stop at the first change the partial state refuses', () => {
+    const state = resolveScenario(
+      '1',
+      [power('PA', ALICE, { [ALICE]: 100, [BOB]: 50 }), power('PB', BOB, { [ALICE]: 100, [BOB]: 50, [CHARLIE]: 50 }), power('PC', CHARLIE, { [ALICE]: 100, [BOB]: 50, [CHARLIE]: 0 })],
+      [['END', 'PC', 'PB', 'PA', 'START'], ['END', 'PA']],
+    );
+    // Only PA and PC conflict; Charlie has no power under PA, so PC is refused (v2 keeps PC).
+    expectState(state, [['m.room.power_levels', '', 'PA']]);
+    expectState(resolveScenario('2', [power('PA', ALICE, { [ALICE]: 100, [BOB]: 50 }), power('PB', BOB, { [ALICE]: 100, [BOB]: 50, [CHARLIE]: 50 }), power('PC', CHARLIE, { [ALICE]: 100, [BOB]: 50, [CHARLIE]: 0 })], [['END', 'PC', 'PB', 'PA', 'START'], ['END', 'PA']]), [['m.room.power_levels', '', 'PC']]);
+  });
+
+  it('depth, not time, picks among other state: the deeper name wins over the later one', () => {
+    const events = [
+      power('PA', ALICE, { [ALICE]: 100, [BOB]: 50 }),
+      spec('M1', 'm.room.message', BOB, undefined, {}),
+      spec('M2', 'm.room.message', BOB, undefined, {}),
+      spec('N1', 'm.room.name', BOB, '', { name: 'deep' }),
+      spec('N2', 'm.room.name', BOB, '', { name: 'late' }),
+    ];
+    const edges = [['END', 'N1', 'M2', 'M1', 'PA', 'START'], ['END', 'N2', 'PA']];
+    expectState(resolveScenario('1', events, edges), [['m.room.name', '', 'N1']]);
+    // Room version 2 (state resolution v2) orders by time within the mainline.
+    expectState(resolveScenario('2', events, edges), [['m.room.name', '', 'N2']]);
+  });
+
+  it('a join rule change and a concurrent join: the rule changes, and the lone join is taken as the spec says', () => {
+    const state = resolveScenario('1', [spec('JR', 'm.room.join_rules', ALICE, '', { join_rule: 'invite' }), member('ME', EVELYN, EVELYN, 'join')], [['END', 'JR', 'START'], ['END', 'ME', 'START']]);
+    expectState(state, [['m.room.join_rules', '', 'JR'], ['m.room.member', EVELYN, 'ME']]);
+  });
+
+  it('equal depths are ordered by sha1 of the event id', () => {
+    // N1 and N2 at the same depth, both allowed: the lower sha1(event_id) wins.
+    const state = resolveScenario(
+      '1',
+      [power('PA', ALICE, { [ALICE]: 100, [BOB]: 50 }), spec('N1', 'm.room.name', BOB, '', { name: 'first' }), spec('N2', 'm.room.name', BOB, '', { name: 'second' })],
+      [['END', 'N1', 'PA', 'START'], ['END', 'N2', 'PA']],
+    );
+    const sha1 = (id: string) => createHash('sha1').update(id).digest('hex');
+    expectState(state, [['m.room.name', '', sha1('N1') < sha1('N2') ? 'N1' : 'N2']]);
   });
 });
 
