@@ -20,9 +20,10 @@ test('0037 goes down and up again; a user has one stream id, replaced and forgot
     await store.forgetDeviceListStreamId('@a:example.org');
     expect(await store.deviceListStreamId('@a:example.org')).toBeUndefined();
     const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
-    const down = await migrator.migrateDown();
+    // Down to just before 0037 (later migrations go down first).
+    const down = await migrator.migrateTo('0036-pusher-delivery');
     expect(down.error).toBeUndefined();
-    expect(down.results?.map((r) => r.migrationName)).toEqual(['0037-device-list-stream-ids']);
+    expect(down.results?.map((r) => r.migrationName)).toContain('0037-device-list-stream-ids');
     await migrateToLatest(db);
     await store.setDeviceListStreamId('@a:example.org', 7);
     expect(await store.deviceListStreamId('@a:example.org')).toBe(7);
