@@ -53,9 +53,10 @@ export function resolveState(input: StateResolutionInput): Map<string, string> {
   const { stateSets } = input;
   if (stateSets.length === 0) return new Map();
   if (stateSets.length === 1) return new Map(stateSets[0]);
+  // v1 has its own definition of a conflict (different events for a key), see resolveStateV1.
+  if (input.algorithm === 'v1') return resolveStateV1(input);
   const { unconflicted, conflicted } = splitConflicts(stateSets);
   if (conflicted.size === 0) return unconflicted;
-  if (input.algorithm === 'v1') return resolveStateV1(input, unconflicted);
 
   const chains = new AuthChains(input);
   const full = new Set<string>(conflicted);
@@ -84,7 +85,7 @@ export function resolveState(input: StateResolutionInput): Map<string, string> {
   return resolved;
 }
 
-/** Keys with the same event in every state, and the events of every other key. */
+/** v2: keys with the same event in every state, and the events of every other key (a key missing from some state is conflicted). */
 function splitConflicts(stateSets: readonly StateMap[]): { unconflicted: Map<string, string>; conflicted: Set<string> } {
   const unconflicted = new Map<string, string>();
   const conflicted = new Set<string>();
@@ -368,56 +369,103 @@ class Heap<T> {
 }
 
 /**
- * State resolution v1 (rooms/v1, "State resolution"), the original algorithm: start from the
- * unconflicted state R; then, one conflicted key at a time, m.room.power_levels, then
- * m.room.join_rules, then each m.room.member key: sort the key's events by ascending depth, then
- * descending sha1(event_id), take the first, and take each next one while the auth rules allow
- * it in R (stopping at the first refused). Every other conflicted key gets its event of highest
- * depth, then lowest sha1(event_id), that the auth rules allow in R (if none is allowed, the
- * lowest ranked, as Synapse does, so the key keeps a value).
+ * State resolution v1 (rooms/v1, "State resolution"), the original algorithm. A key is conflicted
+ * only when the states have *different* events for it: a key found in some states only, or with
+ * the same event wherever it is found, is unconflicted and in the resolved state R from the start
+ * (as the spec says, and as Synapse's `_seperate` does). Then, one phase after the other,
+ * m.room.power_levels, then m.room.join_rules, then the m.room.member keys: sort a key's events by
+ * ascending depth, then descending sha1(event_id), take the first, and take each next one while
+ * the auth rules allow it (stopping at the first refused). Every other conflicted key gets its
+ * event of highest depth, then lowest sha1(event_id), that the auth rules allow (if none is
+ * allowed, the lowest ranked, as Synapse does, so the key keeps a value).
+ *
+ * The state each check runs against: the spec does not say whether R changes while a phase goes
+ * through its keys, and an answer that did would depend on the order of the keys (user ids, for
+ * the member phase). We follow Synapse: every key of a phase is checked against R as it stood
+ * when the phase began, with only that key replaced by the last event its own chain accepted; R
+ * takes a phase's results once the whole phase is done.
+ *
+ * A conflicted key of whose events we have just one takes that one (Synapse treats it as
+ * unconflicted, but only after choosing the state the checks run against, so it is not in R); a
+ * conflicted key of whose events we have none is left out.
  */
-function resolveStateV1(input: StateResolutionInput, unconflicted: Map<string, string>): Map<string, string> {
+function resolveStateV1(input: StateResolutionInput): Map<string, string> {
+  const { unconflicted, conflicted } = separateV1(input.stateSets);
   const resolved = new Map(unconflicted);
+  if (conflicted.size === 0) return resolved;
   const byKey = new Map<string, ResolvableEvent[]>();
-  for (const set of input.stateSets) {
-    for (const [key, id] of set) {
-      if (unconflicted.has(key)) continue;
-      const event = input.event(id);
-      if (!event) continue;
-      const list = byKey.get(key) ?? [];
-      if (!list.some((known) => known.event_id === id)) list.push(event);
-      byKey.set(key, list);
-    }
+  for (const [key, ids] of conflicted) {
+    const events = [...ids].flatMap((id) => input.event(id) ?? []);
+    if (events.length === 1) resolved.set(key, events[0]!.event_id);
+    else if (events.length > 1) byKey.set(key, events);
   }
-  const lookup: StateLookup = (type, key) => {
-    const id = resolved.get(stateKey(type, key));
-    const event = id === undefined ? undefined : input.event(id);
-    return event ? viewOf(event) : undefined;
-  };
-  const allowed = (event: ResolvableEvent): boolean => input.authorize(event, lookup);
+
   const sha1 = (id: string): string => createHash('sha1').update(id).digest('hex');
   const depth = (event: ResolvableEvent): number => event.depth ?? 0;
-  const keyOf = (event: ResolvableEvent): string => stateKey(event.type, event.state_key ?? '');
-
-  const authKeys = [...byKey.keys()].filter((key) => key === stateKey('m.room.power_levels', '') || key === stateKey('m.room.join_rules', ''));
-  // Power levels first, then join rules, then the members (in a fixed order, by key).
-  authKeys.sort((a, b) => (a.startsWith('m.room.power_levels') ? -1 : b.startsWith('m.room.power_levels') ? 1 : 0));
-  const memberKeys = [...byKey.keys()].filter((key) => key.startsWith('m.room.member\u0000')).sort();
-  for (const key of [...authKeys, ...memberKeys]) {
+  /** Whether the auth rules allow `event` in `base` with `key` replaced by `current`. */
+  const allowedIn = (event: ResolvableEvent, base: StateMap, key: string, current: string | undefined): boolean =>
+    input.authorize(event, (type, stateKeyOf) => {
+      const k = stateKey(type, stateKeyOf);
+      const id = k === key ? current : base.get(k);
+      const found = id === undefined ? undefined : input.event(id);
+      return found ? viewOf(found) : undefined;
+    });
+  /** Power levels, join rules, members: ascending, each next event while allowed. */
+  const resolveAuthKey = (key: string, base: StateMap): string => {
     const events = byKey.get(key)!.sort((a, b) => depth(a) - depth(b) || compareStrings(sha1(b.event_id), sha1(a.event_id)));
-    resolved.set(key, events[0]!.event_id);
+    let accepted = events[0]!.event_id;
     for (const event of events.slice(1)) {
-      if (!allowed(event)) break;
-      resolved.set(keyOf(event), event.event_id);
+      if (!allowedIn(event, base, key, accepted)) break;
+      accepted = event.event_id;
+    }
+    return accepted;
+  };
+  /** Other state: the deepest event allowed. */
+  const resolveOtherKey = (key: string, base: StateMap): string => {
+    const events = byKey.get(key)!.sort((a, b) => depth(b) - depth(a) || compareStrings(sha1(a.event_id), sha1(b.event_id)));
+    const chosen = events.find((event) => allowedIn(event, base, key, base.get(key))) ?? events[events.length - 1]!;
+    return chosen.event_id;
+  };
+
+  // R: the unconflicted state, then each phase's results once the phase is over.
+  const r = new Map(unconflicted);
+  const typeOf = (key: string): string => key.slice(0, key.indexOf('\u0000'));
+  const phases: Array<{ keys: string[]; resolve: (key: string, base: StateMap) => string }> = [
+    { keys: [...byKey.keys()].filter((key) => key === stateKey('m.room.power_levels', '')), resolve: resolveAuthKey },
+    // Join rules and members by type, whatever the state key, as Synapse does.
+    { keys: [...byKey.keys()].filter((key) => typeOf(key) === 'm.room.join_rules'), resolve: resolveAuthKey },
+    { keys: [...byKey.keys()].filter((key) => typeOf(key) === 'm.room.member'), resolve: resolveAuthKey },
+  ];
+  const done = new Set(phases.flatMap((phase) => phase.keys));
+  phases.push({ keys: [...byKey.keys()].filter((key) => !done.has(key)), resolve: resolveOtherKey });
+  for (const phase of phases) {
+    const base: StateMap = new Map(r);
+    const results = phase.keys.map((key) => [key, phase.resolve(key, base)] as const);
+    for (const [key, id] of results) {
+      r.set(key, id);
+      resolved.set(key, id);
     }
   }
-  const others = [...byKey.keys()].filter((key) => !authKeys.includes(key) && !memberKeys.includes(key)).sort();
-  for (const key of others) {
-    const events = byKey.get(key)!.sort((a, b) => depth(b) - depth(a) || compareStrings(sha1(a.event_id), sha1(b.event_id)));
-    const chosen = events.find(allowed) ?? events[events.length - 1]!;
-    resolved.set(key, chosen.event_id);
-  }
   return resolved;
+}
+
+/** v1: keys with one event wherever they are found (unconflicted), and the events of keys with several. */
+function separateV1(stateSets: readonly StateMap[]): { unconflicted: Map<string, string>; conflicted: Map<string, Set<string>> } {
+  const seen = new Map<string, Set<string>>();
+  for (const set of stateSets) {
+    for (const [key, id] of set) {
+      const ids = seen.get(key);
+      if (ids) ids.add(id);
+      else seen.set(key, new Set([id]));
+    }
+  }
+  const unconflicted = new Map<string, string>();
+  const conflicted = new Map<string, Set<string>>();
+  for (const [key, ids] of seen) {
+    if (ids.size === 1) unconflicted.set(key, ids.values().next().value!);
+    else conflicted.set(key, ids);
+  }
+  return { unconflicted, conflicted };
 }
 
 function compareStrings(a: string, b: string): number {
