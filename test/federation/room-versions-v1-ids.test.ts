@@ -2,7 +2,8 @@
  * In room versions 1 and 2 the sending server chooses each event's id, so an id does not identify
  * an event: a hostile server may reuse one of its own ids, in another room or for other content.
  * The first event stored under an id keeps it; a later one under the same id is refused (named in
- * the /send answer, nothing stored), whether it comes in a transaction or a send_join.
+ * the /send answer, nothing stored), whether it comes in a transaction or a send_join. Also: a v1
+ * invite (`PUT /v1/invite`) keeps the stripped state its sender put in `unsigned`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UnsignedPdu } from '../../src/rooms/pdu.js';
@@ -12,6 +13,7 @@ import { startHostileServer, type HostileServer } from '../support/hostile-serve
 
 let federation: Federation;
 let alice: TestClient;
+let bob: TestClient;
 let evil: HostileServer;
 const EVIL = '@mallory:evil.test';
 const enc = encodeURIComponent;
@@ -20,6 +22,7 @@ beforeAll(async () => {
   federation = await startFederation(['a.test']);
   const a = federation.servers.get('a.test')!.hs;
   alice = client(a, await createUser(a, 'alice'));
+  bob = client(a, await createUser(a, 'bob'));
   evil = await startHostileServer(federation, 'evil.test');
 });
 afterAll(async () => {
@@ -121,5 +124,47 @@ describe('v1 event ids chosen by a hostile server', () => {
     await expect(refused).rejects.toMatchObject({ status: 403 });
     const members = await alice.ok('GET', `/rooms/${enc(roomId)}/joined_members`);
     expect(Object.keys(members.joined)).not.toContain(EVIL);
+  });
+});
+
+describe('PUT /v1/invite', () => {
+  const invite = (roomId: string, unsigned: Json) => {
+    const made = evil.pdu('1', {
+      room_id: roomId,
+      sender: EVIL,
+      type: 'm.room.member',
+      state_key: bob.userId,
+      content: { membership: 'invite' },
+      origin_server_ts: Date.now(),
+      depth: 3,
+      prev_events: [['$prev:evil.test', {}]],
+      auth_events: [['$create:evil.test', {}]],
+    } as unknown as UnsignedPdu);
+    return { eventId: made.eventId, body: { ...made.pdu, unsigned } };
+  };
+
+  it('keeps the stripped state the inviter put in unsigned.invite_room_state', async () => {
+    const roomId = '!old:evil.test';
+    const { eventId, body } = invite(roomId, {
+      invite_room_state: [
+        { type: 'm.room.name', state_key: '', sender: EVIL, content: { name: 'An old room' } },
+        { type: 'm.room.join_rules', state_key: '', sender: EVIL, content: { join_rule: 'invite' } },
+      ],
+    });
+    const answer = await evil.client.request<[number, { event: Json }]>('a.test', { method: 'PUT', path: `/_matrix/federation/v1/invite/${enc(roomId)}/${enc(eventId)}`, body });
+    expect(answer[0]).toBe(200);
+    expect(Object.keys(answer[1].event.signatures as Json)).toContain('a.test');
+    const stripped = await bob.waitForInvite(roomId);
+    expect(stripped.find((event) => event.type === 'm.room.name')?.content.name).toBe('An old room');
+  });
+
+  it('refuses a stripped state too long or not a list, as /v2/invite does', async () => {
+    const roomId = '!older:evil.test';
+    const many = Array.from({ length: 101 }, (_, i) => ({ type: 'm.room.name', state_key: `${i}`, sender: EVIL, content: {} }));
+    for (const unsigned of [{ invite_room_state: many }, { invite_room_state: 'name' }]) {
+      const { eventId, body } = invite(roomId, unsigned);
+      const refused = evil.client.request('a.test', { method: 'PUT', path: `/_matrix/federation/v1/invite/${enc(roomId)}/${enc(eventId)}`, body });
+      await expect(refused).rejects.toMatchObject({ status: 400 });
+    }
   });
 });
