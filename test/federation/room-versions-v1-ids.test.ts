@@ -15,6 +15,8 @@ let federation: Federation;
 let alice: TestClient;
 let bob: TestClient;
 let evil: HostileServer;
+/** A second server relaying evil's events: transactions of one origin are taken one at a time. */
+let relay: HostileServer;
 const EVIL = '@mallory:evil.test';
 const enc = encodeURIComponent;
 
@@ -24,8 +26,10 @@ beforeAll(async () => {
   alice = client(a, await createUser(a, 'alice'));
   bob = client(a, await createUser(a, 'bob'));
   evil = await startHostileServer(federation, 'evil.test');
+  relay = await startHostileServer(federation, 'c.test');
 });
 afterAll(async () => {
+  await relay?.close();
   await evil?.close();
   await federation?.close();
 });
@@ -98,7 +102,9 @@ describe('v1 event ids chosen by a hostile server', () => {
     const one = await joinedRoom('four');
     const two = await joinedRoom('five');
     const id = `$race${Date.now()}:evil.test`;
-    const answers = await Promise.all([evil.send('a.test', [message(one, 'race one', id).pdu]), evil.send('a.test', [message(two, 'race two', id).pdu])]);
+    // From two origins, so the two rooms are worked on at the same time (the second's keys fetched before).
+    await relay.send('a.test', []);
+    const answers = await Promise.all([evil.send('a.test', [message(one, 'race one', id).pdu]), relay.send('a.test', [message(two, 'race two', id).pdu])]);
     const refused = answers.filter((answer) => answer.pdus[id]?.error !== undefined);
     expect(refused).toHaveLength(1);
     expect(refused[0]!.pdus[id]!.error).toMatch(/another room/);
