@@ -212,7 +212,9 @@ export class FederatedMembership implements RemoteRooms {
     // to a bad request of ours: 400 M_BAD_JSON for the inviter, as Synapse answers, not a 502.
     const jsonProblem = canonicalJsonProblem(version.strictCanonicalJson ? answered : {}, MAX_JSON_DEPTH + 2);
     if (jsonProblem) throw new MatrixError('M_BAD_JSON', `${server} answered the invite with JSON room version ${version.id} does not allow: ${jsonProblem}`);
-    // The same event (its id covers everything but signatures), with a valid signature of theirs.
+    // The same event, with a valid signature of theirs. From v3 an equal id is the same event (the id
+    // is its reference hash); a v1/v2 id is ours, chosen, and says nothing of the rest. Either way
+    // what is kept is our own event with their signature, which must verify on it.
     let sameEvent = false;
     try {
       sameEvent = eventIdOf(answered, version) === invite.eventId;

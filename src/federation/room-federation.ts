@@ -594,11 +594,29 @@ export class RoomFederation {
   }
 }
 
+/** The most stripped state events an invite may carry (v2's `invite_room_state`, v1's `unsigned.invite_room_state`). */
+export const MAX_INVITE_ROOM_STATE = 100;
+
+/**
+ * The body of a v1 invite (`PUT /v1/invite`) as a v2 one: the body is the event, and v1 senders
+ * put the stripped state in its `unsigned.invite_room_state` (not hashed nor signed, so checkPdu
+ * drops it), bounded as v2's `invite_room_state` is.
+ */
+export function v1InviteBody(body: unknown): { room_version: string; event: unknown; invite_room_state?: unknown } {
+  const unsigned = typeof body === 'object' && body !== null ? (body as JsonObject).unsigned : undefined;
+  const stripped = typeof unsigned === 'object' && unsigned !== null ? (unsigned as JsonObject).invite_room_state : undefined;
+  if (stripped !== undefined && (!Array.isArray(stripped) || stripped.length > MAX_INVITE_ROOM_STATE)) {
+    throw new MatrixError('M_BAD_JSON', `unsigned.invite_room_state must be a list of at most ${MAX_INVITE_ROOM_STATE} events`);
+  }
+  return { room_version: '1', event: body, ...(stripped !== undefined ? { invite_room_state: stripped } : {}) };
+}
+
 /** The id a raw PDU would have, to name it in a transaction's answer (undefined if it cannot be computed). */
 function eventIdGuess(raw: unknown, version: RoomVersion | undefined): string | undefined {
   if (!version || typeof raw !== 'object' || raw === null) return undefined;
   try {
-    return eventIdOf(raw as JsonObject, version);
+    // A v1/v2 PDU without an `event_id` has no id to be answered under: it is left out of the answer.
+    return eventIdOf(raw as JsonObject, version) || undefined;
   } catch {
     return undefined;
   }

@@ -92,7 +92,7 @@ export function checkEventAuth(event: ProposedEvent, state: StateLookup, version
     return deny(`The room does not federate, and ${event.sender} is not on ${domainOf(create.sender)}`);
   }
 
-  // v3-v5 rule 4: m.room.aliases belongs to the server in its state key.
+  // v1-v5 rule 4: m.room.aliases belongs to the server in its state key.
   if (version.aliasesAuthRule && event.type === 'm.room.aliases') {
     if (event.state_key === undefined) return deny('m.room.aliases has no state_key');
     if (domainOf(event.sender) !== event.state_key) return deny('m.room.aliases may only be set by the server in its state_key');
@@ -542,12 +542,17 @@ export function canRedact(levels: PowerLevels, userId: string, originalSender: s
 /**
  * Whether a redaction (already allowed by the auth rules) takes effect on its target, as
  * "Handling redactions" (v3+) says: its sender has the redact level, or is on the same server as
- * the target's sender. In v1/v2 rooms (`v1Ids` given) the auth rules' own test: the redact
- * level, or the two event ids on the same server.
+ * the target's sender. In versions whose auth rules judge redactions (`redactionAuthRule`, v1/v2)
+ * their own test: the redact level, or the two event ids on the same server.
  */
-export function redactionApplies(levels: PowerLevels, redactionSender: string, originalSender: string, v1Ids?: { redaction: string; target: string }): boolean {
-  if (userPowerLevel(levels, redactionSender) >= levels.redact) return true;
-  return v1Ids ? domainOf(v1Ids.redaction) === domainOf(v1Ids.target) : domainOf(redactionSender) === domainOf(originalSender);
+export function redactionApplies(
+  levels: PowerLevels,
+  version: RoomVersion,
+  redaction: { readonly sender: string; readonly eventId: string },
+  target: { readonly sender: string; readonly eventId: string },
+): boolean {
+  if (userPowerLevel(levels, redaction.sender) >= levels.redact) return true;
+  return version.redactionAuthRule ? domainOf(redaction.eventId) === domainOf(target.eventId) : domainOf(redaction.sender) === domainOf(target.sender);
 }
 
 /** Membership of a user in the state ('join' | 'invite' | 'leave' | 'ban' | 'knock'); 'leave' when none. */

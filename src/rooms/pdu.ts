@@ -173,6 +173,8 @@ export function finishPdu(draft: UnsignedPdu, version: RoomVersion, signer: Sign
   // v1/v2: the id is ours to choose, and is part of what is hashed and signed. The pairs' hashes
   // are left empty, as Synapse leaves them: no server checks them.
   const v1Id = version.eventFormat === 'v1' ? (typeof draft.event_id === 'string' ? draft.event_id : newV1EventId(signer.serverName)) : undefined;
+  // Other servers take a v1/v2 id only on the domain of a server that signed the event.
+  if (v1Id !== undefined && v1Id.slice(v1Id.indexOf(':') + 1) !== signer.serverName) throw new Error(`event id ${v1Id.slice(0, 100)} is not on ${signer.serverName}, the signing server`);
   const full: JsonObject = v1Id === undefined ? draft : { ...draft, event_id: v1Id };
   const hashed: JsonObject = { ...full, hashes: { sha256: contentHash(full, version) } };
   const bytes = essentialBytes(hashed, version);

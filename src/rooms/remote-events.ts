@@ -26,7 +26,7 @@ import { redactedContent } from './redaction.js';
 import { stateKeyOf, type JsonObject, type StoredEvent } from './events.js';
 import type { EventGraph } from './event-graph.js';
 import { HeadMoved, type EventWriter, type RemoteBatch } from './event-writer.js';
-import type { Pdu } from './pdu.js';
+import { pduOf, referenceHash, type Pdu } from './pdu.js';
 import type { RoomCache } from './room-cache.js';
 import { RoomSnapshot, type RoomHead } from './room-snapshot.js';
 import type { RoomVersion } from './room-versions.js';
@@ -144,6 +144,9 @@ function newBatch(): Batch {
 
 export class RemoteEvents {
   private readonly locks = new Map<string, Promise<unknown>>();
+  /** v1/v2 ids being admitted, and the room admitting each (see `claim`): held only while that room's lock is. */
+  private readonly claims = new Map<string, string>();
+  private readonly claimsOfRoom = new Map<string, Set<string>>();
 
   private readonly gapListeners: Array<(roomId: string) => void> = [];
 
@@ -226,6 +229,8 @@ export class RemoteEvents {
     }
     const stateIds: string[] = [];
     for (const event of joined.state) {
+      // Only the event the resident server sent: in v1/v2 rooms its id may name another we hold.
+      if ((await this.heldAs(room, event, batch.pending)) !== 'same') continue;
       const admitted = batch.pending.get(event.eventId)?.event ?? (await this.graph.event(event.eventId));
       if (admitted && admitted.rejected === undefined && admitted.stateKey !== undefined) stateIds.push(event.eventId);
     }
@@ -265,7 +270,7 @@ export class RemoteEvents {
 
   private async locked<T>(roomId: string, work: () => Promise<T>): Promise<T> {
     const previous = this.locks.get(roomId) ?? Promise.resolve();
-    const run = previous.then(work, work);
+    const run = previous.then(work, work).finally(() => this.releaseClaims(roomId));
     const settled = run.then(
       () => undefined,
       () => undefined,
@@ -289,8 +294,11 @@ export class RemoteEvents {
     // Deepest last, so parents come before children (a gap may still sit between them).
     const sorted = [...pdus].sort((a, b) => a.pdu.depth - b.pdu.depth || (a.eventId < b.eventId ? -1 : 1));
     for (const incoming of sorted) {
-      if (pending.has(incoming.eventId) || (await this.isStored(incoming.eventId))) {
-        outcomes.set(incoming.eventId, pending.get(incoming.eventId)?.event.rejected);
+      const held = await this.heldAs(room, incoming, pending);
+      if (held !== 'new') {
+        // A v1/v2 id names another event: refused, nothing stored. The first outcome of an id
+        // stands (the answer has one entry per id).
+        if (!outcomes.has(incoming.eventId)) outcomes.set(incoming.eventId, held === 'same' ? pending.get(incoming.eventId)?.event.rejected : held);
         continue;
       }
       await this.pullMissing(room, version, incoming, batch, source);
@@ -392,8 +400,7 @@ export class RemoteEvents {
     const done = new Set(redactions.map((redaction) => redaction.eventId));
     for (const row of await this.graph.redactionsTargeting(room.roomId, [...byId.keys()])) {
       const target = byId.get(row.redacts ?? '');
-      const v1Ids = room.version.eventFormat === 'v1' ? { redaction: row.eventId, target: target?.eventId ?? '' } : undefined;
-      if (!target || done.has(target.eventId) || !redactionApplies(levels, row.sender, target.sender, v1Ids)) continue;
+      if (!target || done.has(target.eventId) || !redactionApplies(levels, room.version, row, target)) continue;
       done.add(target.eventId);
       redactions.push({ eventId: target.eventId, redactedContent: redactedContent(target.type, target.content, room.version.id), redactedBy: row.eventId });
     }
@@ -411,6 +418,52 @@ export class RemoteEvents {
 
   private async isStored(eventId: string): Promise<boolean> {
     return (await this.graph.event(eventId)) !== undefined;
+  }
+
+  /**
+   * Whether `incoming`'s id names an event we hold or are admitting: 'new' when not, 'same' when
+   * that is this very event, else why it is refused. From v3 the id is the event's reference hash
+   * (its room id included), so an id held is the same event. In v1/v2 the sending server chooses
+   * the id, and may reuse one of its own: held counts as the same event only in this room and
+   * with the same reference hash. A held id is never given to another event (first wins).
+   */
+  private async heldAs(room: RoomSnapshot, incoming: VerifiedPdu, pending: Map<string, Pending>): Promise<'new' | 'same' | string> {
+    const held = pending.get(incoming.eventId)?.event ?? (await this.graph.event(incoming.eventId)) ?? this.claimedElsewhere(room.roomId, incoming.eventId);
+    if (held === undefined) return 'new';
+    if (room.version.eventFormat !== 'v1') return 'same';
+    if (held === 'claimed' || held.roomId !== room.roomId) return `its event_id ${incoming.eventId.slice(0, 100)} names an event of another room`;
+    const heldPdu = pduOf(held, room.version);
+    if (heldPdu === undefined || !referenceHash(heldPdu, room.version).equals(referenceHash(incoming.pdu, room.version))) {
+      return `its event_id ${incoming.eventId.slice(0, 100)} names another event of this room`;
+    }
+    return 'same';
+  }
+
+  /**
+   * 'claimed' when a v1/v2 id is being admitted in another room (rooms are worked on in
+   * parallel, each under its own lock): then neither the stored events nor this batch know it yet.
+   */
+  private claimedElsewhere(roomId: string, eventId: string): 'claimed' | undefined {
+    const owner = this.claims.get(eventId);
+    return owner !== undefined && owner !== roomId ? 'claimed' : undefined;
+  }
+
+  /** Claims a v1/v2 id for `roomId` until the room's lock is let go; false when another room has it. */
+  private claim(roomId: string, eventId: string): boolean {
+    const owner = this.claims.get(eventId);
+    if (owner !== undefined) return owner === roomId;
+    this.claims.set(eventId, roomId);
+    let ids = this.claimsOfRoom.get(roomId);
+    if (!ids) this.claimsOfRoom.set(roomId, (ids = new Set()));
+    ids.add(eventId);
+    return true;
+  }
+
+  private releaseClaims(roomId: string): void {
+    const ids = this.claimsOfRoom.get(roomId);
+    if (!ids) return;
+    this.claimsOfRoom.delete(roomId);
+    for (const id of ids) if (this.claims.get(id) === roomId) this.claims.delete(id);
   }
 
   /**
@@ -508,6 +561,8 @@ export class RemoteEvents {
   ): Promise<string | undefined> {
     const { pending, order } = batch;
     const { pdu, eventId } = incoming;
+    // v1/v2: two rooms may be admitting events of one id at once; the first keeps it (events.event_id is unique).
+    if (version.eventFormat === 'v1' && !this.claim(room.roomId, eventId)) return `its event_id ${eventId.slice(0, 100)} names an event of another room`;
     const stateless = options.outlier || options.history === true;
     const signed = { isSignedBy: (server: string) => incoming.signers === undefined || incoming.signers.has(server) };
     // Step 4: its auth events, fetched when we lack them, must allow it. One that cannot be had
@@ -831,8 +886,7 @@ export class RemoteEvents {
       if (event.type !== 'm.room.redaction' || event.redacts === undefined || event.outlier || event.rejected !== undefined || event.softFailed) continue;
       const target = pending.get(event.redacts)?.event ?? (await this.graph.event(event.redacts));
       if (!target || target.roomId !== room.roomId || target.redactedBy !== undefined) continue;
-      const v1Ids = room.version.eventFormat === 'v1' ? { redaction: event.eventId, target: target.eventId } : undefined;
-      if (!redactionApplies(levels, event.sender, target.sender, v1Ids)) continue;
+      if (!redactionApplies(levels, room.version, event, target)) continue;
       redactions.push({ eventId: target.eventId, redactedContent: redactedContent(target.type, target.content, room.version.id), redactedBy: event.eventId });
     }
     return redactions;

@@ -147,7 +147,7 @@ export async function startHostileServer(federation: Federation, name = 'evil.te
     async join(via, roomId, userId) {
       const made = await client.request<{ event: UnsignedPdu; room_version: string }>(via, {
         method: 'GET',
-        path: `/_matrix/federation/v1/make_join/${encodeURIComponent(roomId)}/${encodeURIComponent(userId)}?ver=10&ver=9&ver=8&ver=11&ver=12`,
+        path: `/_matrix/federation/v1/make_join/${encodeURIComponent(roomId)}/${encodeURIComponent(userId)}?ver=10&ver=9&ver=8&ver=11&ver=12&ver=1&ver=2`,
       });
       const { pdu: signed, eventId } = pdu(made.room_version, { ...made.event, origin_server_ts: Date.now() });
       const answer = await client.request<{ state: Pdu[] }>(via, {

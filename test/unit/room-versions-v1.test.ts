@@ -65,6 +65,10 @@ describe('the v1 event format', () => {
     expect(eventIdOf(wire, v1)).toBe(eventId);
     // Two events never share an id.
     expect(finishPdu(draft, v1, signerFor('domain')).eventId).not.toBe(eventId);
+    // An id given is kept only on the signer's own domain (no other server would take it).
+    expect(finishPdu({ ...draft, event_id: '$given:domain' }, v1, signerFor('domain')).eventId).toBe('$given:domain');
+    expect(() => finishPdu({ ...draft, event_id: '$given:other' }, v1, signerFor('domain'))).toThrow(/not on domain/);
+    expect(() => finishPdu({ ...draft, event_id: '$given:other:domain' }, v1, signerFor('domain'))).toThrow(/not on domain/);
   });
 
   it('keeps the hashes of a remote event\u2019s pairs, so it is served as it was signed', async () => {
@@ -136,9 +140,9 @@ describe('auth rule 11 of v1/v2: redactions', () => {
   it('a redaction applies in v1 by the ids\u2019 servers, in v3+ by the senders\u2019', () => {
     const levels = effectivePowerLevels(lookup('1'), v1);
     // Bob (b.example, no redact level) redacts an event with an id of a.example sent by a user of b.example.
-    expect(redactionApplies(levels, BOB, '@other:b.example', { redaction: '$r:b.example', target: '$x:a.example' })).toBe(false);
-    expect(redactionApplies(levels, BOB, '@other:b.example')).toBe(true);
-    expect(redactionApplies(levels, ALICE, BOB, { redaction: '$r:a.example', target: '$x:b.example' })).toBe(true);
+    expect(redactionApplies(levels, v1, { sender: BOB, eventId: '$r:b.example' }, { sender: '@other:b.example', eventId: '$x:a.example' })).toBe(false);
+    expect(redactionApplies(levels, v3, { sender: BOB, eventId: '$r' }, { sender: '@other:b.example', eventId: '$x' })).toBe(true);
+    expect(redactionApplies(levels, v1, { sender: ALICE, eventId: '$r:a.example' }, { sender: BOB, eventId: '$x:b.example' })).toBe(true);
   });
 });
 

@@ -12,6 +12,7 @@ import { baseType, contentDisposition, THUMBNAIL_TYPES } from '../../media/conte
 import { MatrixError } from '../../core/errors.js';
 import { PublicRoomsBody } from './rooms.js';
 import { InboundLimiter } from '../../federation/inbound-limiter.js';
+import { MAX_INVITE_ROOM_STATE, v1InviteBody } from '../../federation/room-federation.js';
 import type { Services } from '../../services.js';
 
 declare module 'fastify' {
@@ -46,7 +47,7 @@ const MissingEventsBody = Type.Object(
   },
   { additionalProperties: true },
 );
-const InviteBody = Type.Object({ room_version: Type.Optional(Type.String()), event: Json, invite_room_state: Type.Optional(Type.Array(Type.Unknown(), { maxItems: 100 })) }, { additionalProperties: true });
+const InviteBody = Type.Object({ room_version: Type.Optional(Type.String()), event: Json, invite_room_state: Type.Optional(Type.Array(Type.Unknown(), { maxItems: MAX_INVITE_ROOM_STATE })) }, { additionalProperties: true });
 
 function listOf(value: string | string[] | undefined): string[] {
   return value === undefined ? [] : Array.isArray(value) ? value : [value];
@@ -117,7 +118,7 @@ export function federationRoutes(services: Services): FastifyPluginAsyncTypebox 
     );
     app.put('/v1/invite/:roomId/:eventId', { schema: { params: RoomEventParams, body: Json } }, async (request) => [
       200,
-      await limited(request, () => roomFederation.receiveInvite(originOf(request), request.params.roomId, request.params.eventId, { event: request.body, room_version: '1' })),
+      await limited(request, () => roomFederation.receiveInvite(originOf(request), request.params.roomId, request.params.eventId, v1InviteBody(request.body))),
     ]);
 
     // ---- reading rooms ----
