@@ -244,16 +244,6 @@ export class RemoteEvents {
     const join = batch.pending.get(joined.join.eventId)!;
     // History is shown under the visibility the room has now (its own state is not known here).
     for (const event of batch.order) if (!event.outlier) event.historyVisibility = join.event.historyVisibility;
-    // What the join and its page of history were built on and we lack (or hold only for state):
-    // the room's older history, a gap /messages fills from the room's servers when it pages back.
-    const shown = new Set(batch.order.filter((event) => !event.outlier).map((event) => event.eventId));
-    for (const event of batch.order) {
-      if (event.outlier || event.rejected !== undefined) continue;
-      for (const prev of event.prevEvents ?? []) {
-        if (shown.has(prev) || !(await this.heldOnlyForState(prev, batch.pending))) continue;
-        batch.gaps.push({ eventId: prev, childId: event.eventId, childDepth: event.depth });
-      }
-    }
     const current = await this.eventsOfIds([...join.stateAfter.values()], batch.pending);
     const removed: Array<[string, string]> = [];
     if (known) for (const event of known.stateEvents()) if (!join.stateAfter.has(stateKeyOf(event.type, event.stateKey ?? ''))) removed.push([event.type, event.stateKey ?? '']);
@@ -262,7 +252,7 @@ export class RemoteEvents {
       roomId,
       newRoom: known ? undefined : { room_id: roomId, room_version: version.id, creator: create.pdu.sender, is_public: 0, created_ts: create.pdu.origin_server_ts },
       prepare: () => [],
-      remote: () => ({ events: batch.order, currentState: current, removedState: removed, head, stateGroups: batch.groups, backwardExtremities: batch.gaps }),
+      remote: () => ({ events: batch.order, currentState: current, removedState: removed, head, stateGroups: batch.groups }),
     });
     for (const event of batch.order) this.graph.forget(event.eventId);
     return join.event;
