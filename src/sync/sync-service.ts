@@ -516,15 +516,20 @@ export class SyncService {
           .filter((row) => filter.roomAccountData.matches({ type: row.type, sender: userId, roomId: room.roomId }))
           .map((row) => ({ type: row.type, content: parseStoredJson<JsonObject>(row.content, {}) })),
       },
-      summary: this.summary(room, userId),
-      // An unfiltered, unlimited incremental timeline holds every new event: counts carry forward.
-      unread_notifications: await this.unread.countsAt(
-        room,
-        userId,
-        upTo,
-        context.ignored,
-        !fresh && !page.more && !filter.timeline.restrictive ? { after: since!.stream, events: timelineEvents } : undefined,
-      ),
+      // A peek (the legacy event stream, which has neither) counts nothing and keeps no count.
+      ...(context.peeking
+        ? {}
+        : {
+            summary: this.summary(room, userId),
+            // An unfiltered, unlimited incremental timeline holds every new event: counts carry forward.
+            unread_notifications: await this.unread.countsAt(
+              room,
+              userId,
+              upTo,
+              context.ignored,
+              !fresh && !page.more && !filter.timeline.restrictive ? { after: since!.stream, events: timelineEvents } : undefined,
+            ),
+          }),
     };
   }
 
