@@ -213,9 +213,12 @@ describe('GET /events?room_id= of a room the user is not in (peeking)', () => {
     const waiting = peek(token, `from=${encodeURIComponent(from)}&timeout=20000`).then((r) => r);
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(hs.services.notifier.parkedCount()).toBeGreaterThan(0);
+    const sentAt = performance.now();
     const sent = (await send(alice, 'mice')).body.event_id as string;
     const woken = await waiting;
     expect(woken.status).toBe(200);
+    // Woken by the message, not answered at the timeout.
+    expect(performance.now() - sentAt).toBeLessThan(10_000);
     expect(woken.body.chunk).toContainEqual(expect.objectContaining({ event_id: sent, room_id: room, content: { msgtype: 'm.text', body: 'mice' } }));
     // Nothing of the peek stays once it answered.
     expect(hs.services.notifier.peekersOf(room)[Symbol.iterator]().next().done).toBe(true);
@@ -225,8 +228,10 @@ describe('GET /events?room_id= of a room the user is not in (peeking)', () => {
     const next = async (act: () => Promise<unknown>): Promise<Event[]> => {
       const parked = peek(token, `from=${encodeURIComponent(at)}&timeout=20000`).then((r) => r);
       await new Promise((resolve) => setTimeout(resolve, 200));
+      const actedAt = performance.now();
       await act();
       const res = await parked;
+      expect(performance.now() - actedAt).toBeLessThan(10_000);
       at = res.body.end as string;
       return res.body.chunk as Event[];
     };
