@@ -372,6 +372,10 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
         if (!rooms || rooms.has(roomId)) wake.add(userId);
       }
     };
+    // Those peeking into a changed room from here are woken whether or not it is held.
+    for (const roomId of [...commit.rooms, ...commit.movedRooms.map((moved) => moved.roomId), ...commit.receipts.map(([roomId]) => roomId)]) {
+      for (const userId of notifier.peekersOf(roomId)) wake.add(userId);
+    }
     for (const eventId of commit.redacted) graph.forget(eventId);
     for (const { roomId, head, latest } of commit.movedRooms) {
       const room = roomCache.peek(roomId);

@@ -358,6 +358,7 @@ export class EventWriter {
         if (userId === quietSender && this.notifier.ignoresOwnMessages(userId)) continue;
         wake.add(userId);
       }
+      for (const userId of this.notifier.peekersOf(item.room.roomId)) wake.add(userId);
     }
     for (const item of prepared) item.pending.resolve(item.events);
     for (const item of prepared) {

@@ -87,7 +87,7 @@ export class ReceiptService {
         this.unread.receiptMoved(roomId, userId);
       },
     );
-    if (stored) this.notifier.notify(type === 'm.read.private' ? [userId] : room.interestedUsers());
+    if (stored) this.notifier.notify(type === 'm.read.private' ? [userId] : [...room.interestedUsers(), ...this.notifier.peekersOf(roomId)]);
     return stored;
   }
 }

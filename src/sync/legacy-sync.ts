@@ -71,6 +71,8 @@ export class LegacySync {
       filterDefinition: filter,
       signal: request.signal,
       legacy: true,
+      // One room: the user's own, or one they peek into (world-readable); 403 otherwise.
+      peek: request.roomId,
     });
     if (request.signal?.aborted) return {};
     const rooms = body.rooms as SyncRooms;
@@ -84,8 +86,9 @@ export class LegacySync {
       const invite = ownInvite(section, request.requester.userId);
       if (invite) chunk.push(v1(invite, roomId));
     }
+    // With a room, only its members' presence (sync picks them).
+    chunk.push(...((body.presence as { events: JsonObject[] }).events ?? []).map(withUserId));
     if (request.roomId === undefined) {
-      chunk.push(...((body.presence as { events: JsonObject[] }).events ?? []).map(withUserId));
       chunk.push(...withoutPushRules((body.account_data as { events: JsonObject[] }).events ?? []));
     }
     return { chunk, start: from, end: body.next_batch };

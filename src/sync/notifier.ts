@@ -10,6 +10,12 @@ export class Notifier {
   private readonly waiters = new Map<string, Set<(notifiedAt: number) => void>>();
   /** Called after every notify, whoever it concerns (the test double's `waitFor` watches rooms). */
   private readonly observers = new Set<() => void>();
+  /**
+   * Users peeking into rooms they are not in (the legacy `/events?room_id=` of a world-readable
+   * room): room id to user id to how many of their requests are parked there. Only parked
+   * requests are here; the entry goes when the last one ends.
+   */
+  private readonly peeking = new Map<string, Map<string, number>>();
   /** Users not woken by their own messages (see `ignoreOwnMessages`). */
   private readonly deaf = new Set<string>();
 
@@ -23,6 +29,35 @@ export class Notifier {
 
   ignoresOwnMessages(userId: string): boolean {
     return this.deaf.has(userId);
+  }
+
+  /**
+   * `userId` is woken with the room's members (by `peekersOf` at the wake-up sites) until the
+   * returned function is called, which the peeking request does when it ends.
+   */
+  peek(roomId: string, userId: string): () => void {
+    let users = this.peeking.get(roomId);
+    if (!users) {
+      users = new Map();
+      this.peeking.set(roomId, users);
+    }
+    users.set(userId, (users.get(userId) ?? 0) + 1);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      const current = this.peeking.get(roomId);
+      const count = current?.get(userId) ?? 0;
+      if (!current || count <= 1) {
+        current?.delete(userId);
+        if (current?.size === 0) this.peeking.delete(roomId);
+      } else current.set(userId, count - 1);
+    };
+  }
+
+  /** The users peeking into the room now (none, nearly always: one map lookup). */
+  peekersOf(roomId: string): Iterable<string> {
+    return this.peeking.get(roomId)?.keys() ?? [];
   }
 
   /** Calls `listener` after every notify until the returned function is called. */

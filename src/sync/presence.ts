@@ -122,8 +122,9 @@ export class PresenceService {
    * viewer came to share a room with since the token, whose last change may be older: as
    * Synapse, a newly joined room or member comes with their presence); without one, the presence
    * of everyone sharing a room, the viewer included. A user with no presence yet is offline.
+   * `peekedMembers`: the members of a room the viewer peeks into, whose changes count too.
    */
-  async forSync(viewer: string, after: number | undefined, upTo: number, newlyShared: ReadonlySet<string> = new Set()): Promise<JsonObject[]> {
+  async forSync(viewer: string, after: number | undefined, upTo: number, newlyShared: ReadonlySet<string> = new Set(), peekedMembers: ReadonlySet<string> = new Set()): Promise<JsonObject[]> {
     if (!this.enabled) return [];
     // Most syncs come after no presence change at all: known without a query.
     this.latest ??= await this.storage.userData.latestPresenceChange();
@@ -136,7 +137,7 @@ export class PresenceService {
       // A user's own change never wakes their syncs (see announce), so this cannot loop.
       if (this.latest > after) {
         for (const row of await this.storage.userData.presenceChanged(after, upTo, MAX_PER_SYNC)) {
-          if (row.user_id === viewer || (await this.shareRoom(viewer, row.user_id))) rows.set(row.user_id, row);
+          if (row.user_id === viewer || peekedMembers.has(row.user_id) || (await this.shareRoom(viewer, row.user_id))) rows.set(row.user_id, row);
         }
       }
       const missing = [...newlyShared].filter((user) => user !== viewer && !rows.has(user)).slice(0, Math.max(0, MAX_PER_SYNC - rows.size));
@@ -247,7 +248,10 @@ export class PresenceService {
   /** Wakes the roommates' syncs and, for a local user, tells the servers in shared rooms. */
   private async announce(userId: string, presence: PresenceState, statusMsg: string | null, lastActive: number, local: boolean): Promise<void> {
     const roommates = await this.cache.roommates(userId);
-    this.notifier.notify([...roommates].filter((user) => user !== userId && serverOf(user) === this.serverName));
+    const wake = [...roommates].filter((user) => user !== userId && serverOf(user) === this.serverName);
+    // Those peeking into the user's rooms see their presence too.
+    for (const [roomId, entry] of await this.cache.roomsOf(userId)) if (entry.membership === 'join') wake.push(...this.notifier.peekersOf(roomId));
+    this.notifier.notify(wake);
     if (local && this.remote) {
       const servers = new Set([...roommates].map(serverOf).filter((server) => server !== this.serverName));
       const content: JsonObject = { user_id: userId, presence, last_active_ago: Math.max(0, this.clock.now() - lastActive), currently_active: presence === 'online' };

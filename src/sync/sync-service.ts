@@ -9,7 +9,7 @@ import { MatrixError } from '../core/errors.js';
 import { toStrippedState, type ClientEvent, type JsonObject, type StoredEvent, type Viewer } from '../rooms/events.js';
 import type { RoomCache, UserRoom } from '../rooms/room-cache.js';
 import { pduOf } from '../rooms/pdu.js';
-import { isIgnored, topologicalToken, type RoomReader } from '../rooms/room-reader.js';
+import { isIgnored, notInRoom, topologicalToken, type RoomReader } from '../rooms/room-reader.js';
 import type { RoomSnapshot } from '../rooms/room-snapshot.js';
 import { membershipAt, type MembershipChange, type VisibilityContext } from '../rooms/visibility.js';
 import { BoundedCache } from '../core/bounded-cache.js';
@@ -50,6 +50,19 @@ export interface SyncRequest {
    * `/events` without `from`), so that the change is not news to it; called with that token.
    */
   fromNow?: ((token: string) => void) | undefined;
+  /**
+   * Peeking (the legacy `/events?room_id=`): this room comes as if the user were joined, with
+   * what history visibility lets a non-member see, and its members' presence, when the user is
+   * not joined to it; 403 unless it is world-readable then. Only that room's presence comes.
+   */
+  peek?: string | undefined;
+}
+
+/** The one room a legacy `/events?room_id=` is about: whose members' presence alone comes. */
+interface Peek {
+  roomId: string;
+  /** The user is (or was) in it: it comes as their other rooms do, not as a peek. */
+  member: boolean;
 }
 
 interface BuiltSync {
@@ -125,6 +138,25 @@ export class SyncService {
   }
 
   private async syncFor(request: SyncRequest): Promise<JsonObject> {
+    if (request.peek === undefined) return this.syncWith(request, undefined);
+    const userId = request.requester.userId;
+    const room = await this.reader.roomOrForbidden(request.peek, userId);
+    if (room.isJoined(userId)) return this.syncWith(request, { roomId: request.peek, member: true });
+    if (room.historyVisibility() !== 'world_readable') {
+      // A former member (or one invited) reads the room as any sync shows it them: up to leaving.
+      if ((await this.cache.roomsOf(userId)).has(request.peek)) return this.syncWith(request, { roomId: request.peek, member: true });
+      throw notInRoom(userId, request.peek);
+    }
+    // Woken with the room's members while parked; nothing is kept once the request ends.
+    const stop = this.notifier.peek(request.peek, request.requester.userId);
+    try {
+      return await this.syncWith(request, { roomId: request.peek, member: false });
+    } finally {
+      stop();
+    }
+  }
+
+  private async syncWith(request: SyncRequest, peek: Peek | undefined): Promise<JsonObject> {
     const userId = request.requester.userId;
     const filter = request.filterDefinition ? compileFilter(request.filterDefinition) : await this.compiledFilter(userId, request.filter);
     let since = parseSyncToken(request.since);
@@ -137,7 +169,7 @@ export class SyncService {
     }
     const deadline = performance.now() + request.timeoutMs;
     let serial = this.notifier.serialOf(userId);
-    let built = await this.build(request.requester, since, filter, request.fullState, request.legacy === true);
+    let built = await this.build(request.requester, since, filter, request.fullState, request.legacy === true, peek);
     // The first sync, and any sync with news, returns at once.
     while (since && built.empty && !request.signal?.aborted) {
       const remaining = deadline - performance.now();
@@ -149,7 +181,7 @@ export class SyncService {
       if (request.signal?.aborted) return {}; // the client left: nobody reads the answer
       const woken = this.notifier.serialOf(userId) !== serial;
       serial = this.notifier.serialOf(userId);
-      built = await this.build(request.requester, since, filter, request.fullState, request.legacy === true);
+      built = await this.build(request.requester, since, filter, request.fullState, request.legacy === true, peek);
       if (!woken) break; // timed out
     }
     // Nothing new: the same token back, so a client's position does not move past unseen events.
@@ -201,7 +233,7 @@ export class SyncService {
     return formatSyncToken({ stream: this.stream.current, typing: this.typing.serial });
   }
 
-  private async build(requester: Requester, since: SyncToken | undefined, filter: CompiledFilter, fullState: boolean, legacy = false): Promise<BuiltSync> {
+  private async build(requester: Requester, since: SyncToken | undefined, filter: CompiledFilter, fullState: boolean, legacy = false, peek?: Peek): Promise<BuiltSync> {
     const userId = requester.userId;
     const viewer: Viewer = { userId, deviceId: requester.deviceId };
     const upTo = this.stream.current;
@@ -237,7 +269,7 @@ export class SyncService {
     // Users this sync shows the user coming to share a room with: their presence comes too.
     const newlyShared = new Set<string>();
     for (const [roomId, entry] of rooms) {
-      if (entry.forgotten || !filter.includesRoom(roomId)) continue;
+      if (entry.forgotten || !filter.includesRoom(roomId) || (peek?.member === false && roomId === peek.roomId)) continue;
       // Most of a bot's rooms are quiet between two syncs: skipped here without a promise each,
       // which a sync over a thousand rooms would otherwise spend most of its time on.
       if (since && !fullState && entry.membership === 'join' && entry.stream <= since.stream && !roomAccountData.has(roomId)) {
@@ -282,8 +314,21 @@ export class SyncService {
       }
     }
 
+    // The peeked room, as a joined room whose every event is checked against history visibility.
+    let peekedMembers: ReadonlySet<string> = new Set();
+    const peeked = peek ? await this.cache.room(peek.roomId) : undefined;
+    if (peeked) peekedMembers = new Set(peeked.joinedUsers());
+    if (peeked && !peek!.member) {
+      const entry: UserRoom = { membership: 'join', stream: -1, forgotten: false };
+      const context: RoomContext = { room: peeked, entry, since, upTo, typingSerial, filter, viewer, fullState, accountData: [], ignored, newlyShared, peeking: true };
+      const section = await this.joinedRoom(context);
+      if (section) join[peeked.roomId] = section;
+    }
+
     const toDevice = legacy ? { events: [] } : await this.toDevice.forSync(userId, requester.deviceId, since?.stream, upTo);
-    const presence = (await this.presence.forSync(userId, since?.stream, upTo, newlyShared)).filter((e) => filter.presence.matches({ type: 'm.presence', sender: String(e.sender) }));
+    const presence = (await this.presence.forSync(userId, since?.stream, upTo, newlyShared, peekedMembers))
+      .filter((e) => filter.presence.matches({ type: 'm.presence', sender: String(e.sender) }))
+      .filter((e) => !peek || peekedMembers.has(String(e.sender)));
     const changedDevices = since && this.keys && !legacy ? await this.keys.changedFor(userId, since.stream, upTo, await this.usersWhoMayHaveJoined(userId, join)) : [];
     const leftDevices = since && this.keys && !legacy ? await this.keys.leftOf(userId, await this.usersWhoMayHaveLeft(userId, join, Object.keys(leave))) : [];
     const keyCounts = this.keys ? await this.keys.countsFor({ userId, deviceId: requester.deviceId }) : { counts: {}, fallbackTypes: [] };
@@ -360,12 +405,13 @@ export class SyncService {
     // change is a join too, so the membership at the token decides); then it comes whole.
     let fresh = !since;
     let visibility: VisibilityContext | undefined;
-    if (!since || entry.stream > since.stream) {
-      // The user's membership changed since the token (or there is none): what they may see of
-      // the room is checked event by event. Otherwise they were joined throughout.
+    if (!since || entry.stream > since.stream || context.peeking) {
+      // The user's membership changed since the token (or there is none), or they peek: what they
+      // may see of the room is checked event by event. Otherwise they were joined throughout.
       visibility = await this.reader.visibilityFor(room, userId);
       // New to this sync unless joined at the token and ever since (a profile change is a join too).
-      if (since) fresh = membershipAt(visibility.history, since.stream) !== 'join' || leftSince(visibility.history, since.stream);
+      // A peek goes on from its token like a member's sync.
+      if (since && !context.peeking) fresh = membershipAt(visibility.history, since.stream) !== 'join' || leftSince(visibility.history, since.stream);
     }
     const fullState = fresh || context.fullState;
     if (!fullState && this.quietSince(room, since!) && context.accountData.length === 0) return undefined;
@@ -470,15 +516,20 @@ export class SyncService {
           .filter((row) => filter.roomAccountData.matches({ type: row.type, sender: userId, roomId: room.roomId }))
           .map((row) => ({ type: row.type, content: parseStoredJson<JsonObject>(row.content, {}) })),
       },
-      summary: this.summary(room, userId),
-      // An unfiltered, unlimited incremental timeline holds every new event: counts carry forward.
-      unread_notifications: await this.unread.countsAt(
-        room,
-        userId,
-        upTo,
-        context.ignored,
-        !fresh && !page.more && !filter.timeline.restrictive ? { after: since!.stream, events: timelineEvents } : undefined,
-      ),
+      // A peek (the legacy event stream, which has neither) counts nothing and keeps no count.
+      ...(context.peeking
+        ? {}
+        : {
+            summary: this.summary(room, userId),
+            // An unfiltered, unlimited incremental timeline holds every new event: counts carry forward.
+            unread_notifications: await this.unread.countsAt(
+              room,
+              userId,
+              upTo,
+              context.ignored,
+              !fresh && !page.more && !filter.timeline.restrictive ? { after: since!.stream, events: timelineEvents } : undefined,
+            ),
+          }),
     };
   }
 
@@ -711,6 +762,8 @@ interface RoomContext {
   ignored: ReadonlySet<string>;
   /** Collects the users the sync shows the user coming to share a room with (for presence). */
   newlyShared: Set<string>;
+  /** The user is not in the room and peeks into it (a world-readable room). */
+  peeking?: boolean;
 }
 
 const MAX_LAZY_MEMBER_SETS = 20_000;

@@ -90,8 +90,9 @@ export class TypingTracker {
     // The entry stays even when empty, so its serial tells a sync that the list became empty.
     room.serial = ++this.serialCounter;
     const loaded = this.cache.peek(roomId);
-    if (loaded) this.notifier.notify(loaded.interestedUsers());
+    const peekers = [...this.notifier.peekersOf(roomId)];
+    if (loaded) this.notifier.notify([...loaded.interestedUsers(), ...peekers]);
     // A room not held in memory just now (a typing notice that timed out long after): load it.
-    else void this.cache.room(roomId).then((room) => this.notifier.notify(room?.interestedUsers() ?? []), () => undefined);
+    else void this.cache.room(roomId).then((room) => this.notifier.notify([...(room?.interestedUsers() ?? []), ...peekers]), () => undefined);
   }
 }

@@ -129,6 +129,32 @@ describe('two processes on one database', () => {
     expect((delivered.to_device?.events as Json[]).map((event) => event.content)).toEqual([{ n: 1 }]);
   });
 
+  it('wakes a peek (/events?room_id= of a world-readable room) parked on one process for a message and typing through the other', async () => {
+    const [ginaOne] = await onBoth('gina');
+    const [, hankTwo] = await onBoth('hank');
+    const roomId = await ginaOne.createRoom({ preset: 'public_chat', initial_state: [{ type: 'm.room.history_visibility', state_key: '', content: { history_visibility: 'world_readable' } }] });
+    const start = (await hankTwo.ok('GET', '/events', undefined, { room_id: roomId, timeout: 0 })).end as string;
+    const parked = hankTwo.ok('GET', '/events', undefined, { room_id: roomId, from: start, timeout: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const sentAt = performance.now();
+    const sent = await ginaOne.send(roomId, { msgtype: 'm.text', body: 'over there' });
+    const woken = await parked;
+    expect((woken.chunk as Json[]).map((event) => event.event_id)).toContain(sent);
+    // Woken by the commit, not answered at the timeout.
+    expect(performance.now() - sentAt).toBeLessThan(8_000);
+    // (Not through the test client: its spec check wants every chunk entry a room event, and the
+    // legacy stream carries typing and receipts as Synapse's does.)
+    const typing = two.http
+      .get(`/_matrix/client/v3/events?room_id=${encodeURIComponent(roomId)}&from=${encodeURIComponent(woken.end as string)}&timeout=10000`)
+      .auth(hankTwo.user.accessToken, { type: 'bearer' })
+      .then((res) => res);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const typedAt = performance.now();
+    await ginaOne.ok('PUT', `${path(roomId)}/typing/${encodeURIComponent(ginaOne.userId)}`, { typing: true, timeout: 30_000 });
+    expect(((await typing).body.chunk as Json[]).find((event) => event.type === 'm.typing')?.content.user_ids).toEqual([ginaOne.userId]);
+    expect(performance.now() - typedAt).toBeLessThan(8_000);
+  });
+
   it('has the process that sends look at its outboxes after a message written through the other', async () => {
     const [ruthOne] = await onBoth('ruth');
     const roomId = await ruthOne.createRoom({});

@@ -199,3 +199,72 @@ describe('GET /events (the event stream)', () => {
     }
   });
 });
+
+describe('GET /events?room_id= of a room the user is not in (peeking)', () => {
+  const setVisibility = (visibility: string) =>
+    hs.http.put(`/_matrix/client/v3/rooms/${encodeURIComponent(room)}/state/m.room.history_visibility`).auth(alice.accessToken, bearer).send({ history_visibility: visibility });
+  const peek = (token: string, query: string) => hs.http.get(`/_matrix/client/r0/events?room_id=${encodeURIComponent(room)}&${query}`).auth(token, bearer);
+
+  async function peekAndWake(token: string): Promise<void> {
+    const first = await peek(token, 'timeout=0');
+    expect(first.status).toBe(200);
+    const from = first.body.end as string;
+    // Parked (the peeker is in no room), then woken by a message in the room.
+    const waiting = peek(token, `from=${encodeURIComponent(from)}&timeout=20000`).then((r) => r);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(hs.services.notifier.parkedCount()).toBeGreaterThan(0);
+    const sentAt = performance.now();
+    const sent = (await send(alice, 'mice')).body.event_id as string;
+    const woken = await waiting;
+    expect(woken.status).toBe(200);
+    // Woken by the message, not answered at the timeout.
+    expect(performance.now() - sentAt).toBeLessThan(10_000);
+    expect(woken.body.chunk).toContainEqual(expect.objectContaining({ event_id: sent, room_id: room, content: { msgtype: 'm.text', body: 'mice' } }));
+    // Nothing of the peek stays once it answered.
+    expect(hs.services.notifier.peekersOf(room)[Symbol.iterator]().next().done).toBe(true);
+
+    // Receipts, typing and the members' presence come too, each waking the parked request.
+    let at = woken.body.end as string;
+    const next = async (act: () => Promise<unknown>): Promise<Event[]> => {
+      const parked = peek(token, `from=${encodeURIComponent(at)}&timeout=20000`).then((r) => r);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const actedAt = performance.now();
+      await act();
+      const res = await parked;
+      expect(performance.now() - actedAt).toBeLessThan(10_000);
+      at = res.body.end as string;
+      return res.body.chunk as Event[];
+    };
+    const presence = await next(() => hs.http.put(`/_matrix/client/v3/presence/${encodeURIComponent(alice.userId)}/status`).auth(alice.accessToken, bearer).send({ presence: 'online', status_msg: 'lemurs' }));
+    expect(presence).toContainEqual(expect.objectContaining({ type: 'm.presence', content: expect.objectContaining({ user_id: alice.userId, status_msg: 'lemurs' }) }));
+    const receipt = await next(() => hs.http.post(`/_matrix/client/v3/rooms/${encodeURIComponent(room)}/receipt/m.read/${encodeURIComponent(sent)}`).auth(alice.accessToken, bearer).send({}));
+    expect(receipt).toContainEqual(expect.objectContaining({ type: 'm.receipt', room_id: room }));
+    const typing = await next(() =>
+      hs.http.put(`/_matrix/client/v3/rooms/${encodeURIComponent(room)}/typing/${encodeURIComponent(alice.userId)}`).auth(alice.accessToken, bearer).send({ typing: true, timeout: 30000 }),
+    );
+    expect(typing).toContainEqual({ type: 'm.typing', room_id: room, content: { user_ids: [alice.userId] } });
+  }
+
+  it('a real user reads a world-readable room as it happens; 403 for a room that is not', async () => {
+    expectMatrixError(await peek(bob.accessToken, 'timeout=0'), 403, 'M_FORBIDDEN');
+    expectMatrixError(await hs.http.get(`/_matrix/client/r0/events?room_id=${encodeURIComponent('!nowhere:localhost')}&timeout=0`).auth(bob.accessToken, bearer), 403, 'M_FORBIDDEN');
+    expect((await setVisibility('world_readable')).status).toBe(200);
+    await peekAndWake(bob.accessToken);
+    // Shared again: the peek is refused.
+    expect((await setVisibility('shared')).status).toBe(200);
+    expectMatrixError(await peek(bob.accessToken, 'timeout=0'), 403, 'M_FORBIDDEN');
+  }, 60_000);
+
+  it('a guest does too', async () => {
+    await hs.close();
+    hs = await startTestHomeserver({ allow_guest_access: true });
+    alice = await createUser(hs, 'alice');
+    room = (await hs.http.post('/_matrix/client/v3/createRoom').auth(alice.accessToken, bearer).send({ preset: 'public_chat' })).body.room_id as string;
+    const guest = await hs.http.post('/_matrix/client/v3/register?kind=guest').send({});
+    expect(guest.status).toBe(200);
+    const token = guest.body.access_token as string;
+    expectMatrixError(await peek(token, 'timeout=0'), 403, 'M_FORBIDDEN');
+    expect((await setVisibility('world_readable')).status).toBe(200);
+    await peekAndWake(token);
+  }, 60_000);
+});
