@@ -610,11 +610,12 @@ export class RoomService {
     const users: JsonObject = { ...((oldLevels.users as JsonObject | undefined) ?? {}) };
     if (isPrivilegedCreatorVersion(newVersion)) delete users[requester.userId];
     else users[requester.userId] = Math.max(Number(users[requester.userId] ?? 0), 100);
-    const joinRule = room.get('m.room.join_rules')?.content.join_rule;
     const wasPublished = (await this.storage.rooms.getRoom(roomId))?.is_public === 1;
     const request: CreateRoomRequest = {
       room_version: newVersion,
-      preset: joinRule === 'public' ? 'public_chat' : 'private_chat',
+      // As Synapse: the copied state overrides the preset, whose one remainder is guest access
+      // (can_join) when the old room had no m.room.guest_access.
+      preset: 'private_chat',
       visibility: wasPublished ? 'public' : 'private',
       creation_content: creationContent,
       initial_state: initialState,

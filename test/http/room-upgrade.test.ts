@@ -66,6 +66,9 @@ describe('room upgrades', () => {
       const tombstone = events.find((e) => e.type === 'm.room.tombstone')!;
       expect(tombstone.content.replacement_room).toBe(newRoom);
       expect(await state(alice, newRoom, 'm.room.create')).toMatchObject({ room_version: newVersion, predecessor: { room_id: oldRoom, event_id: tombstone.event_id } });
+      // The copied state (public join rule) overrides the private_chat preset, which still brings guest access, as in Synapse.
+      expect((await state(alice, newRoom, 'm.room.join_rules')).join_rule).toBe('public');
+      expect(await state(alice, newRoom, 'm.room.guest_access')).toEqual({ guest_access: 'can_join' });
       expect((await alice.ok('GET', `/directory/list/room/${enc(newRoom)}`)).visibility).toBe('public');
       expect((await alice.ok('GET', `/directory/list/room/${enc(oldRoom)}`)).visibility).toBe('private');
     });
