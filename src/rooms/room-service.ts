@@ -191,6 +191,8 @@ export class RoomService {
     } finally {
       this.creating.delete(roomId);
     }
+    // The creator of an upgraded room is its first member (see afterNewJoin).
+    if (request.creation_content?.predecessor !== undefined) await this.afterNewJoin(creator, roomId);
     for (const userId of remoteInvites) await this.inviteRemote(requester, roomId, userId, undefined, request.is_direct === true);
     return roomId;
   }
@@ -641,6 +643,13 @@ export class RoomService {
         throw err;
       }
     }
+    // The old room's bans hold in the new one (as Synapse), a batch at a time; one the upgrader
+    // may not write is left out.
+    const bans = [...room.stateEvents()].filter((e) => e.type === 'm.room.member' && e.stateKey && e.content.membership === 'ban');
+    for (let i = 0; i < bans.length; i += UPGRADE_BAN_BATCH) {
+      const batch = bans.slice(i, i + UPGRADE_BAN_BATCH).map((e) => memberDraft(requester.userId, e.stateKey!, { membership: 'ban' }, typeof e.content.reason === 'string' ? e.content.reason : undefined));
+      await this.writer.submit({ roomId: replacementId, prepare: () => batch }).catch(() => undefined);
+    }
     // The directory lists the new room in place of the old one.
     if (wasPublished) await this.storage.rooms.setRoomPublic(roomId, false);
     // Ordinary members can no longer talk or invite in the old room.
@@ -992,6 +1001,9 @@ function matchesSearch(entry: JsonObject, term: string): boolean {
 }
 
 /** State a room upgrade copies into the new room (power levels go as the creation's override). */
+/** Bans an upgrade copies into the new room in one write. */
+const UPGRADE_BAN_BATCH = 100;
+
 const UPGRADE_COPIED_STATE = [
   'm.room.server_acl',
   'm.room.encryption',

@@ -102,4 +102,18 @@ describe('room upgrades', () => {
     await bob.join(newRoom);
     expect((await bob.ok('GET', '/pushrules/')).global.room.filter((r: Json) => r.rule_id === newRoom)).toHaveLength(1);
   });
+
+  it('copies the old room\u2019s bans, and carries tags and m.direct over for the upgrader and for those who join', async () => {
+    const oldRoom = await alice.createRoom({ preset: 'private_chat', invite: [bob.userId] });
+    await bob.join(oldRoom);
+    await alice.ok('POST', `/rooms/${enc(oldRoom)}/ban`, { user_id: '@mallory:elsewhere.example' });
+    await alice.ok('PUT', `/user/${enc(alice.userId)}/account_data/m.direct`, { [bob.userId]: [oldRoom] });
+    await bob.ok('PUT', `/user/${enc(bob.userId)}/rooms/${enc(oldRoom)}/tags/u.work`, { order: 0.5 });
+    const newRoom = (await alice.ok('POST', `/rooms/${enc(oldRoom)}/upgrade`, { new_version: '11' })).replacement_room as string;
+    expect((await alice.ok('GET', `/rooms/${enc(newRoom)}/state/m.room.member/${enc('@mallory:elsewhere.example')}`)).membership).toBe('ban');
+    expect((await alice.ok('GET', `/user/${enc(alice.userId)}/account_data/m.direct`))[bob.userId]).toEqual([oldRoom, newRoom]);
+    await alice.invite(newRoom, bob.userId);
+    await bob.join(newRoom);
+    expect((await bob.ok('GET', `/user/${enc(bob.userId)}/rooms/${enc(newRoom)}/tags`)).tags).toEqual({ 'u.work': { order: 0.5 } });
+  });
 });
