@@ -255,14 +255,35 @@ export class RoomService {
     return roomId;
   }
 
-  /** A new member of an upgraded room brings along what was theirs in the old one (see joinedUpgradedRoom). */
+  /**
+   * A new member of an upgraded room brings along what was theirs in the old one (see
+   * joinedUpgradedRoom). And when the old room's tombstone does point here (an upgrade made on
+   * another server, which this server follows as its first user joins), this server's aliases of
+   * the old room move over and a directory listing changes rooms, as Synapse does.
+   */
   private async afterNewJoin(userId: string, roomId: string): Promise<void> {
-    if (!this.joinedUpgradedRoom) return;
     const predecessor = (await this.cache.room(roomId))?.get('m.room.create')?.content.predecessor as JsonObject | undefined;
     const oldRoomId = predecessor?.room_id;
     if (typeof oldRoomId !== 'string' || oldRoomId === roomId) return;
     // The join is done; a failure here is not the join's.
-    await this.joinedUpgradedRoom(userId, oldRoomId, roomId).catch(() => undefined);
+    try {
+      const oldRoom = await this.cache.room(oldRoomId);
+      if (oldRoom?.get('m.room.tombstone')?.content.replacement_room === roomId) {
+        for (const alias of await this.storage.rooms.aliasesOfRoom(oldRoomId)) {
+          await this.withAliasLock(oldRoomId, async () => {
+            await this.storage.rooms.deleteAlias(alias);
+            await this.storage.rooms.insertAlias(alias, roomId, userId);
+          });
+        }
+        if ((await this.storage.rooms.getRoom(oldRoomId))?.is_public === 1) {
+          await this.storage.rooms.setRoomPublic(roomId, true);
+          await this.storage.rooms.setRoomPublic(oldRoomId, false);
+        }
+      }
+      await this.joinedUpgradedRoom?.(userId, oldRoomId, roomId);
+    } catch {
+      // Best effort, as in Synapse.
+    }
   }
 
   /**
