@@ -286,6 +286,10 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   writer.onCommit(pusherSender.commitListener);
   receipts.onReadReceipt((_roomId, userId) => pusherSender.receiptMoved(userId));
   pushRules.pushersChanged = (userId) => pusherSender.pushersChanged(userId);
+  rooms.joinedUpgradedRoom = async (userId, oldRoomId, newRoomId) => {
+    await pushRules.copyRoomRules(userId, oldRoomId, newRoomId);
+    await accountData.copyToUpgradedRoom(userId, oldRoomId, newRoomId);
+  };
   const sync = new SyncService(storage, roomCache, roomReader, stream, notifier, typing, unread, accountData, toDevice, presence, async (userId) => (await pushRules.ruleset(userId)) as unknown as JsonObject, keys);
   const legacySync = new LegacySync(sync, history, presence, (roomId) => rooms.directoryVisibility(roomId).catch(() => 'private' as const));
   const media = new MediaService(storage, blobStoreFor(config), config, clock, new FederatedMediaSource(federation.client));

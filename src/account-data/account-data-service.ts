@@ -15,6 +15,7 @@ import { BoundedCache } from '../core/bounded-cache.js';
 const SERVER_MANAGED_TYPES = new Set(['m.push_rules']);
 /** Room tags live in the room's `m.tag` account data, where sync shows them. */
 const TAG_TYPE = 'm.tag';
+const DIRECT_TYPE = 'm.direct';
 const IGNORED_USERS_TYPE = 'm.ignored_user_list';
 const MAX_CACHED_IGNORE_LISTS = 50_000;
 const MAX_TAG_BYTES = 255;
@@ -105,6 +106,27 @@ export class AccountDataService {
     const content = stored === undefined ? {} : parseStoredJson<JsonObject>(stored, {});
     const tags = typeof content.tags === 'object' && content.tags !== null && !Array.isArray(content.tags) ? (content.tags as Record<string, JsonObject>) : {};
     return { tags };
+  }
+
+  /**
+   * The user joined `newRoomId`, the upgrade of `oldRoomId`: the old room's tags go on the new one,
+   * and a direct chat (`m.direct`) stays one, as Synapse carries them over. Nothing is written when
+   * there is nothing to carry.
+   */
+  async copyToUpgradedRoom(userId: string, oldRoomId: string, newRoomId: string): Promise<void> {
+    const { tags } = await this.tags(userId, oldRoomId);
+    if (Object.keys(tags).length > 0) await this.write(userId, newRoomId, TAG_TYPE, { tags });
+    const stored = await this.storage.userData.getAccountData(userId, GLOBAL_ACCOUNT_DATA, DIRECT_TYPE);
+    if (stored === undefined) return;
+    const direct = parseStoredJson<JsonObject>(stored, {});
+    let changed = false;
+    for (const [partner, rooms] of Object.entries(direct)) {
+      if (Array.isArray(rooms) && rooms.includes(oldRoomId) && !rooms.includes(newRoomId)) {
+        direct[partner] = [...rooms, newRoomId];
+        changed = true;
+      }
+    }
+    if (changed) await this.write(userId, GLOBAL_ACCOUNT_DATA, DIRECT_TYPE, direct);
   }
 
   /** Adds (or replaces) one tag; the room's other tags stay. */

@@ -348,7 +348,7 @@ function versionOf(value: unknown): RoomVersion {
  * A make_ template, checked to be for this room and user, in the server's form (v1/v2 rooms:
  * the `[event_id, hashes]` pairs become ids, their hashes kept aside).
  */
-function templateOf(raw: unknown, roomId: string, userId: string, version: RoomVersion): Pdu {
+export function templateOf(raw: unknown, roomId: string, userId: string, version: RoomVersion): Pdu {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new JoinRefused('the template is not an object');
   const template = raw as Pdu;
   if (template.room_id !== roomId || template.sender !== userId || template.state_key !== userId || template.type !== 'm.room.member') {
@@ -358,14 +358,20 @@ function templateOf(raw: unknown, roomId: string, userId: string, version: RoomV
   // A server that names no version means version 1 (make_join's default); some such servers send
   // bare ids all the same (SyTest's rooms of unknown versions): taken as pairs, and the create
   // event in send_join's answer decides whether the room is what it was said to be.
+  // Those bare ids are of the later form (no server part), so they are held only to being ids.
+  let bare = false;
   if (v1) {
     for (const key of ['prev_events', 'auth_events'] as const) {
       const list: unknown = template[key];
+      if (Array.isArray(list) && list.some((item: unknown) => typeof item === 'string')) bare = true;
       if (Array.isArray(list)) template[key] = list.map((item: unknown) => (typeof item === 'string' ? [item, {}] : item)) as unknown as string[];
     }
   }
+  const bareIdOk = (item: unknown) => Array.isArray(item) && typeof item[0] === 'string' && item[0].startsWith('$') && item[0].length <= 255;
   const wellFormed = (value: unknown) =>
-    Array.isArray(value) && value.length <= 20 && (v1 ? referencesProblem(value) === undefined : value.every((id) => typeof id === 'string'));
+    Array.isArray(value) &&
+    value.length <= 20 &&
+    (v1 ? (bare ? value.every(bareIdOk) : referencesProblem(value) === undefined) : value.every((id) => typeof id === 'string'));
   if (!wellFormed(template.prev_events) || !wellFormed(template.auth_events) || !Number.isSafeInteger(template.depth)) throw new JoinRefused('the template is malformed');
   if (typeof template.content !== 'object' || template.content === null) template.content = {};
   return pduFromWire(template, version) as Pdu;

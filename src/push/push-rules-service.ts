@@ -97,6 +97,31 @@ export class PushRulesService {
     });
   }
 
+  /**
+   * The user joined `newRoomId`, the upgrade of `oldRoomId`: their own rules about the old room (a
+   * room rule named after it, rules whose conditions match its id) are copied for the new one, as
+   * Synapse copies them. Rules already there are left alone; nothing is written when there is
+   * nothing to copy.
+   */
+  async copyRoomRules(userId: string, oldRoomId: string, newRoomId: string): Promise<void> {
+    const aboutOldRoom = (rule: PushRule): boolean =>
+      rule.rule_id === oldRoomId || (rule.conditions ?? []).some((c) => c.kind === 'event_match' && c.key === 'room_id' && c.pattern === oldRoomId);
+    const stored = await this.changes(userId);
+    if (!PUSH_RULE_KINDS.some((kind) => (stored.own[kind] ?? []).some(aboutOldRoom))) return;
+    await this.update(userId, (changes) => {
+      for (const kind of PUSH_RULE_KINDS) {
+        const list = [...(changes.own[kind] ?? [])];
+        for (const rule of list.filter(aboutOldRoom)) {
+          const copy: PushRule = { ...rule, rule_id: rule.rule_id.split(oldRoomId).join(newRoomId) };
+          if (rule.conditions) copy.conditions = rule.conditions.map((c) => (c.kind === 'event_match' && c.key === 'room_id' && c.pattern === oldRoomId ? { ...c, pattern: newRoomId } : c));
+          if (list.some((r) => r.rule_id === copy.rule_id) || countOwn(changes) >= MAX_OWN_RULES) continue;
+          list.push(copy);
+          changes.own[kind] = list;
+        }
+      }
+    });
+  }
+
   /** `DELETE /pushrules/global/{kind}/{ruleId}`: one of the user's own rules. */
   async deleteRule(userId: string, kindText: string, ruleId: string): Promise<void> {
     const kind = assertKind(kindText);

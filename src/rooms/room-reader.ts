@@ -604,15 +604,16 @@ export class RoomHistory {
 
   /**
    * The room's state as the user may see it: the current state for a member (or anyone in a
-   * world-readable room); for a former member, the state as it was when they left (the spec,
-   * Synapse); for anyone else, 403.
+   * world-readable room); for a former member who left or was kicked, the state as it was when
+   * they left (the spec, Synapse); for anyone else, the banned included, 403 (as Synapse: a
+   * banned user's server learns of the ban by this).
    */
   private async visibleState(roomId: string, userId: string): Promise<StoredEvent[]> {
     const room = await this.reader.roomOrForbidden(roomId, userId);
     if (room.isJoined(userId) || room.historyVisibility() === 'world_readable') return [...room.stateEvents()].sort((a, b) => a.stream - b.stream);
     const { history } = await this.reader.visibilityFor(room, userId);
     const left = history.at(-1);
-    if (!left || !history.some((change) => change.membership === 'join') || (left.membership !== 'leave' && left.membership !== 'ban')) throw notInRoom(userId, roomId);
+    if (!left || !history.some((change) => change.membership === 'join') || left.membership !== 'leave') throw notInRoom(userId, roomId);
     return this.reader.stateAt(room, left.stream);
   }
 

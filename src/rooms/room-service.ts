@@ -70,6 +70,11 @@ export class RoomService {
   private readonly aliasLocks = new Map<string, Promise<void>>();
   /** Retries are looked up with the concurrent sends' lookups, in one query. */
   private readonly txnLookups: TxnLookups;
+  /**
+   * Told when a user of ours newly joins a room that is the upgrade of another (its create event
+   * names a predecessor): their push rules for the old room are copied (set in services.ts).
+   */
+  joinedUpgradedRoom?: (userId: string, oldRoomId: string, newRoomId: string) => Promise<void>;
 
   constructor(
     private readonly storage: Storage,
@@ -89,7 +94,11 @@ export class RoomService {
 
   // ---- creation ----
 
-  async createRoom(requester: Requester, request: CreateRoomRequest): Promise<string> {
+  /**
+   * `POST /createRoom`. `roomId`: an id chosen beforehand (an upgrade names the new room in the
+   * old one's tombstone first); only for room versions whose ids are not made from the create event.
+   */
+  async createRoom(requester: Requester, request: CreateRoomRequest, chosenId?: string): Promise<string> {
     const creator = requester.userId;
     const roomVersion = request.room_version ?? DEFAULT_ROOM_VERSION;
     if (!SUPPORTED_ROOM_VERSIONS.includes(roomVersion)) {
@@ -139,7 +148,7 @@ export class RoomService {
     });
     // The create event first: a v12 room's id is made from it; older versions' ids go into it.
     const version = knownRoomVersion(roomVersion);
-    const givenId = version.roomIdFromCreateEvent ? undefined : newRoomId(this.config.server_name);
+    const givenId = version.roomIdFromCreateEvent ? undefined : (chosenId ?? newRoomId(this.config.server_name));
     let create = this.writer.buildCreateEvent(version, givenId, creator, planned[0]!.content);
     let roomId = givenId ?? roomIdFromCreateEventId(create.eventId);
     // A v12 room id is a hash of the create event: the same creator making the same room in the
@@ -151,6 +160,7 @@ export class RoomService {
         if (!(await this.storage.rooms.getRoom(roomId))) break;
         this.creating.delete(roomId);
       }
+      if (chosenId !== undefined) throw new MatrixError('M_ROOM_IN_USE', 'The chosen room id is taken');
       create = this.writer.buildCreateEvent(version, givenId, creator, planned[0]!.content, create.pdu.origin_server_ts + 1);
       roomId = givenId ?? roomIdFromCreateEventId(create.eventId);
     }
@@ -181,6 +191,8 @@ export class RoomService {
     } finally {
       this.creating.delete(roomId);
     }
+    // The creator of an upgraded room is its first member (see afterNewJoin).
+    if (request.creation_content?.predecessor !== undefined) await this.afterNewJoin(creator, roomId);
     for (const userId of remoteInvites) await this.inviteRemote(requester, roomId, userId, undefined, request.is_direct === true);
     return roomId;
   }
@@ -199,6 +211,7 @@ export class RoomService {
   async join(requester: Requester, roomIdOrAlias: string, reason?: string, via: readonly string[] = [], custom: JsonObject = {}): Promise<string> {
     const extra = clientJoinContent(custom);
     const { roomId, room, candidates } = await this.membershipTarget(requester.userId, roomIdOrAlias, via);
+    const wasJoined = (await this.cache.roomsOf(requester.userId)).get(roomId)?.membership === 'join';
     // A room we knew but are no longer in, with nobody to ask, is joined here (it may be ours).
     if (candidates && (candidates.length > 0 || !room)) {
       if (candidates.length === 0) throw new MatrixError('M_NOT_FOUND', 'No known servers');
@@ -210,6 +223,7 @@ export class RoomService {
         try {
           await this.remote!.join(requester.userId, roomId, candidates, content);
           if (requester.isGuest) await this.leaveUnlessGuestsMayJoin(requester, roomId);
+          if (!wasJoined) await this.afterNewJoin(requester.userId, roomId);
           return roomId;
         } catch (err) {
           const refused = err instanceof MatrixError && err.status === 403;
@@ -237,7 +251,39 @@ export class RoomService {
         return [draft];
       },
     });
+    if (!wasJoined) await this.afterNewJoin(requester.userId, roomId);
     return roomId;
+  }
+
+  /**
+   * A new member of an upgraded room brings along what was theirs in the old one (see
+   * joinedUpgradedRoom). And when the old room's tombstone does point here (an upgrade made on
+   * another server, which this server follows as its first user joins), this server's aliases of
+   * the old room move over and a directory listing changes rooms, as Synapse does.
+   */
+  private async afterNewJoin(userId: string, roomId: string): Promise<void> {
+    const predecessor = (await this.cache.room(roomId))?.get('m.room.create')?.content.predecessor as JsonObject | undefined;
+    const oldRoomId = predecessor?.room_id;
+    if (typeof oldRoomId !== 'string' || oldRoomId === roomId) return;
+    // The join is done; a failure here is not the join's.
+    try {
+      const oldRoom = await this.cache.room(oldRoomId);
+      if (oldRoom?.get('m.room.tombstone')?.content.replacement_room === roomId) {
+        for (const alias of await this.storage.rooms.aliasesOfRoom(oldRoomId)) {
+          await this.withAliasLock(oldRoomId, async () => {
+            await this.storage.rooms.deleteAlias(alias);
+            await this.storage.rooms.insertAlias(alias, roomId, userId);
+          });
+        }
+        if ((await this.storage.rooms.getRoom(oldRoomId))?.is_public === 1) {
+          await this.storage.rooms.setRoomPublic(roomId, true);
+          await this.storage.rooms.setRoomPublic(oldRoomId, false);
+        }
+      }
+      await this.joinedUpgradedRoom?.(userId, oldRoomId, roomId);
+    } catch {
+      // Best effort, as in Synapse.
+    }
   }
 
   /**
@@ -550,15 +596,20 @@ export class RoomService {
   /**
    * `POST /rooms/{roomId}/upgrade`: a new room of `newVersion` with the old one's state copied (name,
    * topic, avatar, join rules, history visibility, guest access, encryption, server ACL, power
-   * levels), a `predecessor` in its create event; then the old room gets a tombstone pointing at the
-   * new one, its power levels are raised so ordinary members can no longer talk or invite there,
-   * and this server's aliases move over. As Synapse does it.
+   * levels), a `predecessor` in its create event naming the old room and its tombstone (which
+   * points at the new one, and so is sent first, the new room's id chosen beforehand; a v12 room's
+   * id comes from its create event, so there the tombstone follows and the predecessor has no
+   * `event_id`); the directory lists the new room instead of the old; the old room's power levels
+   * are raised so ordinary members can no longer talk or invite there, and this server's aliases
+   * move over. As Synapse does it.
    */
   async upgradeRoom(requester: Requester, roomId: string, newVersion: string): Promise<string> {
     if (!SUPPORTED_ROOM_VERSIONS.includes(newVersion)) {
       throw new MatrixError('M_UNSUPPORTED_ROOM_VERSION', `Your homeserver does not support room version ${newVersion}`, { status: 400 });
     }
-    const room = await this.reader.roomOrForbidden(roomId, requester.userId);
+    // A room this server does not know is 404, as in Synapse; one it knows but the user is not in, 403.
+    const room = await this.cache.room(roomId);
+    if (!room) throw new MatrixError('M_NOT_FOUND', `Unknown room ${roomId}`);
     if (!room.isJoined(requester.userId)) throw notInRoom(requester.userId, roomId);
     const levels = effectivePowerLevels(room.lookup, room.version);
     if (userPowerLevel(levels, requester.userId) < requiredPowerForEvent(levels, 'm.room.tombstone', true)) {
@@ -573,7 +624,8 @@ export class RoomService {
       if (event && Object.keys(event.content).length > 0) initialState.push({ type, state_key: '', content: event.content });
     }
     const create = room.get('m.room.create')?.content ?? {};
-    const creationContent: JsonObject = { predecessor: { room_id: roomId } };
+    const predecessor: JsonObject = { room_id: roomId };
+    const creationContent: JsonObject = { predecessor };
     for (const key of ['m.federate', 'type'] as const) if (create[key] !== undefined) creationContent[key] = create[key];
     // The old power levels, with the upgrader able to write the copied state. A v12 room's
     // creators are no entry of `users` (their power is the create event's).
@@ -581,16 +633,46 @@ export class RoomService {
     const users: JsonObject = { ...((oldLevels.users as JsonObject | undefined) ?? {}) };
     if (isPrivilegedCreatorVersion(newVersion)) delete users[requester.userId];
     else users[requester.userId] = Math.max(Number(users[requester.userId] ?? 0), 100);
-    const joinRule = room.get('m.room.join_rules')?.content.join_rule;
-    const newRoomId = await this.createRoom(requester, {
+    const wasPublished = (await this.storage.rooms.getRoom(roomId))?.is_public === 1;
+    const request: CreateRoomRequest = {
       room_version: newVersion,
-      preset: joinRule === 'public' ? 'public_chat' : 'private_chat',
+      // As Synapse: the copied state overrides the preset, whose one remainder is guest access
+      // (can_join) when the old room had no m.room.guest_access.
+      preset: 'private_chat',
+      visibility: wasPublished ? 'public' : 'private',
       creation_content: creationContent,
       initial_state: initialState,
       power_level_content_override: { ...oldLevels, users },
-    });
-
-    await this.setState(requester, roomId, 'm.room.tombstone', '', { body: 'This room has been replaced', replacement_room: newRoomId });
+    };
+    const tombstone = (replacement: string) => ({ body: 'This room has been replaced', replacement_room: replacement });
+    let replacementId: string;
+    if (knownRoomVersion(newVersion).roomIdFromCreateEvent) {
+      // A v12 room's id is the hash of its create event, so the tombstone can only follow it (the
+      // predecessor's `event_id` is optional since Matrix 1.16).
+      replacementId = await this.createRoom(requester, request);
+      await this.setState(requester, roomId, 'm.room.tombstone', '', tombstone(replacementId));
+    } else {
+      // As Synapse: the predecessor names the tombstone, which names the new room; so the new
+      // room's id is chosen first, the tombstone sent, then the room made with that id.
+      replacementId = newRoomId(this.config.server_name);
+      predecessor.event_id = await this.setState(requester, roomId, 'm.room.tombstone', '', tombstone(replacementId));
+      try {
+        await this.createRoom(requester, request, replacementId);
+      } catch (err) {
+        // No room came of it: an empty tombstone takes the pointer back, so the upgrade can be retried.
+        await this.setState(requester, roomId, 'm.room.tombstone', '', {}).catch(() => undefined);
+        throw err;
+      }
+    }
+    // The old room's bans hold in the new one (as Synapse), a batch at a time; one the upgrader
+    // may not write is left out.
+    const bans = [...room.stateEvents()].filter((e) => e.type === 'm.room.member' && e.stateKey && e.content.membership === 'ban');
+    for (let i = 0; i < bans.length; i += UPGRADE_BAN_BATCH) {
+      const batch = bans.slice(i, i + UPGRADE_BAN_BATCH).map((e) => memberDraft(requester.userId, e.stateKey!, { membership: 'ban' }, typeof e.content.reason === 'string' ? e.content.reason : undefined));
+      await this.writer.submit({ roomId: replacementId, prepare: () => batch }).catch(() => undefined);
+    }
+    // The directory lists the new room in place of the old one.
+    if (wasPublished) await this.storage.rooms.setRoomPublic(roomId, false);
     // Ordinary members can no longer talk or invite in the old room.
     const restricted = Math.max(50, Number(oldLevels.users_default ?? 0) + 1);
     const current = room.get('m.room.power_levels')?.content;
@@ -601,15 +683,15 @@ export class RoomService {
     for (const alias of await this.storage.rooms.aliasesOfRoom(roomId)) {
       await this.withAliasLock(roomId, async () => {
         await this.storage.rooms.deleteAlias(alias);
-        await this.storage.rooms.insertAlias(alias, newRoomId, requester.userId);
+        await this.storage.rooms.insertAlias(alias, replacementId, requester.userId);
       });
     }
     const canonical = room.get('m.room.canonical_alias')?.content;
     if (canonical && Object.keys(canonical).length > 0) {
-      await this.setState(requester, newRoomId, 'm.room.canonical_alias', '', canonical).catch(() => undefined);
+      await this.setState(requester, replacementId, 'm.room.canonical_alias', '', canonical).catch(() => undefined);
       await this.setState(requester, roomId, 'm.room.canonical_alias', '', {}).catch(() => undefined);
     }
-    return newRoomId;
+    return replacementId;
   }
 
   // ---- the room directory ----
@@ -940,6 +1022,9 @@ function matchesSearch(entry: JsonObject, term: string): boolean {
 }
 
 /** State a room upgrade copies into the new room (power levels go as the creation's override). */
+/** Bans an upgrade copies into the new room in one write. */
+const UPGRADE_BAN_BATCH = 100;
+
 const UPGRADE_COPIED_STATE = [
   'm.room.server_acl',
   'm.room.encryption',

@@ -1,7 +1,8 @@
 /**
  * `POST /user_directory/search`: the users a user may find, as Synapse finds them by default
- * (`search_all_users: false`): those who share a room with the searcher, and those in rooms
- * published in the directory. Matched on the user id and the display name their member event
+ * (`search_all_users: false`): those who share a room with the searcher (not the searcher, unless
+ * the room is public: joinable by anyone or world-readable, so that changing a room's join rule or
+ * history visibility takes its members in and out), and those in rooms published in the directory. Matched on the user id and the display name their member event
  * carries in those rooms; computed from the rooms' current state, bounded per request. This
  * server's guests are never found (as in Synapse).
  */
@@ -29,8 +30,9 @@ export class UserDirectory {
   async search(searcher: string, term: string, limit: number): Promise<DirectoryResult> {
     const needle = term.trim().toLowerCase();
     const roomIds = new Set<string>();
+    const published = new Set(await this.publicRoomIds());
     for (const [roomId, entry] of await this.cache.roomsOf(searcher)) if (entry.membership === 'join') roomIds.add(roomId);
-    for (const roomId of await this.publicRoomIds()) roomIds.add(roomId);
+    for (const roomId of published) roomIds.add(roomId);
 
     const found = new Map<string, { displayname?: string; avatarUrl?: string }>();
     const guestCandidates = new Set<string>();
@@ -40,9 +42,12 @@ export class UserDirectory {
       if (++rooms > MAX_ROOMS_SCANNED || members > MAX_MEMBERS_SCANNED) break;
       const room = await this.cache.room(roomId);
       if (!room) continue;
+      // As Synapse: a public room (published, joinable by anyone or world-readable) shows all its
+      // members, the searcher too; a private one shows the searcher the others who share it.
+      const isPublic = published.has(roomId) || isPublicRoom(room);
       for (const userId of room.joinedUsers()) {
         members += 1;
-        if (found.has(userId)) continue;
+        if (found.has(userId) || (userId === searcher && !isPublic)) continue;
         const profile = profileIn(room, userId);
         if (matches(needle, userId, profile.displayname)) found.set(userId, profile);
         // A guest's join says `kind: guest`; the account decides (an upgraded guest is found).
@@ -60,6 +65,11 @@ export class UserDirectory {
       })),
     };
   }
+}
+
+/** Synapse's test of a room whose members are in the directory: public join rule, or world-readable history. */
+function isPublicRoom(room: RoomSnapshot): boolean {
+  return room.get('m.room.join_rules')?.content.join_rule === 'public' || room.historyVisibility() === 'world_readable';
 }
 
 function profileIn(room: RoomSnapshot, userId: string): { displayname?: string; avatarUrl?: string } {

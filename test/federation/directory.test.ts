@@ -33,4 +33,17 @@ describe('another server’s room directory', () => {
     expect(answer.status).toBeGreaterThanOrEqual(400);
     expect(answer.body.errcode).toEqual(expect.any(String));
   });
+
+  it('follows a room upgrade made on the other server: its aliases and listing move when its first user joins the new room', async () => {
+    const old = await aliceB.createRoom({ preset: 'public_chat', power_level_content_override: { users: { [aliceB.userId]: 100, [botA.userId]: 50 } } });
+    await botA.ok('POST', `/join/${encodeURIComponent(old)}`, {}, { server_name: 'b.test' });
+    await botA.ok('PUT', `/directory/room/${encodeURIComponent('#follow:a.test')}`, { room_id: old });
+    await botA.ok('PUT', `/directory/list/room/${encodeURIComponent(old)}`, { visibility: 'public' });
+    const replacement = (await aliceB.ok('POST', `/rooms/${encodeURIComponent(old)}/upgrade`, { new_version: '11' })).replacement_room as string;
+    await botA.waitForEvent(old, (event) => event.type === 'm.room.tombstone');
+    await botA.ok('POST', `/join/${encodeURIComponent(replacement)}`, {}, { server_name: 'b.test' });
+    expect((await botA.ok('GET', `/directory/room/${encodeURIComponent('#follow:a.test')}`)).room_id).toBe(replacement);
+    expect((await botA.ok('GET', `/directory/list/room/${encodeURIComponent(replacement)}`)).visibility).toBe('public');
+    expect((await botA.ok('GET', `/directory/list/room/${encodeURIComponent(old)}`)).visibility).toBe('private');
+  });
 });

@@ -103,6 +103,18 @@ describe('what leavers, outsiders and the banned see', () => {
     expectMatrixError(await mallory.request('GET', `/rooms/${encodeURIComponent(roomId)}/state`), 403, 'M_FORBIDDEN');
   });
 
+  it('a banned former member gets 403 for the state, as in Synapse (their server learns of the ban so)', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    await alice.ok('POST', `/rooms/${enc(roomId)}/ban`, { user_id: bob.userId, reason: 'testing' });
+    expectMatrixError(await bob.request('GET', `/rooms/${enc(roomId)}/state/m.room.member/${enc(bob.userId)}`), 403, 'M_FORBIDDEN');
+    expectMatrixError(await bob.request('GET', `/rooms/${enc(roomId)}/state`), 403, 'M_FORBIDDEN');
+    expectMatrixError(await bob.request('GET', `/rooms/${enc(roomId)}/members`), 403, 'M_FORBIDDEN');
+    // Unbanned, bob is a former member again, who reads the state as it was when he left.
+    await alice.ok('POST', `/rooms/${enc(roomId)}/unban`, { user_id: bob.userId });
+    expect((await bob.ok('GET', `/rooms/${enc(roomId)}/state/m.room.member/${enc(bob.userId)}`)).membership).toBe('leave');
+  });
+
   it('an event of a room one is not in is 404, as if it did not exist', async () => {
     const roomId = await alice.createRoom({ preset: 'private_chat' });
     const eventId = await alice.send(roomId, { msgtype: 'm.text', body: 'private' });

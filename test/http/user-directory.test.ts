@@ -30,4 +30,29 @@ describe('the user directory', () => {
     expect(limited.limited).toBe(true);
     expect(limited.results).toHaveLength(1);
   });
+
+  it('takes a room\u2019s members in and out as its join rule or history visibility makes it public or private (as Synapse)', async () => {
+    const bob = client(hs, await createUser(hs, 'bob'));
+    await bob.ok('PUT', `/profile/${encodeURIComponent(bob.userId)}/displayname`, { displayname: 'Bobby Tables' });
+    const room = await alice.createRoom({ preset: 'private_chat', invite: [bob.userId] });
+    await bob.join(room);
+    const finds = async (searcher: TestClient, who: string): Promise<boolean> =>
+      ((await searcher.ok('POST', '/user_directory/search', { search_term: 'bobby' })).results as Array<{ user_id: string }>).some((r) => r.user_id === who);
+    // A private room: bob is found by those sharing it, not by himself.
+    expect(await finds(alice, bob.userId)).toBe(true);
+    expect(await finds(bob, bob.userId)).toBe(false);
+    await alice.setState(room, 'm.room.join_rules', '', { join_rule: 'public' });
+    expect(await finds(bob, bob.userId)).toBe(true);
+    await alice.setState(room, 'm.room.join_rules', '', { join_rule: 'invite' });
+    expect(await finds(bob, bob.userId)).toBe(false);
+    await alice.setState(room, 'm.room.history_visibility', '', { history_visibility: 'world_readable' });
+    expect(await finds(bob, bob.userId)).toBe(true);
+    // World-readable keeps the room public whatever the join rule.
+    await alice.setState(room, 'm.room.join_rules', '', { join_rule: 'public' });
+    await alice.setState(room, 'm.room.join_rules', '', { join_rule: 'invite' });
+    expect(await finds(bob, bob.userId)).toBe(true);
+    await alice.setState(room, 'm.room.history_visibility', '', { history_visibility: 'shared' });
+    expect(await finds(bob, bob.userId)).toBe(false);
+    expect(await finds(alice, bob.userId)).toBe(true);
+  });
 });
