@@ -39,6 +39,7 @@ import * as guestAccounts from './0035-guest-accounts.js';
 import * as pusherDelivery from './0036-pusher-delivery.js';
 import * as deviceListStreamIds from './0037-device-list-stream-ids.js';
 import * as erasedUsers from './0038-erased-users.js';
+import * as deviceListToldUser from './0040-device-list-told-user.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -77,4 +78,5 @@ export const migrations: Record<string, Migration> = {
   '0036-pusher-delivery': pusherDelivery,
   '0037-device-list-stream-ids': deviceListStreamIds,
   '0038-erased-users': erasedUsers,
+  '0040-device-list-told-user': deviceListToldUser,
 };

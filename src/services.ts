@@ -421,10 +421,10 @@ function shareAcrossProcesses(cluster: Cluster, parts: SharedParts): void {
       roomCache.roomChanged(roomId);
       unread.receiptMoved(roomId, userId);
     }
-    if (commit.roommatesOf.length > 0) {
-      presence.forgetLatest();
-      keys.deviceListsChangedElsewhere();
-    }
+    if (commit.roommatesOf.length > 0) presence.forgetLatest();
+    // A change told to one user only (a signature of another's master key) names no roommates:
+    // any commit for a user may hold a device-list change.
+    if (commit.roommatesOf.length > 0 || commit.users.length > 0) keys.deviceListsChangedElsewhere();
     for (const userId of commit.roommatesOf) presence.forgetSetBy(userId);
     setImmediate(() => {
       notifier.notify(wake);

@@ -17,15 +17,20 @@ export type CrossSigningType = 'master' | 'self_signing' | 'user_signing';
 const TYPES: readonly CrossSigningType[] = ['master', 'self_signing', 'user_signing'];
 const BODY_FIELD: Record<CrossSigningType, string> = { master: 'master_key', self_signing: 'self_signing_key', user_signing: 'user_signing_key' };
 
-/** A change to announce: the user's device list changed, with these EDUs for other servers. */
-export type RecordChange = (userId: string, edus: ReadonlyArray<{ edu_type: string; content: JsonObject }>, ownOnly?: boolean) => Promise<void>;
+/** How changes of cross-signing keys and signatures are announced (device-list changes). */
+export interface KeyChanges {
+  /** The user's public keys changed: those sharing a room are told, other servers get `edus`. */
+  keysChanged(userId: string, edus: ReadonlyArray<{ edu_type: string; content: JsonObject }>): Promise<void>;
+  /** Only `toldUserId` is told that the keys of `userIds` changed; no other server hears of it. */
+  toldOnly(toldUserId: string, userIds: readonly string[]): Promise<void>;
+  /** Devices of the user were signed by the self-signing key: their new keys go to other servers. */
+  devicesSigned(userId: string, deviceIds: readonly string[]): Promise<void>;
+}
 
 export class CrossSigningService {
   constructor(
     private readonly storage: Storage,
-    private readonly recordChange: RecordChange,
-    /** Devices of the user were signed by the self-signing key: their new keys go to other servers. */
-    private readonly devicesSigned: (userId: string, deviceIds: readonly string[]) => Promise<void> = async () => {},
+    private readonly changes: KeyChanges,
   ) {}
 
   /** Whether this upload replaces keys the user has (then it needs the password again). */
@@ -62,8 +67,8 @@ export class CrossSigningService {
     if (given.self_signing) content.self_signing_key = given.self_signing;
     // Other servers learn of the public keys; the user-signing key stays with its owner, and only
     // the owner is told it changed (as Synapse).
-    const shared = given.master !== undefined || given.self_signing !== undefined;
-    await this.recordChange(userId, shared ? [{ edu_type: 'm.signing_key_update', content }] : [], !shared);
+    if (given.master !== undefined || given.self_signing !== undefined) await this.changes.keysChanged(userId, [{ edu_type: 'm.signing_key_update', content }]);
+    if (given.user_signing !== undefined) await this.changes.toldOnly(userId, [userId]);
   }
 
   /** `POST /keys/signatures/upload`: signatures of the user's devices and master key, and of others' master keys. */
@@ -76,7 +81,7 @@ export class CrossSigningService {
     const userSigning = mine.user_signing ? publicKeyMap(parseStoredJson<JsonObject>(mine.user_signing, {})) : undefined;
     const signedDevices: string[] = [];
     let signedMaster = false;
-    let signedOthers = false;
+    const signedUsers: string[] = [];
     for (const [target, keys] of Object.entries(body)) {
       if (typeof keys !== 'object' || keys === null || Array.isArray(keys)) continue;
       for (const [keyId, signed] of Object.entries(keys as Record<string, unknown>)) {
@@ -98,21 +103,22 @@ export class CrossSigningService {
           else signedDevices.push(keyId);
         } else {
           const result = await this.signOther(userId, target, keyId, object, userSigning);
-          if (result === true) signedOthers = true;
-          else fail(target, keyId, result.errcode, result.error);
+          if (result === 'new') signedUsers.push(target);
+          else if (result !== 'known') fail(target, keyId, result.errcode, result.error);
         }
       }
     }
     // As Synapse: a signed device goes to other servers as an m.device_list_update with its keys,
     // a signed master key as an m.signing_key_update.
-    if (signedDevices.length > 0) await this.devicesSigned(userId, signedDevices);
+    if (signedDevices.length > 0) await this.changes.devicesSigned(userId, signedDevices);
     if (signedMaster) {
       const stored = (await this.storage.e2e.crossSigningKeys(userId)).master;
-      await this.recordChange(userId, stored ? [{ edu_type: 'm.signing_key_update', content: { user_id: userId, master_key: parseStoredJson<JsonObject>(stored, {}) } }] : []);
-    } else if (signedOthers && signedDevices.length === 0) {
-      // Signatures of others' master keys are shown to the signer only: only they are told.
-      await this.recordChange(userId, [], true);
+      await this.changes.keysChanged(userId, stored ? [{ edu_type: 'm.signing_key_update', content: { user_id: userId, master_key: parseStoredJson<JsonObject>(stored, {}) } }] : []);
     }
+    // Signatures of others' master keys are shown to the signer only: the signer alone is told
+    // that those users' keys changed (so that their client queries them again), and neither the
+    // signed users nor other servers hear of it (as Synapse's user_signature_stream).
+    await this.changes.toldOnly(userId, signedUsers);
     return { failures };
   }
 
@@ -122,8 +128,11 @@ export class CrossSigningService {
     const shown: Partial<Record<CrossSigningType, JsonObject>> = {};
     if (stored.master) {
       const master = parseStoredJson<JsonObject>(stored.master, {});
-      // The viewer's own signatures of this master key, made with their user-signing key.
-      for (const row of viewer === userId ? [] : await this.storage.e2e.crossSigningSignaturesBy(viewer, userId)) {
+      // The viewer's own signatures of this master key, made with their user-signing key (not
+      // those of a master key the user has replaced since).
+      const keyId = publicKeyOf(master);
+      for (const row of viewer === userId || viewer === '' ? [] : await this.storage.e2e.crossSigningSignaturesBy(viewer, userId)) {
+        if (row.target_key_id !== keyId) continue;
         const signatures = { ...((master.signatures ?? {}) as Record<string, Record<string, string>>) };
         signatures[viewer] = { ...signatures[viewer], [row.key_id]: row.signature };
         master.signatures = signatures;
@@ -160,8 +169,8 @@ export class CrossSigningService {
     return true;
   }
 
-  /** A signature of another user's master key, by the user's user-signing key. */
-  private async signOther(userId: string, target: string, keyId: string, object: JsonObject, userSigning: ReadonlyMap<string, KeyObject> | undefined): Promise<true | { errcode: string; error: string }> {
+  /** A signature of another user's master key, by the user's user-signing key: `known` when it was kept already. */
+  private async signOther(userId: string, target: string, keyId: string, object: JsonObject, userSigning: ReadonlyMap<string, KeyObject> | undefined): Promise<'new' | 'known' | { errcode: string; error: string }> {
     if (!userSigning) return { errcode: 'M_MISSING_PARAM', error: 'Upload a user-signing key first' };
     const stored = await this.storage.e2e.crossSigningKeys(target);
     const master = stored.master ? parseStoredJson<JsonObject>(stored.master, {}) : undefined;
@@ -169,10 +178,14 @@ export class CrossSigningService {
     if (!sameKey(object, master)) return { errcode: 'M_INVALID_PARAM', error: 'The signed object is not that master key' };
     if (!hasValidSignature(object, userId, userSigning)) return { errcode: 'M_INVALID_SIGNATURE', error: 'Not signed by your user-signing key' };
     const signatures = ((object.signatures as Record<string, Record<string, string>>)[userId] ?? {}) as Record<string, string>;
+    const kept = new Map((await this.storage.e2e.crossSigningSignaturesBy(userId, target)).filter((row) => row.target_key_id === keyId).map((row) => [row.key_id, row.signature]));
+    let added = false;
     for (const [signingKeyId, signature] of Object.entries(signatures)) {
-      if (userSigning.has(signingKeyId)) await this.storage.e2e.addCrossSigningSignature({ signer_user_id: userId, target_user_id: target, target_key_id: keyId, key_id: signingKeyId, signature });
+      if (!userSigning.has(signingKeyId) || kept.get(signingKeyId) === signature) continue;
+      await this.storage.e2e.addCrossSigningSignature({ signer_user_id: userId, target_user_id: target, target_key_id: keyId, key_id: signingKeyId, signature });
+      added = true;
     }
-    return true;
+    return added ? 'new' : 'known';
   }
 }
 

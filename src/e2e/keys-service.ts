@@ -122,21 +122,30 @@ export class KeysService {
     private readonly serverName: string,
     private readonly remote?: RemoteKeys | undefined,
   ) {
-    this.crossSigning = new CrossSigningService(
-      storage,
-      (userId, edus, ownOnly) => this.recordChange(userId, edus, ownOnly),
-      (userId, deviceIds) => this.devicesChanged(userId, deviceIds),
-    );
+    this.crossSigning = new CrossSigningService(storage, {
+      keysChanged: (userId, edus) => this.recordChange(userId, edus),
+      toldOnly: (toldUserId, userIds) => this.recordChangesToldTo(toldUserId, userIds),
+      devicesSigned: (userId, deviceIds) => this.devicesChanged(userId, deviceIds),
+    });
+  }
+
+  /** A change of the user's keys: recorded at a stream position, and everyone concerned told. */
+  private async recordChange(userId: string, edus: readonly Edu[]): Promise<void> {
+    await writeAtNextPosition(this.storage, this.stream, (stores, position, effects) => this.recordDeviceListChange(stores, userId, position, effects));
+    await this.tellOthers(userId, edus);
   }
 
   /**
-   * A change of the user's keys: recorded at a stream position, and everyone concerned told;
-   * with `ownOnly`, the user only (a user-signing key, signatures of others' keys).
+   * Changes only `toldUserId` is told of, at one stream position: that the keys of `userIds`
+   * changed (their own new user-signing key, or their signatures of others' master keys, which
+   * nobody else sees). No other server hears of them.
    */
-  private async recordChange(userId: string, edus: readonly Edu[], ownOnly = false): Promise<void> {
-    await writeAtNextPosition(this.storage, this.stream, (stores, position, effects) => this.recordDeviceListChange(stores, userId, position, effects, ownOnly));
-    if (ownOnly) this.notifier.notify([userId]);
-    else await this.tellOthers(userId, edus);
+  private async recordChangesToldTo(toldUserId: string, userIds: readonly string[]): Promise<void> {
+    if (userIds.length === 0) return;
+    await writeAtNextPosition(this.storage, this.stream, async (stores, position, effects) => {
+      for (const userId of new Set(userIds)) await this.recordDeviceListChange(stores, userId, position, effects, toldUserId);
+    });
+    this.notifier.notify([toldUserId]);
   }
 
   /** `POST /keys/upload`: the device's own keys; answers how many one-time keys it has left. */
@@ -491,32 +500,47 @@ export class KeysService {
     return oneTimeKeys;
   }
 
-  private async recordDeviceListChange(stores: Stores, userId: string, position: number, effects: StreamEffects, ownOnly = false): Promise<void> {
-    effects.users.add(userId);
-    if (!ownOnly) effects.roommatesOf.add(userId);
-    await stores.e2e.recordDeviceListChange(userId, position, ownOnly);
+  /** Records that `userId`'s keys changed, told to everyone concerned or, with `toldUserId`, to that user only. */
+  private async recordDeviceListChange(stores: Stores, userId: string, position: number, effects: StreamEffects, toldUserId?: string): Promise<void> {
+    if (toldUserId === undefined) {
+      effects.users.add(userId);
+      effects.roommatesOf.add(userId);
+    } else {
+      effects.users.add(toldUserId);
+    }
+    await stores.e2e.recordDeviceListChange(userId, position, toldUserId);
     this.latestChange = Math.max(this.latestChange ?? 0, position);
   }
 
   /**
    * Users sharing a room with `userId` (and the user) whose device lists changed in (after, upTo],
-   * and, of `joined` (users who joined a room of the user then, or whose room the user joined),
-   * those who share a room now: their devices are new to the user (as Synapse says them).
+   * the users whose changes were told to `userId` alone then (those whose master keys they signed,
+   * shared room or not, as Synapse), and, of `joined` (users who joined a room of the user then,
+   * or whose room the user joined), those who share a room now: their devices are new to the user
+   * (as Synapse says them).
    */
   async changedFor(userId: string, after: number, upTo: number, joined: Iterable<string> = []): Promise<string[]> {
     if (after >= upTo) return [];
-    const changed = new Set<string>();
-    for (const other of joined) if (other !== userId) changed.add(other);
+    /** Shown whatever rooms are shared: told to the user alone. */
+    const shown = new Set<string>();
+    /** Shown if the user is them or shares a room with them now. */
+    const ifShared = new Set<string>();
+    for (const other of joined) if (other !== userId) ifShared.add(other);
     if (this.latestChange === undefined) {
       const stored = await this.storage.e2e.maxStreamOrdering();
       this.latestChange = Math.max(this.latestChange ?? 0, stored);
     }
     if (after < this.latestChange) {
-      for (const change of await this.storage.e2e.deviceListChanges(after, upTo)) if (!change.ownOnly || change.userId === userId) changed.add(change.userId);
+      for (const change of await this.storage.e2e.deviceListChanges(after, upTo)) {
+        if (change.toldUserId === undefined) ifShared.add(change.userId);
+        else if (change.toldUserId === userId) shown.add(change.userId);
+      }
     }
-    if (changed.size === 0) return [];
-    const shared = await this.cache.roommates(userId);
-    return [...changed].filter((other) => other === userId || shared.has(other)).sort();
+    if (ifShared.size > 0) {
+      const shared = await this.cache.roommates(userId);
+      for (const other of ifShared) if (other === userId || shared.has(other)) shown.add(other);
+    }
+    return [...shown].sort();
   }
 
   /** `/keys/changes`' `changed`: as sync's, the users who joined a room of the user between the tokens too. */

@@ -137,14 +137,18 @@ export class E2eStore {
     return gone;
   }
 
-  async recordDeviceListChange(userId: string, position: number, ownOnly = false): Promise<void> {
-    await this.db.insertInto('device_list_changes').values({ stream_ordering: position, user_id: userId, own_only: ownOnly ? 1 : 0 }).execute();
+  /**
+   * `userId`'s keys changed at `position`: told to the user and everyone sharing a room, or, with
+   * `toldUserId`, to that user only.
+   */
+  async recordDeviceListChange(userId: string, position: number, toldUserId?: string): Promise<void> {
+    await this.db.insertInto('device_list_changes').values({ stream_ordering: position, user_id: userId, told_user_id: toldUserId ?? null }).execute();
   }
 
-  /** Users whose device lists changed in (after, upTo], and whether only they are told of it. */
-  async deviceListChanges(after: number, upTo: number): Promise<Array<{ userId: string; ownOnly: boolean }>> {
-    const rows = await this.db.selectFrom('device_list_changes').select(['user_id', 'own_only']).distinct().where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).execute();
-    return rows.map((row) => ({ userId: row.user_id, ownOnly: Number(row.own_only) === 1 }));
+  /** Users whose device lists changed in (after, upTo], and the one user told of it, if only one is. */
+  async deviceListChanges(after: number, upTo: number): Promise<Array<{ userId: string; toldUserId: string | undefined }>> {
+    const rows = await this.db.selectFrom('device_list_changes').select(['user_id', 'told_user_id']).distinct().where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).execute();
+    return rows.map((row) => ({ userId: row.user_id, toldUserId: row.told_user_id ?? undefined }));
   }
 
   /** The last `m.device_list_update` stream_id sent (a user of ours) or applied (another server's). */

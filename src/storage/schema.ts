@@ -417,8 +417,8 @@ export interface RoomKeysTable {
 export interface DeviceListChangesTable {
   stream_ordering: number;
   user_id: string;
-  /** 1: only the user is told (migration 0037). */
-  own_only: number;
+  /** The one user told of the change; `NULL`: the user and everyone sharing a room (migration 0040). */
+  told_user_id: string | null;
 }
 
 /** The last `m.device_list_update` stream_id sent (our users) or applied (theirs): migration 0037. */

@@ -183,6 +183,43 @@ describe('device lists across servers', () => {
     expect(query.master_keys[botA.userId].keys).toEqual({ [master.keyId]: master.publicKey });
   });
 
+  it('tells other servers nothing of a user-signing key or of a signature of another user’s master key: both are the signer’s alone', async () => {
+    const keys = b.services.keys;
+    const signingUpdates: JsonObject[] = [];
+    const receiveSigning = keys.receiveSigningKeyUpdate;
+    keys.receiveSigningKeyUpdate = async (origin, content) => {
+      signingUpdates.push(content);
+      await receiveSigning.call(keys, origin, content);
+    };
+    try {
+      const carolA = client(a.hs, await createUser(a.hs, 'carol'));
+      const carolMaster = new CrossSigningKey(carolA.userId, 'master');
+      await carolA.ok('POST', '/keys/device_signing/upload', { master_key: carolMaster.object() });
+      const daveA = client(a.hs, await createUser(a.hs, 'dave'));
+      await daveA.join(roomId);
+      await syncUntilChanged(aliceB, daveA.userId);
+      const master = new CrossSigningKey(daveA.userId, 'master');
+      await daveA.ok('POST', '/keys/device_signing/upload', { master_key: master.object() });
+      await expect.poll(() => signingUpdates.filter((u) => u.user_id === daveA.userId).length).toBe(1);
+      const before = received.length;
+
+      const userSigning = new CrossSigningKey(daveA.userId, 'user_signing');
+      const challenge = await a.http.post('/_matrix/client/v3/keys/device_signing/upload').auth(daveA.user.accessToken, { type: 'bearer' }).send({ user_signing_key: userSigning.object(master) });
+      const auth = { type: 'm.login.password', session: challenge.body.session, identifier: { type: 'm.id.user', user: daveA.userId }, password: 'pw-dave' };
+      await daveA.ok('POST', '/keys/device_signing/upload', { user_signing_key: userSigning.object(master), auth });
+      expect((await daveA.ok('POST', '/keys/signatures/upload', { [carolA.userId]: { [carolMaster.publicKey]: userSigning.sign(carolMaster.object()) } })).failures).toEqual({});
+      // Then a change B must hear of: what comes to B before it is all that the two above sent.
+      await a.http.put(`/_matrix/client/v3/devices/${daveA.user.deviceId}`).auth(daveA.user.accessToken, { type: 'bearer' }).send({ display_name: 'after signing' });
+      const [next] = (await receivedUpTo(before + 1)).slice(before);
+      expect(next!.user_id).toBe(daveA.userId);
+      expect(next!.device_display_name).toBe('after signing');
+      expect(signingUpdates.filter((u) => u.user_id === daveA.userId)).toHaveLength(1);
+      expect(signingUpdates.some((u) => 'user_signing_key' in u)).toBe(false);
+    } finally {
+      keys.receiveSigningKeyUpdate = receiveSigning;
+    }
+  });
+
   it('says when a user of A left the last shared room, and drops updates about them after', async () => {
     await aliceB.syncUntil(() => true);
     await botA.ok('POST', `/rooms/${encodeURIComponent(roomId)}/leave`, {});

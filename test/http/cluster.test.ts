@@ -15,6 +15,7 @@ import { client, type Json, type TestClient } from '../support/client.js';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { expectMatrixError } from '../support/spec-validator.js';
 import { command, createWebhook, roomWithBridge } from '../support/bridge.js';
+import { CrossSigningKey } from '../support/device-identity.js';
 import { dropSchemas, TEST_SCHEMA_PREFIX } from '../support/postgres-setup.js';
 
 const POSTGRES = process.env.BHS_TEST_POSTGRES ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -127,6 +128,24 @@ describe('two processes on one database', () => {
     await frankOne.ok('PUT', '/sendToDevice/org.example.ping/td1', { messages: { [erinOne.userId]: { [erinOne.user.deviceId]: { n: 1 } } } });
     const delivered = await toDevice;
     expect((delivered.to_device?.events as Json[]).map((event) => event.content)).toEqual([{ n: 1 }]);
+  });
+
+  it('tells a user syncing through one process of the signature of another’s master key they made through the other', async () => {
+    const [ivyOne, ivyTwo] = await onBoth('ivy');
+    const [jackOne] = await onBoth('jack');
+    const master = new CrossSigningKey(ivyOne.userId, 'master');
+    const userSigning = new CrossSigningKey(ivyOne.userId, 'user_signing');
+    await ivyOne.ok('POST', '/keys/device_signing/upload', { master_key: master.object(), user_signing_key: userSigning.object(master) });
+    const jackMaster = new CrossSigningKey(jackOne.userId, 'master');
+    await jackOne.ok('POST', '/keys/device_signing/upload', { master_key: jackMaster.object() });
+    // A sync through the second process after a change written there: that process has read the
+    // newest device-list change, and must learn of the next one from the first process's commit.
+    const start = (await ivyTwo.sync()).next_batch as string;
+    await ivyTwo.ok('PUT', `/user/${encodeURIComponent(ivyTwo.userId)}/account_data/org.example.settings`, { colour: 'plum' });
+    const before = await ivyTwo.sync({ since: start });
+    const signed = ivyTwo.sync({ since: before.next_batch, timeout: 10_000 });
+    await ivyOne.ok('POST', '/keys/signatures/upload', { [jackOne.userId]: { [jackMaster.publicKey]: userSigning.sign(jackMaster.object()) } });
+    expect((await signed).device_lists?.changed).toEqual([jackOne.userId]);
   });
 
   it('wakes a peek (/events?room_id= of a world-readable room) parked on one process for a message and typing through the other', async () => {

@@ -191,13 +191,11 @@ describe('keys', () => {
     expect(byAlice.master_keys[bob.userId].signatures[alice.userId][userSigning.keyId]).toBe(signedBob.signatures[alice.userId][userSigning.keyId]);
   });
 
-  it('tells only the user of a new user-signing key or a signature of another’s master key (as Synapse)', async () => {
+  it('tells only the user of a new user-signing key: its roommates are not told (as Synapse)', async () => {
     const roomId = await alice.createRoom({ preset: 'public_chat' });
     await bob.join(roomId);
     const master = new CrossSigningKey(alice.userId, 'master');
     await alice.ok('POST', '/keys/device_signing/upload', { master_key: master.object() });
-    const bobMaster = new CrossSigningKey(bob.userId, 'master');
-    await bob.ok('POST', '/keys/device_signing/upload', { master_key: bobMaster.object() });
     const aliceSince = (await alice.sync()).next_batch as string;
     const bobSince = (await bob.sync()).next_batch as string;
     const userSigning = new CrossSigningKey(alice.userId, 'user_signing');
@@ -205,12 +203,81 @@ describe('keys', () => {
     expect(challenge.status).toBe(401);
     const auth = { type: 'm.login.password', session: challenge.body.session, identifier: { type: 'm.id.user', user: alice.userId }, password: 'pw-alice' };
     await alice.ok('POST', '/keys/device_signing/upload', { user_signing_key: userSigning.object(master), auth });
-    await alice.ok('POST', '/keys/signatures/upload', { [bob.userId]: { [bobMaster.publicKey]: userSigning.sign(bobMaster.object()) } });
     const aliceSync = await alice.sync({ since: aliceSince });
     expect(aliceSync.device_lists.changed).toEqual([alice.userId]);
+    expect((await alice.ok('GET', '/keys/changes', undefined, { from: aliceSince, to: aliceSync.next_batch })).changed).toEqual([alice.userId]);
     const bobSync = await bob.sync({ since: bobSince });
     expect(bobSync.device_lists.changed).toEqual([]);
     expect((await bob.ok('GET', '/keys/changes', undefined, { from: bobSince, to: bobSync.next_batch })).changed).toEqual([]);
+  });
+
+  it('tells the signer alone that the users whose master keys they signed changed, shared room or not, and shows the signatures to the signer alone', async () => {
+    // SyTest's 'Changing user-signing key notifies local users': Alice signs Bob's master key and
+    // waits for Bob in her device_lists.changed. Carol shares the room; Dave shares no room with Alice.
+    const carol = client(hs, await createUser(hs, 'carol'));
+    const dave = client(hs, await createUser(hs, 'dave'));
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    await bob.join(roomId);
+    await carol.join(roomId);
+    const master = new CrossSigningKey(alice.userId, 'master');
+    const userSigning = new CrossSigningKey(alice.userId, 'user_signing');
+    await alice.ok('POST', '/keys/device_signing/upload', { master_key: master.object(), user_signing_key: userSigning.object(master) });
+    const bobMaster = new CrossSigningKey(bob.userId, 'master');
+    await bob.ok('POST', '/keys/device_signing/upload', { master_key: bobMaster.object() });
+    const daveMaster = new CrossSigningKey(dave.userId, 'master');
+    await dave.ok('POST', '/keys/device_signing/upload', { master_key: daveMaster.object() });
+    const since = new Map<TestClient, string>();
+    for (const who of [alice, bob, carol, dave]) since.set(who, (await who.sync()).next_batch as string);
+
+    const signedBob = userSigning.sign(bobMaster.object());
+    const signedDave = userSigning.sign(daveMaster.object());
+    const answer = await alice.ok('POST', '/keys/signatures/upload', { [bob.userId]: { [bobMaster.publicKey]: signedBob }, [dave.userId]: { [daveMaster.publicKey]: signedDave } });
+    expect(answer.failures).toEqual({});
+
+    // Alice: Bob and Dave changed (her own keys did not); in sync and in /keys/changes.
+    const aliceSync = await alice.sync({ since: since.get(alice)! });
+    expect(aliceSync.device_lists).toEqual({ changed: [bob.userId, dave.userId].sort(), left: [] });
+    expect((await alice.ok('GET', '/keys/changes', undefined, { from: since.get(alice)!, to: aliceSync.next_batch })).changed).toEqual([bob.userId, dave.userId].sort());
+    // Nobody else is told: not the signed users, not Alice's roommates.
+    for (const who of [bob, carol, dave]) {
+      const sync = await who.sync({ since: since.get(who)!, timeout: 0 });
+      expect(sync.device_lists?.changed ?? []).toEqual([]);
+      expect((await who.ok('GET', '/keys/changes', undefined, { from: since.get(who)!, to: sync.next_batch })).changed).toEqual([]);
+    }
+
+    // Alice sees her signatures on both master keys; Bob, Carol and Dave see none of them.
+    const byAlice = await alice.ok('POST', '/keys/query', { device_keys: { [bob.userId]: [], [dave.userId]: [] } });
+    expect(byAlice.master_keys[bob.userId].signatures[alice.userId]).toEqual({ [userSigning.keyId]: signedBob.signatures[alice.userId][userSigning.keyId] });
+    expect(byAlice.master_keys[dave.userId].signatures[alice.userId]).toEqual({ [userSigning.keyId]: signedDave.signatures[alice.userId][userSigning.keyId] });
+    for (const who of [bob, carol, dave]) {
+      const query = await who.ok('POST', '/keys/query', { device_keys: { [bob.userId]: [], [dave.userId]: [] } });
+      expect(query.master_keys[bob.userId].signatures?.[alice.userId]).toBeUndefined();
+      expect(query.master_keys[dave.userId].signatures?.[alice.userId]).toBeUndefined();
+    }
+
+    // The same signature again changes nothing: nobody is told.
+    const again = await alice.ok('POST', '/keys/signatures/upload', { [bob.userId]: { [bobMaster.publicKey]: signedBob } });
+    expect(again.failures).toEqual({});
+    const afterAgain = await alice.sync({ since: aliceSync.next_batch, timeout: 0 });
+    expect(afterAgain.device_lists?.changed ?? []).toEqual([]);
+  });
+
+  it('shows the signer no signature of a master key the user has replaced since', async () => {
+    const master = new CrossSigningKey(alice.userId, 'master');
+    const userSigning = new CrossSigningKey(alice.userId, 'user_signing');
+    await alice.ok('POST', '/keys/device_signing/upload', { master_key: master.object(), user_signing_key: userSigning.object(master) });
+    const bobMaster = new CrossSigningKey(bob.userId, 'master');
+    await bob.ok('POST', '/keys/device_signing/upload', { master_key: bobMaster.object() });
+    await alice.ok('POST', '/keys/signatures/upload', { [bob.userId]: { [bobMaster.publicKey]: userSigning.sign(bobMaster.object()) } });
+
+    const newMaster = new CrossSigningKey(bob.userId, 'master');
+    const challenge = await hs.http.post('/_matrix/client/v3/keys/device_signing/upload').auth(bob.user.accessToken, { type: 'bearer' }).send({ master_key: newMaster.object() });
+    const auth = { type: 'm.login.password', session: challenge.body.session, identifier: { type: 'm.id.user', user: bob.userId }, password: 'pw-bob' };
+    await bob.ok('POST', '/keys/device_signing/upload', { master_key: newMaster.object(), auth });
+
+    const byAlice = await alice.ok('POST', '/keys/query', { device_keys: { [bob.userId]: [] } });
+    expect(byAlice.master_keys[bob.userId].keys).toEqual({ [newMaster.keyId]: newMaster.publicKey });
+    expect(byAlice.master_keys[bob.userId].signatures?.[alice.userId]).toBeUndefined();
   });
 
   it('counts a new login, a rename and a deleted device as changes, keys or not, in sync and /keys/changes', async () => {
