@@ -13,7 +13,7 @@ import { ERRCODE_STATUS, MatrixError, type Errcode } from '../core/errors.js';
 import type { Signer } from '../core/signed-json.js';
 import { domainOf } from '../rooms/auth-rules.js';
 import type { JsonObject } from '../rooms/events.js';
-import { eventIdOf, finishPdu, nextDepth, pduFromWire, referencesProblem, signedForm, V1_REFERENCE_HASHES, wirePdu, type Pdu, type UnsignedPdu } from '../rooms/pdu.js';
+import { BARE_REFERENCES, eventIdOf, finishPdu, nextDepth, pduFromWire, referencesProblem, signedForm, V1_REFERENCE_HASHES, wirePdu, type Pdu, type UnsignedPdu } from '../rooms/pdu.js';
 import { JoinRefused, type RemoteEvents, type VerifiedPdu } from '../rooms/remote-events.js';
 import type { PublicRoomsQuery, RemoteRooms } from '../rooms/remote-rooms.js';
 import type { RoomCache } from '../rooms/room-cache.js';
@@ -356,8 +356,8 @@ export function templateOf(raw: unknown, roomId: string, userId: string, version
   }
   const v1 = version.eventFormat === 'v1';
   // A server that names no version means version 1 (make_join's default); some such servers send
-  // bare ids all the same (SyTest's rooms of unknown versions): taken as pairs, and the create
-  // event in send_join's answer decides whether the room is what it was said to be.
+  // bare ids all the same (SyTest's rooms of unknown versions): signed and sent back bare, as they
+  // came, and the create event in send_join's answer decides whether the room is what it was said to be.
   // Those bare ids are of the later form (no server part), so they are held only to being ids.
   let bare = false;
   if (v1) {
@@ -374,7 +374,9 @@ export function templateOf(raw: unknown, roomId: string, userId: string, version
     (v1 ? (bare ? value.every(bareIdOk) : referencesProblem(value) === undefined) : value.every((id) => typeof id === 'string'));
   if (!wellFormed(template.prev_events) || !wellFormed(template.auth_events) || !Number.isSafeInteger(template.depth)) throw new JoinRefused('the template is malformed');
   if (typeof template.content !== 'object' || template.content === null) template.content = {};
-  return pduFromWire(template, version) as Pdu;
+  const pdu = pduFromWire(template, version) as Pdu;
+  if (bare) pdu[V1_REFERENCE_HASHES] = { ...BARE_REFERENCES };
+  return pdu;
 }
 
 /** What a client is told when another server refused or could not be reached. */

@@ -64,6 +64,13 @@ export type UnsignedPdu = Omit<Pdu, 'hashes' | 'signatures'>;
  * only when some hash was not empty. Never a key of a PDU on the wire (pduFormatProblem refuses it).
  */
 export const V1_REFERENCE_HASHES = 'bhs.v1_reference_hashes';
+/**
+ * Under V1_REFERENCE_HASHES: the references stay bare ids on the wire. Only for a make_ template
+ * that a server sent for a room it called version 1 (or named no version for) with bare ids: we fill
+ * in and sign the template it gave, without inventing `[id, {}]` pairs for events we do not have;
+ * the create event of its send_join answer then shows what the room really is.
+ */
+export const BARE_REFERENCES = { bare: true } as const;
 
 /** A pair of a v1/v2 `prev_events` or `auth_events` list: an id, and the referenced event's hashes. */
 export type EventReference = [string, JsonObject];
@@ -105,7 +112,9 @@ export function pduFromWire(raw: JsonObject, version: RoomVersion): JsonObject {
 export function wirePdu<T extends JsonObject>(pdu: T, version: RoomVersion): T {
   if (version.eventFormat !== 'v1') return pdu;
   const { [V1_REFERENCE_HASHES]: kept, ...rest } = pdu as JsonObject;
-  const hashes = (typeof kept === 'object' && kept !== null ? kept : {}) as { prev_events?: unknown; auth_events?: unknown };
+  const hashes = (typeof kept === 'object' && kept !== null ? kept : {}) as { prev_events?: unknown; auth_events?: unknown; bare?: unknown };
+  // A template that named its references by bare id (see BARE_REFERENCES) is signed as it came.
+  if (hashes.bare === true) return { ...rest } as T;
   const pair = (list: unknown, known: unknown): unknown =>
     Array.isArray(list)
       ? list.map((id: unknown, i) => {

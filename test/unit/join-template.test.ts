@@ -1,6 +1,11 @@
 /** make_join templates as the joining server reads them (federation/membership.ts templateOf). */
 import { describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
+import { canonicalJsonBytes } from '../../src/core/canonical-json.js';
+import { decodeBase64, ed25519PublicKey, ed25519Signer, hasValidSignature } from '../../src/core/signed-json.js';
 import { templateOf } from '../../src/federation/membership.js';
+import { finishPdu, wirePdu, type UnsignedPdu } from '../../src/rooms/pdu.js';
+import { redactPdu } from '../../src/rooms/redaction.js';
 import { roomVersion } from '../../src/rooms/room-versions.js';
 
 const roomId = '!r:remote.example';
@@ -12,6 +17,27 @@ describe('a make_join template', () => {
     const template = templateOf({ ...base, prev_events: ['$abcDEF123_-'], auth_events: ['$create', '$rules'] }, roomId, userId, roomVersion('1')!);
     expect(template.prev_events).toEqual(['$abcDEF123_-']);
     expect(template.auth_events).toEqual(['$create', '$rules']);
+  });
+
+  it('with bare ids is signed and sent back with bare ids, as it came (no [id, {}] pairs made up for events we do not have)', () => {
+    const v1 = roomVersion('1')!;
+    const signer = ed25519Signer('here.example', '1', decodeBase64('YJDBA9Xnr2sVqXD9Vj7XVUnmFZcZrlw8Md7kMW+3XA1')!);
+    const sign = (template: ReturnType<typeof templateOf>) => {
+      const { signatures: _s, hashes: _h, ...draft } = template as unknown as Record<string, unknown>;
+      return wirePdu(finishPdu(draft as unknown as UnsignedPdu, v1, signer).pdu, v1);
+    };
+    const bare = sign(templateOf({ ...base, prev_events: ['$abcDEF123_-'], auth_events: ['$create', '$rules'] }, roomId, userId, v1));
+    expect(bare.prev_events).toEqual(['$abcDEF123_-']);
+    expect(bare.auth_events).toEqual(['$create', '$rules']);
+    expect(Object.keys(bare).some((key) => key.startsWith('bhs.'))).toBe(false);
+    // What was signed and hashed is what goes out.
+    const { unsigned: _u, signatures: _sig, hashes, ...covered } = bare as Record<string, unknown>;
+    expect((hashes as { sha256: string }).sha256).toBe(createHash('sha256').update(canonicalJsonBytes(covered)).digest('base64').replace(/=+$/, ''));
+    expect(hasValidSignature(redactPdu(bare, '1'), 'here.example', new Map([['ed25519:1', ed25519PublicKey(signer.publicKey)!]]))).toBe(true);
+    // A template in the version's own form keeps its pairs.
+    const paired = sign(templateOf({ ...base, prev_events: [['$a:remote.example', { sha256: 'x' }]], auth_events: [['$c:remote.example', {}]] }, roomId, userId, v1));
+    expect(paired.prev_events).toEqual([['$a:remote.example', { sha256: 'x' }]]);
+    expect(paired.auth_events).toEqual([['$c:remote.example', {}]]);
   });
 
   it('of version 1 with pairs is held to v1 ids; anything else is malformed', () => {
