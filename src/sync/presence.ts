@@ -257,7 +257,7 @@ export class PresenceService {
     if (!this.enabled || !this.remote) return;
     const joined = events.filter(
       (event) =>
-        event.type === 'm.room.member' && event.stateKey !== undefined && !event.outlier && event.rejected === undefined && !event.softFailed &&
+        event.type === 'm.room.member' && event.stateKey !== undefined && !event.outlier && event.rejected === undefined && !event.softFailed && event.backfilledAt === undefined &&
         event.content.membership === 'join' && event.prevContent?.membership !== 'join' && room.isJoined(event.stateKey),
     );
     if (joined.length === 0) return;
