@@ -212,6 +212,8 @@ export async function createServices(config: Config, storage: Storage, clock: Cl
   const presence = new PresenceService(storage, stream, notifier, roomCache, clock, config.server_name, config.presence.enabled, {
     send: (servers, edu) => federationSender.sendEphemeral(servers, edu),
   });
+  // New roommates on other servers learn each other's presence (they would hear only of changes).
+  writer.onCommit((events, room) => presence.membersJoined(events, room));
   // Device-list resyncs another server's updates can make us start: a burst, then one every 10 s.
   const resyncsPerOrigin = new RateLimiter(DEVICE_LIST_RESYNCS_PER_ORIGIN, clock);
   const keys = new KeysService(storage, stream, notifier, roomCache, config.server_name, {

@@ -58,7 +58,12 @@ export interface BackfillerDeps {
 
 export class Backfiller implements GapFiller {
   private readonly filling = new Map<string, Promise<number>>();
-  private readonly paused = new BoundedCache<string, { until: number; pauseMs: number }>(10_000);
+  /**
+   * Gaps no server could fill, left alone until `until`. One that only a background fill tried
+   * (`byReader` false) is still tried when a reader pages back to it: the servers may know more
+   * by then (the background fill comes right after the gap opens, perhaps before they do).
+   */
+  private readonly paused = new BoundedCache<string, { until: number; pauseMs: number; byReader: boolean }>(10_000);
   private readonly background = new Set<string>();
   private backgroundChain: Promise<void> = Promise.resolve();
   private closed = false;
@@ -70,7 +75,7 @@ export class Backfiller implements GapFiller {
   }
 
   async fill(roomId: string, belowDepth: number, waitMs: number): Promise<'filled' | 'pending' | 'none'> {
-    const filled = this.fillOnce(roomId, belowDepth).then((added): 'filled' | 'none' => (added > 0 ? 'filled' : 'none'));
+    const filled = this.fillOnce(roomId, belowDepth, true).then((added): 'filled' | 'none' => (added > 0 ? 'filled' : 'none'));
     let timer: NodeJS.Timeout | undefined;
     const waited = new Promise<'pending'>((resolve) => (timer = setTimeout(() => resolve('pending'), waitMs)));
     try {
@@ -93,7 +98,7 @@ export class Backfiller implements GapFiller {
       try {
         let total = 0;
         while (!this.closed && total < this.deps.backgroundEvents) {
-          const added = await this.fillOnce(roomId, Number.MAX_SAFE_INTEGER);
+          const added = await this.fillOnce(roomId, Number.MAX_SAFE_INTEGER, false);
           if (added === 0) break;
           total += added;
         }
@@ -127,18 +132,22 @@ export class Backfiller implements GapFiller {
   }
 
   /** One fill of the room (shared by everyone asking meanwhile): how many events it added. */
-  private fillOnce(roomId: string, belowDepth: number): Promise<number> {
+  private fillOnce(roomId: string, belowDepth: number, forReader: boolean): Promise<number> {
     const running = this.filling.get(roomId);
     if (running) return running;
-    const work = this.fillNow(roomId, belowDepth).finally(() => this.filling.delete(roomId));
+    const work = this.fillNow(roomId, belowDepth, forReader).finally(() => this.filling.delete(roomId));
     this.filling.set(roomId, work);
     return work;
   }
 
-  private async fillNow(roomId: string, belowDepth: number): Promise<number> {
+  private async fillNow(roomId: string, belowDepth: number, forReader: boolean): Promise<number> {
     if (this.closed) return 0;
     const now = this.deps.clock.now();
-    const gaps = (await this.deps.storage.rooms.backwardExtremities(roomId, 100, belowDepth)).filter((gap) => (this.paused.get(gap.eventId)?.until ?? 0) <= now);
+    const waiting = (eventId: string) => {
+      const pause = this.paused.get(eventId);
+      return pause !== undefined && pause.until > now && (pause.byReader || !forReader);
+    };
+    const gaps = (await this.deps.storage.rooms.backwardExtremities(roomId, 100, belowDepth)).filter((gap) => !waiting(gap.eventId));
     if (gaps.length === 0) return 0;
     const room = await this.deps.cache.room(roomId);
     if (!room || !room.hasJoinedMember(this.deps.serverName)) return 0;
@@ -171,7 +180,7 @@ export class Backfiller implements GapFiller {
     // Nobody could help with these: they wait, the room's other gaps do not.
     for (const gap of asked) {
       const pauseMs = Math.min((this.paused.get(gap.eventId)?.pauseMs ?? FIRST_PAUSE_MS / 2) * 2, MAX_PAUSE_MS);
-      this.paused.set(gap.eventId, { until: now + pauseMs, pauseMs });
+      this.paused.set(gap.eventId, { until: now + pauseMs, pauseMs, byReader: forReader || (this.paused.get(gap.eventId)?.byReader ?? false) });
     }
     return 0;
   }

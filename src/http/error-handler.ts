@@ -18,7 +18,10 @@ export function frameworkErrorHandler(error: FastifyError, _request: FastifyRequ
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const matrixError = toMatrixError(error, request);
-    if (matrixError.status >= 500) request.log.error({ err: error }, 'unexpected error');
+    // Another server that failed or did not answer (502, 504, said so on purpose) is no fault
+    // of ours: a warning, not an error.
+    if (error instanceof MatrixError && (matrixError.status === 502 || matrixError.status === 504)) request.log.warn({ err: error }, 'another server failed');
+    else if (matrixError.status >= 500) request.log.error({ err: error }, 'unexpected error');
     sendError(reply, matrixError);
   });
 

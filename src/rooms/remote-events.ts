@@ -328,7 +328,7 @@ export class RemoteEvents {
       }
       // Where the state before it is known (its prevs are here with theirs), it is checked against
       // that state too, as any event; the far end of a partial fill has only its auth events.
-      const placed = await this.hasStateAt(incoming.pdu.prev_events, batch.pending);
+      const placed = await this.hasStateAt(roomId, incoming.pdu.prev_events, batch.pending);
       await this.admit(room, room.version, incoming, batch, source, { outlier: false, history: !placed, skipCurrentState: true, backfilledAt: gaps.at });
     }
     if (source.needsMore) return undefined;
@@ -355,16 +355,20 @@ export class RemoteEvents {
     return added.filter((event) => event.rejected === undefined).length + upgraded.length;
   }
 
-  /** Whether every one of `eventIds` is held with the state after it (in the batch or stored). */
-  private async hasStateAt(eventIds: readonly string[], pending: Map<string, Pending>): Promise<boolean> {
+  /**
+   * Whether every one of `eventIds` is held with the state after it (in the batch or stored), in
+   * `roomId`: another room's event is a dead end here, whatever state it has there.
+   */
+  private async hasStateAt(roomId: string, eventIds: readonly string[], pending: Map<string, Pending>): Promise<boolean> {
     if (eventIds.length === 0) return false;
     for (const id of eventIds) {
       const inBatch = pending.get(id);
       if (inBatch) {
-        if (inBatch.stateless) return false;
+        if (inBatch.stateless || inBatch.event.roomId !== roomId) return false;
         continue;
       }
-      if ((await this.graph.event(id))?.stateGroup === undefined) return false;
+      const stored = await this.graph.event(id);
+      if (stored?.stateGroup === undefined || stored.roomId !== roomId) return false;
     }
     return true;
   }

@@ -8,9 +8,10 @@
  */
 import type { Clock } from '../core/clock.js';
 import { MatrixError } from '../core/errors.js';
-import type { JsonObject } from '../rooms/events.js';
+import type { JsonObject, StoredEvent } from '../rooms/events.js';
 import { serverOf } from '../rooms/ids.js';
 import type { RoomCache } from '../rooms/room-cache.js';
+import type { RoomSnapshot } from '../rooms/room-snapshot.js';
 import type { PresenceRow, Storage } from '../storage/index.js';
 import type { Notifier } from './notifier.js';
 import { writeAtNextPosition, type StreamCounter } from './stream.js';
@@ -245,6 +246,47 @@ export class PresenceService {
     if (entry) delete entry.presence;
   }
 
+  /**
+   * Members who just joined a room (its committed events, the room as it is after them): other
+   * servers only hear of a change, so a new roommate on another server would not know anyone's
+   * presence until it changes. As Synapse: a local user who joins has their presence sent to the
+   * room's other servers; a remote user who joins has their server sent the presence of our users
+   * in the room. Only presence we have (a user never seen is offline anyway); best effort.
+   */
+  membersJoined(events: readonly StoredEvent[], room: RoomSnapshot): void {
+    if (!this.enabled || !this.remote) return;
+    const joined = events.filter(
+      (event) =>
+        event.type === 'm.room.member' && event.stateKey !== undefined && !event.outlier && event.rejected === undefined && !event.softFailed && event.backfilledAt === undefined &&
+        event.content.membership === 'join' && event.prevContent?.membership !== 'join' && room.isJoined(event.stateKey),
+    );
+    if (joined.length === 0) return;
+    void this.sendOnJoin(joined.map((event) => event.stateKey!), room).catch(() => undefined);
+  }
+
+  private async sendOnJoin(joinedUsers: readonly string[], room: RoomSnapshot): Promise<void> {
+    const otherServers = [...room.joinedServers()].filter((server) => server !== this.serverName);
+    if (otherServers.length === 0) return;
+    const localJoiners = joinedUsers.filter((userId) => serverOf(userId) === this.serverName);
+    if (localJoiners.length > 0) this.sendRows(otherServers, await this.storage.userData.presenceOf(localJoiners));
+    const remoteServers = new Set(joinedUsers.map(serverOf).filter((server) => server !== this.serverName));
+    if (remoteServers.size === 0) return;
+    const locals = [...room.joinedUsers()].filter((userId) => serverOf(userId) === this.serverName).slice(0, MAX_PER_SYNC);
+    this.sendRows(remoteServers, await this.storage.userData.presenceOf(locals));
+  }
+
+  private sendRows(servers: Iterable<string>, rows: readonly PresenceRow[]): void {
+    if (rows.length === 0) return;
+    const push = rows.map((row) => this.eduContent(row.user_id, row.presence as PresenceState, row.status_msg, Number(row.last_active_ts)));
+    this.remote?.send(servers, { edu_type: 'm.presence', content: { push } });
+  }
+
+  private eduContent(userId: string, presence: PresenceState, statusMsg: string | null, lastActive: number): JsonObject {
+    const content: JsonObject = { user_id: userId, presence, last_active_ago: Math.max(0, this.clock.now() - lastActive), currently_active: presence === 'online' };
+    if (statusMsg !== null) content.status_msg = statusMsg;
+    return content;
+  }
+
   /** Wakes the roommates' syncs and, for a local user, tells the servers in shared rooms. */
   private async announce(userId: string, presence: PresenceState, statusMsg: string | null, lastActive: number, local: boolean): Promise<void> {
     const roommates = await this.cache.roommates(userId);
@@ -254,9 +296,7 @@ export class PresenceService {
     this.notifier.notify(wake);
     if (local && this.remote) {
       const servers = new Set([...roommates].map(serverOf).filter((server) => server !== this.serverName));
-      const content: JsonObject = { user_id: userId, presence, last_active_ago: Math.max(0, this.clock.now() - lastActive), currently_active: presence === 'online' };
-      if (statusMsg !== null) content.status_msg = statusMsg;
-      if (servers.size > 0) this.remote.send(servers, { edu_type: 'm.presence', content: { push: [content] } });
+      if (servers.size > 0) this.remote.send(servers, { edu_type: 'm.presence', content: { push: [this.eduContent(userId, presence, statusMsg, lastActive)] } });
     }
   }
 

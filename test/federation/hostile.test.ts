@@ -169,6 +169,59 @@ describe('one room\'s events as another\'s history', () => {
     const after = await botA.send(roomA, { msgtype: 'm.text', body: 'still room A' });
     expect(JSON.parse((await a.services.storage.rooms.getEvent(after))!.prev_events!)).not.toContain(eventId);
   });
+  it('a pulled event built on another room\'s event is a dead end: its room pages back to it, never into the other room', async () => {
+    // SyTest's 34room-backfill "cross-room back-pagination": P in room 1; Q in room 2 built on P;
+    // R on Q, S on R. S is pushed; R comes from get_missing_events; Q from /backfill.
+    const room1 = await botA.createRoom({ preset: 'public_chat', name: 'room one' });
+    const room2 = await botA.createRoom({ preset: 'public_chat', name: 'room two' });
+    const mallory = '@mallory:evil.test';
+    const joined1 = await evil.join('a.test', room1, mallory);
+    const joined2 = await evil.join('a.test', room2, mallory);
+    const one = await roomOnA(room1);
+    const two = await roomOnA(room2);
+    const auth1 = [one.get('m.room.create')!.eventId, one.get('m.room.power_levels')!.eventId, joined1.eventId];
+    const auth2 = [two.get('m.room.create')!.eventId, two.get('m.room.power_levels')!.eventId, joined2.eventId];
+    const message = (roomId: string, body: string, prev: string[], depth: number, authEvents: string[]) =>
+      evil.pdu(joined2.roomVersion, { room_id: roomId, sender: mallory, type: 'm.room.message', content: { msgtype: 'm.text', body }, origin_server_ts: Date.now(), depth, prev_events: prev, auth_events: authEvents });
+    const P = message(room1, 'event P', [...one.head.extremities], one.head.depth + 1, auth1);
+    const Q = message(room2, 'event Q', [P.eventId], two.head.depth + 2, auth2);
+    const R = message(room2, 'event R', [Q.eventId], two.head.depth + 3, auth2);
+    const S = message(room2, 'event S', [R.eventId], two.head.depth + 4, auth2);
+    const state2 = [...two.stateEvents()].map((event) => event.eventId);
+    const served = new Map([[Q.eventId, Q.pdu], [R.eventId, R.pdu], [P.eventId, P.pdu]]);
+    evil.route('POST', `/_matrix/federation/v1/get_missing_events/${enc(room2)}`, () => ({ body: { events: [R.pdu] } }));
+    evil.route('GET', `/_matrix/federation/v1/state_ids/${enc(room2)}`, (request) =>
+      request.path.includes(enc(Q.eventId)) ? { body: { pdu_ids: state2, auth_chain_ids: auth2 } } : undefined,
+    );
+    evil.route('GET', '/_matrix/federation/v1/event/', (request) => {
+      const pdu = served.get(decodeURIComponent(request.path.split('/').pop()!.split('?')[0]!));
+      return pdu ? { body: { origin: 'evil.test', origin_server_ts: Date.now(), pdus: [pdu] } } : undefined;
+    });
+    // Asked in the background as soon as the gap opens, it does not know yet (SyTest answers 404
+    // until the test waits for the request); asked again when /messages pages back to the gap.
+    let backfills = 0;
+    evil.route('GET', `/_matrix/federation/v1/backfill/${enc(room2)}`, () =>
+      ++backfills === 1 ? { status: 404, body: { errcode: 'M_NOT_FOUND', error: 'not yet' } } : { body: { origin: 'evil.test', origin_server_ts: Date.now(), pdus: [Q.pdu] } },
+    );
+    evil.requests.length = 0;
+    const answer = await evil.send('a.test', [S.pdu]);
+    expect(answer.pdus[S.eventId]).toEqual({});
+    // The state the gap is placed on is asked at Q, the prev we lack.
+    expect(asked().some((request) => request.path.startsWith(`/_matrix/federation/v1/state_ids/${enc(room2)}?event_id=${enc(Q.eventId)}`))).toBe(true);
+    await expect.poll(() => backfills).toBe(1);
+    await a.services.backfiller.idle();
+    expect((await evil.send('a.test', [P.pdu])).pdus[P.eventId]).toEqual({});
+    const sync = await botA.sync({ timeout: 0, filter: JSON.stringify({ room: { timeline: { limit: 2 } } }) });
+    const timeline = sync.rooms.join[room2].timeline as Json;
+    expect((timeline.events as Json[]).map((event) => event.content?.body)).toEqual(['event R', 'event S']);
+    const page = await botA.ok('GET', `/rooms/${enc(room2)}/messages`, undefined, { dir: 'b', from: timeline.prev_batch as string, limit: 10 });
+    const chunk = page.chunk as Json[];
+    // Q, then Mallory's join: room 1's P never shows in room 2.
+    expect(chunk.slice(0, 2).map((event) => event.content?.body ?? event.content?.membership)).toEqual(['event Q', 'join']);
+    expect(chunk.some((event) => event.event_id === P.eventId)).toBe(false);
+    expect(backfills).toBe(2);
+    expect(JSON.stringify(await botA.ok('GET', `/rooms/${enc(room2)}/state/m.room.name/`))).toContain('room two');
+  });
 });
 
 /** An event id nobody has (a hash of nothing). */

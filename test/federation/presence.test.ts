@@ -7,6 +7,11 @@ let federation: Federation;
 let botA: TestClient;
 let aliceB: TestClient;
 
+/** The first m.presence event of `sender` in a sync answer. */
+function presenceOf(sync: Json, sender: string): Json | undefined {
+  return ((sync.presence as { events?: Json[] } | undefined)?.events ?? []).find((event) => event.sender === sender);
+}
+
 beforeAll(async () => {
   federation = await startFederation(['a.test', 'b.test']);
   const a = federation.servers.get('a.test')!.hs;
@@ -32,5 +37,24 @@ describe('presence across servers', () => {
     const b = federation.servers.get('b.test')!.hs;
     await b.services.presence.receiveRemote('c.test', { push: [{ user_id: botA.userId, presence: 'offline' }] });
     expect(await aliceB.ok('GET', `/presence/${encodeURIComponent(botA.userId)}/status`)).toMatchObject({ presence: 'unavailable' });
+  });
+
+  it('new roommates on two servers learn each other\'s presence when one joins, with no change after the join', async () => {
+    const a = federation.servers.get('a.test')!.hs;
+    const b = federation.servers.get('b.test')!.hs;
+    const carolA = client(a, await createUser(a, 'carol'));
+    const daveB = client(b, await createUser(b, 'dave'));
+    // Both online (a sync marks them), each alone so far: neither server knows the other user.
+    await carolA.syncUntil((sync) => presenceOf(sync, carolA.userId));
+    await daveB.syncUntil((sync) => presenceOf(sync, daveB.userId));
+    const roomId = await daveB.createRoom({ preset: 'private_chat' });
+    await daveB.invite(roomId, carolA.userId);
+    await carolA.ok('POST', `/join/${encodeURIComponent(roomId)}`, {}, { server_name: 'b.test' });
+    // Each sees the other online (a roommate whose presence a server never heard of shows offline).
+    const daveSeen = await carolA.syncUntil((sync) => (presenceOf(sync, daveB.userId)?.content.presence === 'online' ? presenceOf(sync, daveB.userId) : undefined));
+    expect(daveSeen!.content).toMatchObject({ presence: 'online', currently_active: true });
+    const carolSeen = await daveB.syncUntil((sync) => (presenceOf(sync, carolA.userId)?.content.presence === 'online' ? presenceOf(sync, carolA.userId) : undefined));
+    expect(carolSeen!.content).toMatchObject({ presence: 'online' });
+    expect(await carolA.ok('GET', `/presence/${encodeURIComponent(daveB.userId)}/status`)).toMatchObject({ presence: 'online' });
   });
 });

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { expectMatchesSpec, expectMatrixError } from '../support/spec-validator.js';
 import { capturingLogger } from '../support/logs.js';
+import { MatrixError } from '../../src/core/errors.js';
 
 describe('discovery', () => {
   let hs: TestHomeserver;
@@ -95,6 +96,19 @@ describe('HTTP protocol', () => {
     expectMatrixError(res, 500, 'M_UNKNOWN');
     expect(JSON.stringify(res.body)).not.toContain('disk on fire');
     expect(lines.join('')).toContain('disk on fire');
+  });
+
+  it('logs another server\'s failure (502) as a warning, not as an unexpected error', async () => {
+    const { logger, lines } = capturingLogger('warn');
+    hs = await startTestHomeserver({}, { logger });
+    const alice = await createUser(hs, 'alice');
+    hs.services.sessions.logout = async () => {
+      throw new MatrixError('M_UNKNOWN', 'Could not join through other.test: cannot reach other.test', { status: 502 });
+    };
+    const res = await hs.http.post('/_matrix/client/v3/logout').auth(alice.accessToken, { type: 'bearer' });
+    expectMatrixError(res, 502, 'M_UNKNOWN');
+    const logged = lines.map((line) => JSON.parse(line) as { level: number; msg: string }).filter((line) => line.msg !== 'request');
+    expect(logged).toEqual([expect.objectContaining({ level: 40, msg: 'another server failed' })]);
   });
 
   it('never logs access tokens, from the header or the query string', async () => {
