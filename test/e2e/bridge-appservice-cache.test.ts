@@ -11,12 +11,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TestAccount, TestHomeserver } from '../../src/testing/index.js';
-import { bridgeRegistration, startBridgeApp, type RunningBridge } from '../../src/bridge-app.js';
+import { startBridgeApp, type RunningBridge } from '../../src/bridge-app.js';
 import { AppserviceHomeserver } from '../../src/bridge/appservice-homeserver.js';
-import type { Config } from '../../src/config/index.js';
 import type { JsonObject } from '../../src/rooms/events.js';
 import type { BridgeStorage } from '../../src/storage/bridge-store.js';
-import { mainWithBridgeRegistration } from '../support/bridge-appservice.js';
+import { mainAndProxies, mainWithBridgeRegistration, taken } from '../support/bridge-appservice.js';
 import { startCountingProxy, type CountingProxy, type ProxiedRequest } from '../support/counting-proxy.js';
 
 const BRIDGE = '@bridge:localhost';
@@ -28,24 +27,6 @@ function asked(requests: readonly ProxiedRequest[]): string[] {
   return requests
     .filter((request) => request.authorization === AS_TOKEN)
     .map((request) => `${request.method} ${request.path.replace(/\/rooms\/[^/]+/, '/rooms/R').replace(/\/send\/([^/]+)\/[^/]+$/, '/send/$1')}`);
-}
-
-/** The main homeserver, its transactions passing through `transactions` and the bridge's requests through `requests`. */
-async function mainAndProxies(dir: string): Promise<{ config: Config; main: TestHomeserver; requests: CountingProxy; transactions: CountingProxy }> {
-  let bridgePort = 0;
-  const transactions = await startCountingProxy(() => `http://127.0.0.1:${bridgePort}`);
-  const { config, main } = await mainWithBridgeRegistration(dir, (config) =>
-    bridgeRegistration({ ...config, bridge: { ...config.bridge, appservice: { ...config.bridge.appservice!, url: transactions.url } } }),
-  );
-  bridgePort = config.listen.port;
-  const requests = await startCountingProxy(() => main.baseUrl);
-  config.bridge.appservice!.homeserver_url = requests.url;
-  return { config, main, requests, transactions };
-}
-
-/** Resolves once the bridge has taken (answered 200) a transaction holding the event. */
-function taken(transactions: CountingProxy, eventId: string): Promise<ProxiedRequest> {
-  return transactions.answered((request) => request.status === 200 && ((request.body as { events?: JsonObject[] })?.events ?? []).some((event) => event.event_id === eventId));
 }
 
 describe('the appservice bridge posting', () => {
