@@ -10,11 +10,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
+import { systemClock, type Clock } from '../core/clock.js';
 import { ERRCODE_STATUS, MatrixError, type Errcode } from '../core/errors.js';
 import type { JsonObject } from '../rooms/events.js';
 import type { BridgeStorage } from '../storage/bridge-store.js';
 import { deviceDeliveryOf, isQuietDelivery, type CryptoRequest, type DeviceDelivery } from './crypto/crypto-device.js';
 import { isJoinOf, type ActivityHandler, type BridgeHomeserver, type RoomActivity, type RoomMessage, type RoomPowers } from './homeserver.js';
+import { RoomStateCache } from './room-state-cache.js';
 
 /** The last transaction taken: the homeserver sends them one at a time, so a repeat is this one. */
 const LAST_TXN_KEY = 'appservice_last_txn';
@@ -42,6 +44,10 @@ export interface AppserviceHomeserverOptions {
   log: FastifyBaseLogger;
   /** Milliseconds a request to the homeserver may take. */
   timeoutMs: number;
+  /** How old a cached answer about a room's state may get (tests move it). */
+  clock?: Clock | undefined;
+  /** Rooms whose encryption and members are cached, at most (tests make it small). */
+  cachedRooms?: number | undefined;
 }
 
 /** The main homeserver cannot be reached or does not take the bridge's token: the operator's to fix. */
@@ -58,6 +64,11 @@ export class AppserviceHomeserver implements BridgeHomeserver {
   readonly userId: string;
   /** Rooms the bridge is joined to: read at start, then kept from transactions and its own joins. */
   private readonly joined = new Set<string>();
+  /**
+   * The encryption and members of the bridge's rooms, kept by the transactions: a post asks the
+   * homeserver nothing before its send (docs/bridge.md).
+   */
+  private readonly roomState: RoomStateCache;
   private handler: ActivityHandler | undefined;
   private readonly baseUrl: string;
   /**
@@ -75,6 +86,7 @@ export class AppserviceHomeserver implements BridgeHomeserver {
   constructor(private readonly options: AppserviceHomeserverOptions) {
     this.userId = `@${options.localpart}:${options.serverName}`;
     this.baseUrl = options.homeserverUrl.replace(/\/+$/, '');
+    this.roomState = new RoomStateCache(options.clock ?? systemClock, undefined, options.cachedRooms);
   }
 
   async prepare(): Promise<void> {
@@ -204,6 +216,7 @@ export class AppserviceHomeserver implements BridgeHomeserver {
   async join(roomId: string): Promise<void> {
     await this.request('POST', `${CLIENT}/join/${encodeURIComponent(roomId)}`, {});
     this.joined.add(roomId);
+    this.roomState.observe({ type: 'm.room.member', room_id: roomId, state_key: this.userId, content: { membership: 'join' } });
   }
 
   async send(roomId: string, type: string, content: JsonObject, txnId: string = randomUUID()): Promise<string> {
@@ -220,15 +233,14 @@ export class AppserviceHomeserver implements BridgeHomeserver {
     const answer = await this.request('POST', `${CLIENT}/createRoom`, { preset: 'trusted_private_chat', is_direct: true, invite: [userId], initial_state: initialState });
     const roomId = String(answer.room_id);
     this.joined.add(roomId);
+    this.roomState.rememberNewRoom(roomId, encrypted ? initialState[0]!.content : undefined, new Map([[this.userId, 'join'], [userId, 'invite']]));
     return roomId;
   }
 
   async membership(roomId: string, userId: string): Promise<string | undefined> {
     // The bridge's own, on the path of every webhook post: from what the transactions said.
     if (userId === this.userId) return this.joined.has(roomId) ? 'join' : undefined;
-    const member = await this.state(roomId, 'm.room.member', userId);
-    const membership = member?.membership;
-    return typeof membership === 'string' && membership !== 'leave' ? membership : undefined;
+    return (await this.memberships(roomId))?.get(userId);
   }
 
   async powers(roomId: string): Promise<RoomPowers | undefined> {
@@ -292,16 +304,45 @@ export class AppserviceHomeserver implements BridgeHomeserver {
   }
 
   async encryption(roomId: string): Promise<JsonObject | undefined> {
-    return this.state(roomId, 'm.room.encryption', '');
+    const known = this.roomState.encryption(roomId);
+    if (known) return known.content;
+    const version = this.roomState.version;
+    const path = `${CLIENT}/rooms/${encodeURIComponent(roomId)}/state/m.room.encryption/`;
+    let content: JsonObject | undefined;
+    try {
+      content = await this.request('GET', path);
+    } catch (err) {
+      // 404: the room has no m.room.encryption, an answer. 403 (the bridge cannot see the room)
+      // and every other error are not kept.
+      if (err instanceof MatrixError && err.status === 404) {
+        this.roomState.rememberEncryption(roomId, undefined, version);
+        return undefined;
+      }
+      return notFoundAsUndefined(err);
+    }
+    this.roomState.rememberEncryption(roomId, content, version);
+    return content;
   }
 
   async members(roomId: string): Promise<string[]> {
+    const memberships = await this.memberships(roomId);
+    return [...(memberships ?? [])].filter(([, membership]) => membership === 'join' || membership === 'invite').map(([userId]) => userId);
+  }
+
+  /** Everyone's membership in the room but `leave`s, cached; undefined when the bridge cannot see the room. */
+  private async memberships(roomId: string): Promise<ReadonlyMap<string, string> | undefined> {
+    const known = this.roomState.members(roomId);
+    if (known) return known;
+    const version = this.roomState.version;
     const answer = await this.request('GET', `${CLIENT}/rooms/${encodeURIComponent(roomId)}/members?not_membership=leave`).catch(notFoundAsUndefined);
-    const chunk = Array.isArray(answer?.chunk) ? (answer.chunk as JsonObject[]) : [];
-    return chunk.filter((event) => {
+    if (!answer) return undefined;
+    const memberships = new Map<string, string>();
+    for (const event of Array.isArray(answer.chunk) ? (answer.chunk as JsonObject[]) : []) {
       const membership = (event.content as JsonObject | undefined)?.membership;
-      return membership === 'join' || membership === 'invite';
-    }).map((event) => String(event.state_key));
+      if (typeof event.state_key === 'string' && typeof membership === 'string' && membership !== 'leave') memberships.set(event.state_key, membership);
+    }
+    this.roomState.rememberMembers(roomId, memberships, version);
+    return memberships;
   }
 
   async hasAnswered(roomId: string, eventId: string): Promise<boolean> {
@@ -331,6 +372,7 @@ export class AppserviceHomeserver implements BridgeHomeserver {
     for (const event of events) {
       const roomId = String(event.room_id);
       const content = (event.content ?? {}) as JsonObject;
+      this.roomState.observe(event);
       if (event.type === 'm.room.member' && event.state_key === this.userId) {
         const membership = content.membership;
         if (membership === 'invite') invites.push(roomId);
@@ -341,6 +383,7 @@ export class AppserviceHomeserver implements BridgeHomeserver {
           if (isJoinOf(event, this.userId)) for (let i = messages.length - 1; i >= 0; i--) if (messages[i]!.roomId === roomId) messages.splice(i, 1);
         } else if (membership === 'leave' || membership === 'ban') {
           this.joined.delete(roomId);
+          this.roomState.forget(roomId);
           leaves.push(roomId);
         }
       } else if ((event.type === 'm.room.message' || event.type === 'm.room.encrypted') && this.joined.has(roomId)) {
