@@ -128,6 +128,8 @@ export const ConfigSchema = Type.Object(
         // One connection is held for the process's lifetime (its claim on the database); the rest serve queries.
         pool_size: Type.Integer({ minimum: 2, maximum: 1000, default: 10 }),
         statement_timeout: duration('60s'),
+        // PostgreSQL: statements the server repeats go as named prepared statements (parsed once per connection).
+        prepared_statements: Type.Boolean({ default: true }),
         schema: Type.String({ pattern: '^[a-z_][a-z0-9_]{0,62}$', default: 'public', [EXPECTED]: 'a lower-case SQL name such as public' }),
         // TLS to PostgreSQL, verified against the system's CAs or `ssl_ca_file` (a URL's sslmode works too).
         ssl: Type.Boolean({ default: false }),

@@ -45,6 +45,8 @@ export interface DatabaseOptions {
   pool_size?: number | undefined;
   /** PostgreSQL: a statement running longer is cancelled (ms; default 60 s). */
   statement_timeout?: number | undefined;
+  /** PostgreSQL: repeated statements go as named prepared statements (default true). */
+  prepared_statements?: boolean | undefined;
   /** PostgreSQL: the schema the tables live in (default `public`). */
   schema?: string | undefined;
   /** PostgreSQL: TLS, verified against the system's CAs or `ssl_ca_file`. */
@@ -73,6 +75,7 @@ export function openDatabase(options: DatabaseOptions): Db {
       url: options.url,
       poolSize: options.pool_size ?? 10,
       statementTimeoutMs: options.statement_timeout ?? 60_000,
+      preparedStatements: options.prepared_statements ?? true,
       schema,
       ssl: options.ssl_ca_file ? { ca: readFileSync(options.ssl_ca_file, 'utf8') } : options.ssl ? true : undefined,
       ...(options.measureQueries ? { log: (event: LogEvent) => queryObservers.get(db)?.(event.queryDurationMillis, event.level === 'error') } : {}),

@@ -2,11 +2,12 @@
  * What is PostgreSQL's own, whichever engine the rest of the run uses: text it cannot hold gets a
  * Matrix error (and the server carries on), search and user search as docs/scaling.md says, a
  * small pool whose connections are handed out again and again, and the statements a transaction
- * sends with its commit.
+ * sends with its commit, and the statements it prepares.
  */
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WITH_COMMIT } from '../../src/storage/postgres.js';
+import { dedicatedConnection, ensureSchema, openPostgres, StatementNames, WITH_COMMIT } from '../../src/storage/postgres.js';
+import type { Database } from '../../src/storage/schema.js';
 import { client, type TestClient } from '../support/client.js';
 import { createUser, startTestHomeserver, type TestHomeserver } from '../support/homeserver.js';
 import { expectMatrixError } from '../support/spec-validator.js';
@@ -105,5 +106,138 @@ describe('on PostgreSQL', () => {
     }
     expect(await rows()).toEqual([1, 2, 4]);
     await sql`DROP TABLE held_for_commit`.execute(db);
+  });
+});
+
+describe('prepared statements on PostgreSQL', () => {
+  const prepared = async (db: Kysely<Database>) =>
+    (await sql<{ name: string; statement: string }>`SELECT name, statement FROM pg_prepared_statements`.execute(db)).rows;
+
+  it('prepares the statements of a send, on the connections that run them', async () => {
+    const roomId = await alice.createRoom({ preset: 'public_chat' });
+    for (let i = 0; i < 5; i++) await alice.send(roomId, { msgtype: 'm.text', body: `prepared ${i}` });
+    // Both connections of the pool, held at once: the union of what they prepared.
+    const db = hs.services.storage.db;
+    let release!: () => void;
+    const bothHeld = new Promise<void>((resolve) => (release = resolve));
+    let held = 0;
+    const statements = (
+      await Promise.all(
+        [0, 1].map(() =>
+          db.connection().execute(async (connection) => {
+            if (++held === 2) release();
+            await bothHeld;
+            return prepared(connection);
+          }),
+        ),
+      )
+    ).flat();
+    const insertsOfEvents = statements.filter((row) => /insert into "events"/i.test(row.statement));
+    expect(insertsOfEvents.length).toBeGreaterThan(0);
+    expect(insertsOfEvents.every((row) => /^bhs_\d+$/.test(row.name))).toBe(true);
+    const messages = await alice.ok('GET', `/rooms/${encodeURIComponent(roomId)}/messages`, undefined, { dir: 'b', limit: 1 });
+    expect(messages.chunk[0].content.body).toBe('prepared 4');
+  });
+
+  describe('on a connection of its own', () => {
+    const ownSchema = `${TEST_SCHEMA_PREFIX}${process.pid}_prep`;
+    let db: Kysely<Database>;
+    beforeAll(async () => {
+      db = openPostgres({ url: POSTGRES, poolSize: 1, statementTimeoutMs: 0, schema: ownSchema });
+      await ensureSchema(db, ownSchema);
+      await sql`CREATE TABLE prep (a bigint, b text)`.execute(db);
+      await sql`INSERT INTO prep VALUES (1, 'one'), (2, 'two')`.execute(db);
+    });
+    afterAll(async () => {
+      await db?.destroy();
+      await dropSchemas(POSTGRES, [ownSchema]);
+    });
+
+    it('names a statement with values the second time it comes, never one without', async () => {
+      const select = (a: number) => sql<{ b: string }>`SELECT b FROM prep WHERE a = ${a} /* twice */`.execute(db);
+      expect((await select(1)).rows).toEqual([{ b: 'one' }]);
+      expect((await prepared(db)).filter((row) => row.statement.includes('/* twice */'))).toEqual([]);
+      expect((await select(2)).rows).toEqual([{ b: 'two' }]);
+      const named = (await prepared(db)).filter((row) => row.statement.includes('/* twice */'));
+      expect(named).toHaveLength(1);
+      expect(named[0]!.name).toMatch(/^bhs_\d+$/);
+      // Used again under its name, inside a transaction too (its begin and commit go unnamed).
+      expect(await db.transaction().execute(async (trx) => (await sql<{ b: string }>`SELECT b FROM prep WHERE a = ${1} /* twice */`.execute(trx)).rows)).toEqual([{ b: 'one' }]);
+      expect((await select(2)).rows).toEqual([{ b: 'two' }]);
+      expect((await prepared(db)).filter((row) => row.statement.includes('/* twice */'))).toHaveLength(1);
+      // Without values: never named, however often.
+      for (let i = 0; i < 3; i++) await sql`SELECT count(*) FROM prep /* no values */`.execute(db);
+      await db.transaction().execute(async (trx) => {
+        await sql`SELECT count(*) FROM prep /* no values */`.execute(trx);
+      });
+      expect((await prepared(db)).filter((row) => row.statement.includes('/* no values */') || /^(begin|commit)/i.test(row.statement))).toEqual([]);
+    });
+
+    it('sends a statement again unnamed when another process changed the table under it, and names it no more', async () => {
+      const other = dedicatedConnection(db)!;
+      await other.connect();
+      try {
+        await other.query(`CREATE TABLE "${ownSchema}".changing (a bigint)`);
+        await other.query(`INSERT INTO "${ownSchema}".changing VALUES (1)`);
+        const select = () => sql<Record<string, unknown>>`SELECT * FROM changing WHERE a = ${1} /* changing */`.execute(db);
+        await select();
+        expect((await select()).rows).toEqual([{ a: 1 }]);
+        expect((await prepared(db)).filter((row) => row.statement.includes('/* changing */'))).toHaveLength(1);
+        // A column added by another process: the prepared statement's result type changed.
+        await other.query(`ALTER TABLE "${ownSchema}".changing ADD COLUMN b text DEFAULT 'new'`);
+        expect((await select()).rows).toEqual([{ a: 1, b: 'new' }]);
+        // Inside a transaction the error aborts it, so it is reported; the text is named no more.
+        const inTransaction = () => db.transaction().execute(async (trx) => (await sql<Record<string, unknown>>`SELECT * FROM changing WHERE a = ${1} /* changing in trx */`.execute(trx)).rows);
+        await inTransaction();
+        expect(await inTransaction()).toEqual([{ a: 1, b: 'new' }]);
+        await other.query(`ALTER TABLE "${ownSchema}".changing ADD COLUMN c text DEFAULT 'newer'`);
+        await expect(inTransaction()).rejects.toThrow(/cached plan must not change result type/);
+        expect(await inTransaction()).toEqual([{ a: 1, b: 'new', c: 'newer' }]);
+        expect((await select()).rows).toEqual([{ a: 1, b: 'new', c: 'newer' }]);
+      } finally {
+        await other.end();
+      }
+    });
+
+    it('(last: it takes the names left) names at most 100 statements in a process; the rest go unnamed and work as before', async () => {
+      for (let round = 0; round < 2; round++) {
+        for (let i = 0; i < 120; i++) {
+          const { rows } = await sql<{ n: number }>`SELECT ${i}::bigint AS n FROM prep WHERE a = ${1} /* cap ${sql.raw(String(i))} */`.execute(db);
+          expect(rows).toEqual([{ n: i }]);
+        }
+      }
+      const names = await prepared(db);
+      expect(names.length).toBeLessThanOrEqual(100);
+      expect(names.filter((row) => row.statement.includes('/* cap ')).length).toBeLessThan(120);
+    });
+
+    it('names nothing with database.prepared_statements off', async () => {
+      const off = openPostgres({ url: POSTGRES, poolSize: 1, statementTimeoutMs: 0, schema: ownSchema, preparedStatements: false });
+      try {
+        for (let i = 0; i < 3; i++) await sql`SELECT b FROM prep WHERE a = ${1} /* off */`.execute(off);
+        expect(await prepared(off)).toEqual([]);
+      } finally {
+        await off.destroy();
+      }
+    });
+  });
+
+  it('gives at most its cap of names, the same one to a text every time, and a retired one to none', () => {
+    const names = new StatementNames(2);
+    expect(names.nameFor('a')).toBeUndefined();
+    const a = names.nameFor('a');
+    expect(a).toBeDefined();
+    expect(names.nameFor('a')).toBe(a);
+    names.nameFor('b');
+    const b = names.nameFor('b');
+    expect(b).toBeDefined();
+    expect(b).not.toBe(a);
+    // Full: c is never named.
+    for (let i = 0; i < 3; i++) expect(names.nameFor('c')).toBeUndefined();
+    names.retire('a');
+    expect(names.nameFor('a')).toBeUndefined();
+    // Its slot stays taken: a connection may still hold the name.
+    expect(names.nameFor('c')).toBeUndefined();
+    expect(names.nameFor('b')).toBe(b);
   });
 });

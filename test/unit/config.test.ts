@@ -16,7 +16,7 @@ describe('configuration', () => {
     const config = loadConfig({ env: {} });
     expect(config.server_name).toBe('localhost');
     expect(config.listen).toEqual({ host: '127.0.0.1', port: 8008, x_forwarded: false, request_timeout: 60_000, max_connections_per_address: 256 });
-    expect(config.database).toEqual({ path: './data/homeserver.db', synchronous: 'full', url: null, pool_size: 10, statement_timeout: 60_000, schema: 'public', ssl: false, ssl_ca_file: null });
+    expect(config.database).toEqual({ path: './data/homeserver.db', synchronous: 'full', url: null, pool_size: 10, statement_timeout: 60_000, prepared_statements: true, schema: 'public', ssl: false, ssl_ca_file: null });
     expect(config.enable_registration).toBe(false);
     expect(config.registration_shared_secret).toBeNull();
     expect(config.refreshable_access_token_lifetime).toBe(300_000);
