@@ -74,7 +74,7 @@ export function openPostgres(options: PostgresOptions): Kysely<Database> {
   // the pool replaces it and the next query gets a fresh one.
   pool.on('error', () => undefined);
   const db = new Kysely<Database>({
-    dialect: new PostgresDialect({ pool: refusingNul(pool, options.preparedStatements === false ? undefined : statementNames) }),
+    dialect: new PostgresDialect({ pool: refusingNul(pool, options.preparedStatements === false ? undefined : new StatementNames()) }),
     plugins: [new PostgresSchemaTypes()],
     ...(options.log ? { log: options.log } : {}),
   });
@@ -140,7 +140,7 @@ function refusingNul(pool: pg.Pool, names: StatementNames | undefined): Postgres
  *   stream lock, `LISTEN`/`NOTIFY`, DDL and migrations: they go as they are.
  * - A text is named the second time it is seen: the one-off statements of startup and migrations
  *   take no names, what the server does again and again does.
- * - At most `cap` names per process (so per connection): a text seen once they are all given
+ * - At most `cap` names per pool (a process has one; a name means one text on its connections): a text seen once they are all given
  *   goes unnamed, as before. Nothing is evicted: a connection keeps its prepared statements for
  *   its life, and forgetting one would take a `DEALLOCATE` on every connection.
  * - A schema changed under a prepared statement by another process (an upgrade that adds a
@@ -183,8 +183,6 @@ export class StatementNames {
 /** Longer texts go unnamed: a statement that long is built from a list of values, rarely the same twice. */
 const MAX_TEXT = 8 * 1024;
 
-/** The names of this process: every pool shares them (a name stands for the same text everywhere). */
-const statementNames = new StatementNames();
 
 /** PostgreSQL's "cached plan must not change result type" (feature_not_supported). */
 const CACHED_PLAN_CHANGED = '0A000';
