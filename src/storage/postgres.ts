@@ -132,7 +132,7 @@ function refusingNul(pool: pg.Pool, names: StatementNames | undefined): Postgres
  * (prepared) one is parsed once per connection and its plan kept (for a send's INSERT of ten
  * events: 540 us of the server's CPU unnamed, 293 us named). `pg` prepares only a query that
  * names itself, and Kysely never names one: names are given here, one per text, for the life of
- * the process. `pg` remembers which names each connection has parsed, so a new connection (one
+ * the pool. `pg` remembers which names each connection has parsed, so a new connection (one
  * that replaces a dropped one) parses again on first use.
  *
  * - Only a statement with values, single (no `;`), and at most `MAX_TEXT` long is named. Those
