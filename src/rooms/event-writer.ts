@@ -22,7 +22,7 @@ import type { RoomCache } from './room-cache.js';
 import { RoomSnapshot, type RoomHead } from './room-snapshot.js';
 import type { RoomVersion } from './room-versions.js';
 import { MAX_STATE_GROUP_DELTAS, type NewStateGroup, type StateGroupIds } from './state-groups.js';
-import { txnKeyOfRow, txnKeyText } from './txn-lookups.js';
+import { rowsByTxn, txnKeyText } from './txn-lookups.js';
 
 export interface EventDraft {
   type: string;
@@ -439,17 +439,14 @@ export class EventWriter {
    */
   private async answerRetries(batch: readonly Pending[]): Promise<Pending[] | undefined> {
     const txns = batch.flatMap((pending) => (pending.request.txn && !pending.settled ? [pending.request.txn] : []));
-    const found = new Map<string, StoredEvent>();
-    for (let start = 0; start < txns.length; start += 100) {
-      for (const row of await this.storage.rooms.findEventsByTxns(txns.slice(start, start + 100))) found.set(txnKeyOfRow(row), eventFromRow(row));
-    }
+    const found = await rowsByTxn(this.storage.rooms, txns);
     if (found.size === 0) return undefined;
     const again: Pending[] = [];
     for (const pending of batch) {
       if (pending.settled) continue;
       const txn = pending.request.txn;
       const first = txn && found.get(txnKeyText(txn));
-      if (first) pending.resolve([first]);
+      if (first) pending.resolve([eventFromRow(first)]);
       else again.push(pending);
     }
     return again;
@@ -459,9 +456,7 @@ export class EventWriter {
   private async writtenElsewhere(stores: Stores, batch: readonly Pending[], foreignCommits: number): Promise<Map<string, StoredEvent>> {
     const txns = batch.flatMap((pending) => (pending.request.txn && pending.request.txn.checkpoint < foreignCommits ? [pending.request.txn] : []));
     const found = new Map<string, StoredEvent>();
-    for (const row of await stores.rooms.findEventsByTxns(txns)) {
-      found.set(txnKeyOfRow(row), eventFromRow(row));
-    }
+    for (const [key, row] of await rowsByTxn(stores.rooms, txns)) found.set(key, eventFromRow(row));
     return found;
   }
 

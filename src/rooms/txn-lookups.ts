@@ -23,6 +23,18 @@ interface Lookup {
   reject(err: unknown): void;
 }
 
+/**
+ * The events written with these transaction ids, by `txnKeyText`: one query per
+ * LOOKUPS_PER_QUERY ids, through the store given (a transaction's, or the storage's own).
+ */
+export async function rowsByTxn(rooms: { findEventsByTxns(keys: readonly TxnKey[]): Promise<EventRow[]> }, keys: readonly TxnKey[]): Promise<Map<string, EventRow>> {
+  const found = new Map<string, EventRow>();
+  for (let start = 0; start < keys.length; start += LOOKUPS_PER_QUERY) {
+    for (const row of await rooms.findEventsByTxns(keys.slice(start, start + LOOKUPS_PER_QUERY))) found.set(txnKeyOfRow(row), row);
+  }
+  return found;
+}
+
 export class TxnLookups {
   private waiting: Lookup[] = [];
   private running = false;
@@ -47,10 +59,7 @@ export class TxnLookups {
           lookups[0]!.resolve(await this.storage.rooms.findEventByTxn(key.sender, key.deviceId, key.scope, key.txnId));
           continue;
         }
-        const found = new Map<string, EventRow>();
-        for (const row of await this.storage.rooms.findEventsByTxns(lookups.map((lookup) => lookup.key))) {
-          found.set(txnKeyOfRow(row), row);
-        }
+        const found = await rowsByTxn(this.storage.rooms, lookups.map((lookup) => lookup.key));
         for (const lookup of lookups) lookup.resolve(found.get(txnKeyText(lookup.key)));
       } catch (err) {
         for (const lookup of lookups) lookup.reject(err);
