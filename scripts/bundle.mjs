@@ -43,7 +43,7 @@ export async function bundle(distDir) {
     splitting: true,
     chunkNames: 'chunks/[name]-[hash]',
     // The bridge's crypto (WebAssembly) loads its .wasm file from beside its own module: it stays in node_modules.
-    external: ['better-sqlite3', 'better-sqlite3-node20', 'argon2', '@matrix-org/matrix-sdk-crypto-wasm'],
+    external: ['better-sqlite3', 'better-sqlite3-node20', 'argon2', 'sodium-native', '@matrix-org/matrix-sdk-crypto-wasm'],
   });
 
   // Feeds are parsed in a worker thread (src/bridge/feeds/parser-thread.ts), which looks for its code

@@ -1,9 +1,10 @@
 /**
  * Signing JSON (appendices, "Signing JSON" and "Checking for a Signature"): ed25519 over the
  * canonical JSON of an object without its `signatures` and `unsigned`, signatures in unpadded
- * base64 under `signatures.<entity>.<algorithm>:<key id>`. Node's crypto does ed25519 natively.
+ * base64 under `signatures.<entity>.<algorithm>:<key id>`. The ed25519 itself is in ed25519.ts.
  */
-import { createPrivateKey, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
+import { ed25519KeyPair, ed25519PublicKeyFromRaw, ed25519Verify } from './ed25519.js';
 import { canonicalJsonBytes, canonicalJsonProblem, type CanonicalJsonOptions } from './canonical-json.js';
 import { MatrixError } from './errors.js';
 
@@ -29,31 +30,16 @@ export function decodeBase64(text: string): Buffer | undefined {
   return Buffer.from(text.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
 }
 
-const PKCS8_ED25519_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
-const SPKI_ED25519_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
-
 /** A signer from a 32-byte ed25519 seed (what Synapse's signing key file holds). */
 export function ed25519Signer(serverName: string, keyVersion: string, seed: Buffer): Signer {
-  if (seed.length !== 32) throw new Error('an ed25519 seed is 32 bytes');
-  const privateKey = createPrivateKey({ key: Buffer.concat([PKCS8_ED25519_PREFIX, seed]), format: 'der', type: 'pkcs8' });
-  const publicKey = (createPublicKey(privateKey).export({ format: 'der', type: 'spki' }) as Buffer).subarray(SPKI_ED25519_PREFIX.length);
-  return {
-    serverName,
-    keyId: `ed25519:${keyVersion}`,
-    publicKey: unpaddedBase64(publicKey),
-    sign: (data) => sign(null, data, privateKey),
-  };
+  const keys = ed25519KeyPair(seed);
+  return { serverName, keyId: `ed25519:${keyVersion}`, publicKey: unpaddedBase64(keys.publicKey), sign: keys.sign };
 }
 
 /** An ed25519 public key from its unpadded base64 form, or undefined when it is not one. */
 export function ed25519PublicKey(base64: string): KeyObject | undefined {
   const raw = decodeBase64(base64);
-  if (!raw || raw.length !== 32) return undefined;
-  try {
-    return createPublicKey({ key: Buffer.concat([SPKI_ED25519_PREFIX, raw]), format: 'der', type: 'spki' });
-  } catch {
-    return undefined;
-  }
+  return raw ? ed25519PublicKeyFromRaw(raw) : undefined;
 }
 
 /** The bytes a signature covers: canonical JSON without `signatures` and `unsigned`. */
@@ -94,7 +80,7 @@ export function hasValidSignature(
     const raw = decodeBase64(signature);
     if (!raw || raw.length !== 64) return false;
     bytes ??= signedBytes(object, options);
-    if (!verify(null, bytes, key, raw)) return false;
+    if (!ed25519Verify(bytes, key, raw)) return false;
     checked += 1;
   }
   return checked > 0;

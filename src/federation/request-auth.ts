@@ -6,7 +6,7 @@
 import { MatrixError } from '../core/errors.js';
 import { canonicalJsonBytes } from '../core/canonical-json.js';
 import { decodeBase64 } from '../core/signed-json.js';
-import { verify } from 'node:crypto';
+import { ed25519Verify } from '../core/ed25519.js';
 import { parseServerName } from './discovery.js';
 import type { KeyRing } from './key-ring.js';
 
@@ -102,7 +102,7 @@ export async function authenticateRequest(request: SignedRequest, serverName: st
     } catch {
       continue;
     }
-    if (verify(null, bytes, key, signature)) return auth.origin;
+    if (ed25519Verify(bytes, key, signature)) return auth.origin;
   }
   throw new MatrixError('M_UNAUTHORIZED', 'Invalid X-Matrix signature');
 }
