@@ -7,7 +7,10 @@
  *   positions commit in the order they are handed out: a reader never skips a late commit. It
  *   moves the head and sends what it changed (`StreamEffects`) with `pg_notify` in the same
  *   transaction (`leave`), so the notification exists exactly when the commit does, and PostgreSQL
- *   delivers notifications in commit order.
+ *   delivers notifications in commit order. A batch of messages skips the lock
+ *   (`StreamCounter.unlocked`): it is built against the head this process has applied, and its
+ *   one statement moves the head only from there, failing whole if another process moved it
+ *   first (then it is built again and written the locked way).
  * - **Caught up before acting.** A process applies the others' changes (drops the room snapshots
  *   and user caches they name, wakes syncs) as the notifications arrive, and moves its readable
  *   position only then. A writer that finds the head past what it applied waits for those
@@ -213,6 +216,14 @@ export class Cluster implements SharedStream {
   afterCommit(position: number): void {
     this.ownHead = position;
     if (position > this.applied) this.applied = position;
+  }
+
+  get appliedHead(): number {
+    return this.applied;
+  }
+
+  notification(position: number, effects: StreamEffects): { channel: string; payload: string } {
+    return { channel: this.channel, payload: this.encode(position, effects) };
   }
 
   private encode(position: number, effects: StreamEffects): string {

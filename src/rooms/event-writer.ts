@@ -14,7 +14,7 @@ import { MatrixError } from '../core/errors.js';
 import type { Signer } from '../core/signed-json.js';
 import type { NewRoomRow, Storage, Stores } from '../storage/index.js';
 import type { Notifier } from '../sync/notifier.js';
-import type { StreamCounter, StreamEffects } from '../sync/stream.js';
+import { StreamEffects, type StreamCounter } from '../sync/stream.js';
 import { authEventKeys, checkEventAuth, type ProposedEvent } from './auth-rules.js';
 import { assertEventSize, eventFromRow, MAX_EVENT_BYTES, rowFromEvent, type JsonObject, type StoredEvent } from './events.js';
 import { finishPdu, nextDepth, type Pdu, type UnsignedPdu } from './pdu.js';
@@ -140,6 +140,8 @@ interface Pending {
   reject(error: unknown): void;
   /** Resolved or rejected already (a batch that is written again skips it). */
   settled: boolean;
+  /** Built once against a head another process had moved: written the locked way (`StreamCounter.unlocked`). */
+  locked?: boolean;
 }
 
 interface Prepared {
@@ -164,6 +166,8 @@ interface Prepared {
 export class EventWriter {
   private queue: Pending[] = [];
   private flushing = false;
+  /** Other processes' commits applied when the last batch was looked at (`mayWriteUnlocked`). */
+  private foreignCommitsAtLastBatch = 0;
   private scheduled = false;
 
   constructor(
@@ -276,8 +280,12 @@ export class EventWriter {
     const prepared: Prepared[] = [];
     const touchedRooms = new Set<string>();
     let maxStream = 0;
+    let unlocked = false;
     try {
-      if (this.stream.shared || !this.storage.rooms.isPostgres) {
+      if (this.stream.shared && this.storage.rooms.isPostgres && this.mayWriteUnlocked(batch)) {
+        unlocked = true;
+        await this.stream.unlocked((expectedHead) => this.writeUnlocked(batch, expectedHead, prepared, touchedRooms));
+      } else if (this.stream.shared || !this.storage.rooms.isPostgres) {
         // In stream order with the other writers (StreamCounter.write).
         await this.stream.write(this.storage, async (stores, effects) => {
           await this.prepareBatch(batch, stores, prepared, touchedRooms);
@@ -307,6 +315,16 @@ export class EventWriter {
       for (const roomId of touchedRooms) this.cache.forgetRoom(roomId);
       for (const item of prepared) {
         for (const event of item.events) if (event.type === 'm.room.member') this.cache.forgetUser(event.stateKey ?? '');
+      }
+      if (unlocked && err instanceof HeadMoved) {
+        // Another process wrote first: nothing of this batch was written. Its requests are built
+        // again against what that process did (the rooms are read again), under the lock.
+        const again = batch.filter((pending) => !pending.settled);
+        for (const pending of again) pending.locked = true;
+        this.queue.unshift(...again);
+        this.flushing = false;
+        this.schedule();
+        return;
       }
       // A retry of a request that was answered already fails the batch at its insert (the
       // transaction id is unique): nothing looks it up before. Its first event is its answer, and
@@ -370,6 +388,55 @@ export class EventWriter {
     setImmediate(() => this.notifier.notify(wake));
     this.flushing = false;
     if (this.queue.length > 0) this.schedule();
+  }
+
+  /**
+   * Whether the batch may be built without the stream's lock (PostgreSQL with the stream shared):
+   * no other process has committed since the last batch, and the batch holds local requests to
+   * existing rooms, none of whose transaction ids another process may have written since it
+   * started (that look-up needs the lock), none built once already on a moved head.
+   */
+  private mayWriteUnlocked(batch: readonly Pending[]): boolean {
+    const foreignCommits = this.stream.shared?.foreignCommits ?? 0;
+    // Other processes writing now would move the head under this batch, which would then be built
+    // twice: while they write (their commits arrived since the last batch), take the lock at once.
+    const othersQuiet = foreignCommits === this.foreignCommitsAtLastBatch;
+    this.foreignCommitsAtLastBatch = foreignCommits;
+    if (!othersQuiet) return false;
+    for (const { request, locked } of batch) {
+      if (locked || request.newRoom || request.remote) return false;
+      if (request.txn && request.txn.checkpoint < foreignCommits) return false;
+    }
+    return true;
+  }
+
+  /**
+   * Builds the batch against the head this process has applied (`expectedHead`) and writes it only
+   * if that is still the head: a batch of messages as one statement, anything else in a
+   * transaction that checks the head under the lock. Throws HeadMoved if it was not. Returns the
+   * position the head moved to (0 when nothing was built).
+   */
+  private async writeUnlocked(batch: readonly Pending[], expectedHead: number, prepared: Prepared[], touchedRooms: Set<string>): Promise<number> {
+    const shared = this.stream.shared!;
+    const before = this.stream.taken;
+    await this.prepareBatch(batch, undefined, prepared, touchedRooms);
+    const position = this.stream.taken;
+    if (position === before) return 0;
+    const rows = prepared.flatMap((item) => item.events.map(rowFromEvent));
+    const heads = headsOf(prepared);
+    const effects = new StreamEffects();
+    describeEffects(prepared, effects);
+    const { channel, payload } = shared.notification(position, effects);
+    if (this.onlyEvents(prepared) && this.storage.rooms.insertsInOneStatement(rows, heads)) {
+      if (!(await this.storage.rooms.insertEventsMovingHead(rows, heads, { expected: expectedHead, position, channel, payload }))) throw new HeadMoved();
+      return position;
+    }
+    await this.storage.transaction(async (stores) => {
+      if ((await stores.cluster.lockStreamHead()) !== expectedHead) throw new HeadMoved();
+      await this.writeBatch(stores, prepared, rows, heads);
+      await stores.cluster.moveStreamHead(position, channel, payload);
+    });
+    return position;
   }
 
   /** Checks and builds the batch's events in submission order, each against every earlier one. */

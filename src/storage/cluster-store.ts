@@ -5,10 +5,35 @@
  * used on SQLite, where one process owns the file.
  */
 import { createHash } from 'node:crypto';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type pg from 'pg';
 import type { Database } from './schema.js';
 import { dedicatedConnection, sqlLiteral, WITH_COMMIT } from './postgres.js';
+
+/** A move of the stream head, conditional on where it is (`headMoveParts`). */
+export interface HeadMove {
+  expected: number;
+  position: number;
+  channel: string;
+  payload: string;
+}
+
+/**
+ * The part of a one-statement write (`RoomStore.insertEventsMovingHead`) that moves the head
+ * from `move.expected` to `move.position` and notifies, as common table expressions: when the
+ * head is elsewhere, `guard` inserts a second head row, and the whole statement fails on the
+ * key (a unique violation; so may the events' own keys first, which the other process's
+ * positions took), and nothing of it is written.
+ */
+export function headMoveParts(move: HeadMove): { parts: RawBuilder<unknown>[]; notify: RawBuilder<unknown> } {
+  return {
+    parts: [
+      sql`moved AS (UPDATE stream_head SET position = ${move.position}::integer WHERE id = 1 AND position = ${move.expected}::integer RETURNING 1)`,
+      sql`guard AS (INSERT INTO stream_head (id, position) SELECT 1, ${move.expected}::integer WHERE NOT EXISTS (SELECT 1 FROM moved))`,
+    ],
+    notify: sql`SELECT pg_notify(${move.channel}, ${move.payload}) FROM moved`,
+  };
+}
 
 /** The channel a server's processes notify on: one per schema, as the token trigger names it (migration 0024). */
 export function notificationChannel(schema: string): string {

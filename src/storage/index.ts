@@ -115,7 +115,7 @@ export class Storage implements Stores {
   }
 }
 
-export { ClusterStore, CoordinatorConnection, notificationChannel, STATE_GROUP_ID_BLOCK } from './cluster-store.js';
+export { ClusterStore, CoordinatorConnection, notificationChannel, STATE_GROUP_ID_BLOCK, type HeadMove } from './cluster-store.js';
 export { copySqliteToPostgres, CopyRefused, type CopiedTable } from './copy-database.js';
 export { openDatabase, postgresSchemaOf, migrateToLatest, bindServerName, recordedServerName, holdExclusiveUse, DatabaseInUseError, observeQueries, databaseHealth, backupDatabase, MigrationError, ServerNameMismatchError, type Db, type DatabaseOptions } from './database.js';
 export type { UserRow, UserPatch, UserListQuery } from './users-store.js';

@@ -296,7 +296,8 @@ export async function ensureSchema(db: Kysely<Database>, schema: string): Promis
   }
 }
 
-const UNIQUE_VIOLATION = '23505';
+/** PostgreSQL's SQLSTATE for a duplicate key. */
+export const UNIQUE_VIOLATION = '23505';
 
 /**
  * The migrations name SQLite's types; PostgreSQL gets their 64-bit counterparts. SQLite's

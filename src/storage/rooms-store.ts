@@ -4,6 +4,8 @@ import type { Database, EventsTable, MembershipsTable, RoomsTable } from './sche
 import { newestPosition } from './stream-positions.js';
 import { QueryTemplate } from './database.js';
 import { isPostgres, jsonText } from './dialect.js';
+import { headMoveParts, type HeadMove } from './cluster-store.js';
+import { UNIQUE_VIOLATION } from './postgres.js';
 
 export type EventRow = Selectable<EventsTable>;
 export type RoomRow = Selectable<RoomsTable>;
@@ -299,10 +301,7 @@ export class RoomStore {
       for (const [roomId, head] of heads) await this.setRoomHead(roomId, head);
     } else if (events.length > 0 && events.length <= ROWS_PER_STATEMENT && searchRows.length <= ROWS_PER_STATEMENT && heads.size <= ROWS_PER_STATEMENT) {
       // The common case, a batch of messages: one statement.
-      const parts = [sql`stored AS (${this.db.insertInto('events').values(events.map((event) => pickColumns(event)))})`];
-      if (heads.size > 0) parts.push(sql`heads AS (${headsUpdate(heads)})`);
-      const last = searchRows.length > 0 ? this.searchInsert(searchRows) : sql`SELECT 1`;
-      await sql`WITH ${sql.join(parts)} ${last}`.execute(this.db);
+      await this.oneStatement(events, heads, searchRows).execute(this.db);
       searchRows.length = 0;
     } else {
       for (let start = 0; start < events.length; start += ROWS_PER_STATEMENT) {
@@ -314,6 +313,41 @@ export class RoomStore {
       await this.searchInsert(searchRows.slice(start, start + ROWS_PER_STATEMENT)).execute(this.db);
     }
     if (relationRows.length > 0) await this.db.insertInto('event_relations').values(relationRows).onConflict((c) => c.doNothing()).execute();
+  }
+
+  /**
+   * Like `insertEvents` for what `insertsInOneStatement` accepts, in one statement that also moves
+   * the stream head, only from where `move` expects it (several processes: `StreamCounter.unlocked`).
+   * Returns false, having written nothing, when a key was taken: the head was elsewhere (and the
+   * other process's events may hold these positions), or a transaction id was used already. The
+   * caller writes the batch again the locked way, which tells those apart.
+   */
+  async insertEventsMovingHead(events: readonly EventRow[], heads: ReadonlyMap<string, RoomHeadRow>, move: HeadMove): Promise<boolean> {
+    if (!this.insertsInOneStatement(events, heads)) throw new Error('insertEventsMovingHead: not a batch for one statement');
+    const searchRows: SearchRow[] = [];
+    if (this.searchInline) {
+      for (const event of events) {
+        const searchRow = event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0 ? this.searchRowOf(event) : undefined;
+        if (searchRow) searchRows.push(searchRow);
+      }
+    }
+    try {
+      await this.oneStatement(events, heads, searchRows, move).execute(this.db);
+      return true;
+    } catch (err) {
+      if ((err as { code?: unknown } | null)?.code === UNIQUE_VIOLATION) return false;
+      throw err;
+    }
+  }
+
+  /** Events, their heads and search rows (at most ROWS_PER_STATEMENT of each), and a head move, as one statement. */
+  private oneStatement(events: readonly EventRow[], heads: ReadonlyMap<string, RoomHeadRow>, searchRows: readonly SearchRow[], move?: HeadMove): RawBuilder<unknown> {
+    const head = move ? headMoveParts(move) : undefined;
+    const parts = [...(head?.parts ?? []), sql`stored AS (${this.db.insertInto('events').values(events.map((event) => pickColumns(event)))})`];
+    if (heads.size > 0) parts.push(sql`heads AS (${headsUpdate(heads)})`);
+    if (searchRows.length > 0 && head) parts.push(sql`searched AS (${this.searchInsert(searchRows)})`);
+    const last = head ? head.notify : searchRows.length > 0 ? this.searchInsert(searchRows) : sql`SELECT 1`;
+    return sql`WITH ${sql.join(parts)} ${last}`;
   }
 
   /**

@@ -47,6 +47,10 @@ export interface SharedStream {
   leave(stores: Stores, position: number, effects: StreamEffects): Promise<void>;
   /** The transaction that moved the head to `position` committed. */
   afterCommit(position: number): void;
+  /** The newest position this process has applied every commit up to (its caches are current to it). */
+  readonly appliedHead: number;
+  /** What moving the head to `position` tells the other processes (`leave` sends the same). */
+  notification(position: number, effects: StreamEffects): { channel: string; payload: string };
   /** How many commits of other processes this one has applied: moves whenever one has. */
   readonly foreignCommits: number;
 }
@@ -105,6 +109,36 @@ export class StreamCounter {
     const settled = this.tail.then(run, run);
     this.tail = settled.catch(() => undefined);
     return settled;
+  }
+
+  /**
+   * On a shared stream: runs `work` in order with this process's other position-taking work, but
+   * without taking the stream's lock first. `work` gets the head this process has applied every
+   * commit up to, takes its positions above it, and writes them only if the head is still there
+   * when it commits, moving it in the same statement or transaction; it returns the position it
+   * moved the head to (0 if it wrote nothing), and throws when the head had moved (another
+   * process committed meanwhile: its caller writes again, the locked way). With one process the
+   * head never moves under it, and a batch of messages is one statement instead of three round
+   * trips (the lock, the insert, the head's move with the commit).
+   */
+  unlocked(work: (expectedHead: number) => Promise<number>): Promise<number> {
+    const shared = this.shared;
+    if (!shared) throw new Error('StreamCounter.unlocked: the stream is not shared; use serialized');
+    const run = async (): Promise<number> => {
+      const expected = shared.appliedHead;
+      if (expected > this.allocated) this.allocated = expected;
+      const moved = await work(expected);
+      if (moved > 0) shared.afterCommit(moved);
+      return moved;
+    };
+    const settled = this.tail.then(run, run);
+    this.tail = settled.catch(() => undefined);
+    return settled;
+  }
+
+  /** The newest position taken (a write moves the head to it). */
+  get taken(): number {
+    return this.allocated;
   }
 
   /**

@@ -5,6 +5,7 @@
  * sends with its commit, and the statements it prepares.
  */
 import { sql, type Kysely } from 'kysely';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dedicatedConnection, ensureSchema, openPostgres, StatementNames, WITH_COMMIT } from '../../src/storage/postgres.js';
 import type { Database } from '../../src/storage/schema.js';
@@ -137,6 +138,39 @@ describe('prepared statements on PostgreSQL', () => {
     expect(insertsOfEvents.every((row) => /^bhs_\d+$/.test(row.name))).toBe(true);
     const messages = await alice.ok('GET', `/rooms/${encodeURIComponent(roomId)}/messages`, undefined, { dir: 'b', limit: 1 });
     expect(messages.chunk[0].content.body).toBe('prepared 4');
+  });
+
+  it('writes a message as one statement that moves the stream head too: no lock, no transaction', async () => {
+    // A server of its own, started with every statement of `pg` seen (its connections bind the
+    // method when they open).
+    const texts: string[] = [];
+    const query = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      const first = args[0] as string | { text?: string } | undefined;
+      texts.push(typeof first === 'string' ? first : (first?.text ?? ''));
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof query;
+    const ownSchema = `${TEST_SCHEMA_PREFIX}${process.pid}_onestatement`;
+    let own: TestHomeserver | undefined;
+    try {
+      own = await startTestHomeserver({ database: { path: ':memory:', url: POSTGRES, schema: ownSchema, pool_size: 2 } });
+      const bob = client(own, await createUser(own, 'bob'));
+      const roomId = await bob.createRoom({ preset: 'public_chat' });
+      await bob.send(roomId, { msgtype: 'm.text', body: 'warm' });
+      texts.length = 0;
+      const eventId = await bob.send(roomId, { msgtype: 'm.text', body: 'one round trip' });
+      const writes = texts.filter((text) => /stream_head|insert into "events"|^begin|for update/i.test(text));
+      expect(writes).toHaveLength(1);
+      expect(writes[0]).toMatch(/UPDATE stream_head SET position = .* WHERE id = 1 AND position = /);
+      expect(writes[0]).toMatch(/insert into "events"/i);
+      const head = await sql<{ position: number }>`SELECT position FROM stream_head`.execute(own.services.storage.db);
+      const stored = await own.services.storage.db.selectFrom('events').select('stream_ordering').where('event_id', '=', eventId).executeTakeFirstOrThrow();
+      expect(Number(head.rows[0]!.position)).toBe(Number(stored.stream_ordering));
+    } finally {
+      pg.Client.prototype.query = query;
+      await own?.close();
+      await dropSchemas(POSTGRES, [ownSchema]);
+    }
   });
 
   describe('on a connection of its own', () => {

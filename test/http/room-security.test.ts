@@ -336,12 +336,16 @@ describe('second review', () => {
     const roomId = await alice.createRoom();
     const storage = hs.services.storage;
     const original = storage.transaction.bind(storage);
+    // On PostgreSQL a batch of messages is one statement outside any transaction.
+    const oneStatement = storage.rooms.insertEventsMovingHead.bind(storage.rooms);
     storage.transaction = () => Promise.reject(new Error('disk gone'));
+    storage.rooms.insertEventsMovingHead = () => Promise.reject(new Error('disk gone'));
     try {
       const answers = await Promise.all([1, 2, 3].map((i) => alice.request('PUT', `/rooms/${enc(roomId)}/send/m.room.message/fail${i}`, text('x'))));
       for (const answer of answers) expectMatrixError(answer, 500, 'M_UNKNOWN');
     } finally {
       storage.transaction = original;
+      storage.rooms.insertEventsMovingHead = oneStatement;
     }
     // The retry goes through once the database is back.
     expect(await alice.send(roomId, text('x'), 'm.room.message', 'fail1')).toEqual(expect.any(String));
