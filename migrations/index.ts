@@ -40,6 +40,7 @@ import * as pusherDelivery from './0036-pusher-delivery.js';
 import * as deviceListStreamIds from './0037-device-list-stream-ids.js';
 import * as erasedUsers from './0038-erased-users.js';
 import * as deviceListToldUser from './0040-device-list-told-user.js';
+import * as deviceListChangesByUser from './0041-device-list-changes-by-user.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-accounts': accounts,
@@ -79,4 +80,5 @@ export const migrations: Record<string, Migration> = {
   '0037-device-list-stream-ids': deviceListStreamIds,
   '0038-erased-users': erasedUsers,
   '0040-device-list-told-user': deviceListToldUser,
+  '0041-device-list-changes-by-user': deviceListChangesByUser,
 };

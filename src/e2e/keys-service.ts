@@ -58,6 +58,12 @@ const REMOTE_KEYS_TTL_MS = 5 * 60_000;
 const MAX_CACHED_REMOTE_USERS = 10_000;
 const MAX_CACHED_DEVICE_COUNTS = 10_000;
 /**
+ * A sync reads the device-list changes of the user and their roommates one user at a time below
+ * this many roommates, and every change in its window above (a user in big rooms, where most
+ * changes concern them anyway).
+ */
+const CHANGES_BY_USER_MAX = 2_000;
+/**
  * The most devices kept of one user of another server (a resync's answer beyond it is cut): a
  * hostile server cannot make us hold an unbounded list. Synapse's clients see far fewer.
  */
@@ -530,15 +536,22 @@ export class KeysService {
       const stored = await this.storage.e2e.maxStreamOrdering();
       this.latestChange = Math.max(this.latestChange ?? 0, stored);
     }
+    let roommates: ReadonlySet<string> | undefined;
     if (after < this.latestChange) {
-      for (const change of await this.storage.e2e.deviceListChanges(after, upTo)) {
+      // Only the user's own changes, their roommates' and those told to them can be shown: read
+      // those (an index range each), unless they are so many that the window is cheaper.
+      roommates = await this.cache.roommates(userId);
+      const changes = roommates.size < CHANGES_BY_USER_MAX
+        ? await this.storage.e2e.deviceListChangesOf([userId, ...roommates], userId, after, upTo)
+        : await this.storage.e2e.deviceListChanges(after, upTo);
+      for (const change of changes) {
         if (change.toldUserId === undefined) ifShared.add(change.userId);
         else if (change.toldUserId === userId) shown.add(change.userId);
       }
     }
     if (ifShared.size > 0) {
-      const shared = await this.cache.roommates(userId);
-      for (const other of ifShared) if (other === userId || shared.has(other)) shown.add(other);
+      roommates ??= await this.cache.roommates(userId);
+      for (const other of ifShared) if (other === userId || roommates.has(other)) shown.add(other);
     }
     return [...shown].sort();
   }

@@ -19,6 +19,9 @@ export interface BackupVersionRow {
 /** A backed-up room key as stored, without whose and which version it is. */
 export type RoomKeyRow = Omit<Selectable<RoomKeysTable>, 'user_id' | 'version'>;
 
+/** Users per query of `deviceListChangesOf` (the IN list). */
+const USERS_PER_QUERY = 500;
+
 export class E2eStore {
   constructor(private readonly db: Kysely<Database>) {}
 
@@ -149,6 +152,23 @@ export class E2eStore {
   async deviceListChanges(after: number, upTo: number): Promise<Array<{ userId: string; toldUserId: string | undefined }>> {
     const rows = await this.db.selectFrom('device_list_changes').select(['user_id', 'told_user_id']).distinct().where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).execute();
     return rows.map((row) => ({ userId: row.user_id, toldUserId: row.told_user_id ?? undefined }));
+  }
+
+  /**
+   * Like `deviceListChanges`, only the changes of `users` and those told to `toldUserId`: one
+   * index range per user (migration 0041) instead of every change in the window.
+   */
+  async deviceListChangesOf(users: readonly string[], toldUserId: string, after: number, upTo: number): Promise<Array<{ userId: string; toldUserId: string | undefined }>> {
+    const found = new Map<string, { userId: string; toldUserId: string | undefined }>();
+    const add = (rows: ReadonlyArray<{ user_id: string; told_user_id: string | null }>) => {
+      for (const row of rows) found.set(`${row.user_id}\u0000${row.told_user_id ?? ''}`, { userId: row.user_id, toldUserId: row.told_user_id ?? undefined });
+    };
+    for (let start = 0; start < users.length; start += USERS_PER_QUERY) {
+      const chunk = users.slice(start, start + USERS_PER_QUERY);
+      add(await this.db.selectFrom('device_list_changes').select(['user_id', 'told_user_id']).distinct().where('user_id', 'in', chunk).where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).execute());
+    }
+    add(await this.db.selectFrom('device_list_changes').select(['user_id', 'told_user_id']).distinct().where('told_user_id', '=', toldUserId).where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).execute());
+    return [...found.values()];
   }
 
   /** The last `m.device_list_update` stream_id sent (a user of ours) or applied (another server's). */
