@@ -312,10 +312,7 @@ export class EventWriter {
         if (item.stateReset !== undefined) maxStream = Math.max(maxStream, item.stateReset);
       }
     } catch (err) {
-      for (const roomId of touchedRooms) this.cache.forgetRoom(roomId);
-      for (const item of prepared) {
-        for (const event of item.events) if (event.type === 'm.room.member') this.cache.forgetUser(event.stateKey ?? '');
-      }
+      this.forgetPrepared(prepared, touchedRooms);
       if (unlocked && err instanceof HeadMoved) {
         // Another process wrote first: nothing of this batch was written. Its requests are built
         // again against what that process did (the rooms are read again), under the lock.
@@ -379,6 +376,8 @@ export class EventWriter {
       for (const userId of this.notifier.peekersOf(item.room.roomId)) wake.add(userId);
     }
     for (const item of prepared) item.pending.resolve(item.events);
+    // Refused without the lock: judged again under it (`tryUnlocked`).
+    if (unlocked) this.queue.unshift(...batch.filter((pending) => !pending.settled));
     for (const item of prepared) {
       if (item.events.length === 0) continue;
       for (const listener of this.commitListeners) listener(item.events, item.room);
@@ -417,9 +416,32 @@ export class EventWriter {
    * position the head moved to (0 when nothing was built).
    */
   private async writeUnlocked(batch: readonly Pending[], expectedHead: number, prepared: Prepared[], touchedRooms: Set<string>): Promise<number> {
+    try {
+      return await this.tryUnlocked(batch, expectedHead, prepared, touchedRooms);
+    } catch (err) {
+      // Dropped before the stream lets other processes' commits be read again (`unlocked`): the
+      // snapshots hold this batch's events, which may never commit.
+      this.forgetPrepared(prepared, touchedRooms);
+      throw err;
+    }
+  }
+
+  private async tryUnlocked(batch: readonly Pending[], expectedHead: number, prepared: Prepared[], touchedRooms: Set<string>): Promise<number> {
     const shared = this.stream.shared!;
     const before = this.stream.taken;
-    await this.prepareBatch(batch, undefined, prepared, touchedRooms);
+    // A refusal is judged against what this process has applied, which may be behind (a join
+    // made through another process a moment ago): a refused request is not answered here but
+    // written again under the lock, where the caches are caught up first.
+    const refused: Pending[] = [];
+    const answers = batch.map((pending) => pending.reject);
+    for (const pending of batch) pending.reject = () => refused.push(pending);
+    try {
+      await this.prepareBatch(batch, undefined, prepared, touchedRooms);
+    } finally {
+      batch.forEach((pending, index) => (pending.reject = answers[index]!));
+    }
+    // Still unsettled, they go back to the queue after this batch (`flush`).
+    for (const pending of refused) pending.locked = true;
     const position = this.stream.taken;
     if (position === before) return 0;
     const rows = prepared.flatMap((item) => item.events.map(rowFromEvent));
@@ -437,6 +459,14 @@ export class EventWriter {
       await stores.cluster.moveStreamHead(position, channel, payload);
     });
     return position;
+  }
+
+  /** After a failed batch: what its preparation changed in memory goes (read again when needed). */
+  private forgetPrepared(prepared: readonly Prepared[], touchedRooms: ReadonlySet<string>): void {
+    for (const roomId of touchedRooms) this.cache.forgetRoom(roomId);
+    for (const item of prepared) {
+      for (const event of item.events) if (event.type === 'm.room.member') this.cache.forgetUser(event.stateKey ?? '');
+    }
   }
 
   /** Checks and builds the batch's events in submission order, each against every earlier one. */

@@ -23,13 +23,16 @@ export interface HeadMove {
  * from `move.expected` to `move.position` and notifies, as common table expressions: when the
  * head is elsewhere, `guard` inserts a second head row, and the whole statement fails on the
  * key (a unique violation; so may the events' own keys first, which the other process's
- * positions took), and nothing of it is written.
+ * positions took), and nothing of it is written. The main query reads `moved`, which PostgreSQL
+ * runs as it is read, and the sub-statements nothing reads after the main query: the head's row
+ * is locked before any other row is written, so a writer holding the lock is waited for. Should
+ * that order ever change, a deadlock is retried the locked way too (`insertEventsMovingHead`).
  */
 export function headMoveParts(move: HeadMove): { parts: RawBuilder<unknown>[]; notify: RawBuilder<unknown> } {
   return {
     parts: [
-      sql`moved AS (UPDATE stream_head SET position = ${move.position}::integer WHERE id = 1 AND position = ${move.expected}::integer RETURNING 1)`,
-      sql`guard AS (INSERT INTO stream_head (id, position) SELECT 1, ${move.expected}::integer WHERE NOT EXISTS (SELECT 1 FROM moved))`,
+      sql`moved AS (UPDATE stream_head SET position = ${move.position}::bigint WHERE id = 1 AND position = ${move.expected}::bigint RETURNING 1)`,
+      sql`guard AS (INSERT INTO stream_head (id, position) SELECT 1, ${move.expected}::bigint WHERE NOT EXISTS (SELECT 1 FROM moved))`,
     ],
     notify: sql`SELECT pg_notify(${move.channel}, ${move.payload}) FROM moved`,
   };

@@ -7,6 +7,9 @@ import { isPostgres, jsonText } from './dialect.js';
 import { headMoveParts, type HeadMove } from './cluster-store.js';
 import { UNIQUE_VIOLATION } from './postgres.js';
 
+/** PostgreSQL's SQLSTATE for a deadlock it broke by failing this statement. */
+const DEADLOCK_DETECTED = '40P01';
+
 export type EventRow = Selectable<EventsTable>;
 export type RoomRow = Selectable<RoomsTable>;
 export type NewRoomRow = Insertable<RoomsTable>;
@@ -319,8 +322,9 @@ export class RoomStore {
    * Like `insertEvents` for what `insertsInOneStatement` accepts, in one statement that also moves
    * the stream head, only from where `move` expects it (several processes: `StreamCounter.unlocked`).
    * Returns false, having written nothing, when a key was taken: the head was elsewhere (and the
-   * other process's events may hold these positions), or a transaction id was used already. The
-   * caller writes the batch again the locked way, which tells those apart.
+   * other process's events may hold these positions), or a transaction id was used already (or
+   * PostgreSQL broke a deadlock with it). The caller writes the batch again the locked way, which
+   * tells those apart.
    */
   async insertEventsMovingHead(events: readonly EventRow[], heads: ReadonlyMap<string, RoomHeadRow>, move: HeadMove): Promise<boolean> {
     if (!this.insertsInOneStatement(events, heads)) throw new Error('insertEventsMovingHead: not a batch for one statement');
@@ -335,7 +339,8 @@ export class RoomStore {
       await this.oneStatement(events, heads, searchRows, move).execute(this.db);
       return true;
     } catch (err) {
-      if ((err as { code?: unknown } | null)?.code === UNIQUE_VIOLATION) return false;
+      const code = (err as { code?: unknown } | null)?.code;
+      if (code === UNIQUE_VIOLATION || code === DEADLOCK_DETECTED) return false;
       throw err;
     }
   }

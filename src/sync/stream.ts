@@ -78,8 +78,20 @@ export class StreamCounter {
 
   /** Marks positions up to `position` committed. */
   commit(position: number): void {
+    if (this.holdAt !== undefined && position > this.holdAt) {
+      // An unlocked write is in flight: its events are in the room snapshots already, above the
+      // head it expects; another process's commit must not make them readable (they may never
+      // commit). Released when the write has settled (`unlocked`).
+      if (position > this.held) this.held = position;
+      position = this.holdAt;
+    }
     if (position > this.committed) this.committed = position;
   }
+
+  /** While an unlocked write is in flight: readable positions stop at the head it expects. */
+  private holdAt: number | undefined;
+  /** The newest position committed meanwhile (by another process), readable once the write settled. */
+  private held = 0;
 
   private tail: Promise<unknown> = Promise.resolve();
 
@@ -119,7 +131,9 @@ export class StreamCounter {
    * moved the head to (0 if it wrote nothing), and throws when the head had moved (another
    * process committed meanwhile: its caller writes again, the locked way). With one process the
    * head never moves under it, and a batch of messages is one statement instead of three round
-   * trips (the lock, the insert, the head's move with the commit).
+   * trips (the lock, the insert, the head's move with the commit). `work` must drop what it put
+   * in memory before it throws: while it runs, other processes' commits are not made readable
+   * here (`commit` holds them back), and they are as soon as it has settled.
    */
   unlocked(work: (expectedHead: number) => Promise<number>): Promise<number> {
     const shared = this.shared;
@@ -127,7 +141,16 @@ export class StreamCounter {
     const run = async (): Promise<number> => {
       const expected = shared.appliedHead;
       if (expected > this.allocated) this.allocated = expected;
-      const moved = await work(expected);
+      this.holdAt = expected;
+      let moved = 0;
+      try {
+        moved = await work(expected);
+      } finally {
+        const held = this.held;
+        this.holdAt = undefined;
+        this.held = 0;
+        if (held > 0) this.commit(held);
+      }
       if (moved > 0) shared.afterCommit(moved);
       return moved;
     };

@@ -95,6 +95,31 @@ describe('two processes on one database', () => {
     expect(state.name).toBe('Ops');
   });
 
+  it('lets a user send through one process right after joining through the other, before it has heard of the join', async () => {
+    const [ownerOne] = await onBoth('join-then-send-owner');
+    const [joinerOne, joinerTwo] = await onBoth('join-then-send');
+    const roomId = await ownerOne.createRoom({ preset: 'public_chat' });
+    // Process one hears of nothing the other commits until released: its caches stay behind.
+    const cluster = one.services.cluster as unknown as { receive(payload: string): void };
+    const receive = cluster.receive.bind(cluster);
+    const held: string[] = [];
+    cluster.receive = (payload) => void held.push(payload);
+    let answer: Awaited<ReturnType<TestClient['request']>>;
+    try {
+      await joinerTwo.join(roomId);
+      const sent = joinerOne.request('PUT', `${path(roomId)}/send/m.room.message/right-after-join`, { msgtype: 'm.text', body: 'hello' });
+      // Judged on what process one knows, the sender is no member: the send must wait for the
+      // join (under the lock, which catches up first), not be refused.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      cluster.receive = receive;
+      for (const payload of held) receive(payload);
+      answer = await sent;
+    } finally {
+      cluster.receive = receive;
+    }
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+  });
+
   it('gives one event for a transaction id sent to both processes at once', async () => {
     const [daveOne, daveTwo] = await onBoth('dave');
     const roomId = await daveOne.createRoom({});

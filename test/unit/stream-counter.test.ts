@@ -43,4 +43,43 @@ describe('StreamCounter', () => {
     await stream.write(storage, async () => stream.commit(stream.next()));
     expect(stream.current).toBe(2);
   });
+
+  it('holds other processes\' commits back from readers while an unlocked write is in flight, and lets them through after', async () => {
+    const stream = new StreamCounter(10);
+    const afterCommits: number[] = [];
+    let applied = 10;
+    stream.shared = {
+      get appliedHead() {
+        return applied;
+      },
+      foreignCommits: 0,
+      enter: async () => 10,
+      leave: async () => undefined,
+      afterCommit: (position) => afterCommits.push(position),
+      notification: () => ({ channel: 'c', payload: 'p' }),
+    };
+    const seen: number[] = [];
+    // The write takes 11 and 12 (its events are in memory); another process commits 11-13 meanwhile.
+    const failed = stream.unlocked(async () => {
+      stream.next();
+      stream.next();
+      applied = 13;
+      stream.commit(13);
+      seen.push(stream.current);
+      await later(5);
+      seen.push(stream.current);
+      throw new Error('the head moved');
+    });
+    await expect(failed).rejects.toThrow('the head moved');
+    seen.push(stream.current);
+    expect(seen).toEqual([10, 10, 13]);
+    expect(afterCommits).toEqual([]);
+    // A write that succeeds moves the head, and commits outside unlocked work are not held.
+    const moved = await stream.unlocked(async () => stream.next());
+    expect(moved).toBe(14);
+    expect(afterCommits).toEqual([14]);
+    stream.commit(20);
+    expect(stream.current).toBe(20);
+  });
 });
+
