@@ -53,6 +53,9 @@ export class RoomCache {
   /** A use counter: cheaper on the hot paths than keeping a Map in recency order. */
   private uses = 0;
 
+  /** Moved by `forgetAll`: a load that began before it is thrown away. */
+  private epoch = 0;
+
   constructor(
     private readonly storage: Storage,
     private readonly limits: RoomCacheLimits = { roomStateEvents: 200_000, userRoomLists: 50_000 },
@@ -72,6 +75,7 @@ export class RoomCache {
       const cached = this.peek(roomId);
       if (cached) return cached;
       const generation = this.roomGenerations.get(roomId) ?? 0;
+      const epoch = this.epoch;
       const row = await this.storage.rooms.getRoom(roomId);
       if (!row) return undefined;
       const [stateRows, latestEvent, latestReceipt, stateGroupDepth] = await Promise.all([
@@ -80,7 +84,7 @@ export class RoomCache {
         this.storage.userData.latestReceiptOfRoom(roomId),
         row.state_group === null ? 0 : this.storage.rooms.stateGroupDepth(Number(row.state_group)),
       ]);
-      if ((this.roomGenerations.get(roomId) ?? 0) !== generation) continue;
+      if ((this.roomGenerations.get(roomId) ?? 0) !== generation || this.epoch !== epoch) continue;
       const head = {
         extremities: JSON.parse(row.extremities) as string[],
         depth: Number(row.depth),
@@ -198,8 +202,9 @@ export class RoomCache {
         return cached.rooms;
       }
       const generation = this.userGenerations.get(userId) ?? 0;
+      const epoch = this.epoch;
       const rows = await this.storage.rooms.membershipsOfUser(userId);
-      if ((this.userGenerations.get(userId) ?? 0) !== generation) continue;
+      if ((this.userGenerations.get(userId) ?? 0) !== generation || this.epoch !== epoch) continue;
       const rooms = new Map<string, UserRoom>();
       for (const row of rows) {
         rooms.set(row.room_id, { membership: row.membership, stream: Number(row.stream_ordering), forgotten: row.forgotten === 1 });
@@ -222,8 +227,13 @@ export class RoomCache {
     this.userRooms.get(userId)?.rooms.set(roomId, entry);
   }
 
-  /** Drops every snapshot and room list (another process's changes were not all heard of). */
+  /**
+   * Drops every snapshot and room list (another process's changes were not all heard of), and
+   * makes every load under way start again: it may have read what those changes changed, for a
+   * room or user not held (whose generation nothing here bumps).
+   */
   forgetAll(): void {
+    this.epoch += 1;
     for (const roomId of [...this.rooms.keys()]) this.forgetRoom(roomId);
     for (const userId of [...this.userRooms.keys()]) this.forgetUser(userId);
   }
