@@ -210,7 +210,8 @@ export class Cluster implements SharedStream {
   }
 
   async leave(stores: Stores, position: number, effects: StreamEffects): Promise<void> {
-    await stores.cluster.moveStreamHead(position, this.channel, this.encode(position, effects));
+    const { channel, payload } = this.notification(position, effects);
+    await stores.cluster.moveStreamHead(position, channel, payload);
   }
 
   afterCommit(position: number): void {

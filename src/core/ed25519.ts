@@ -26,7 +26,7 @@ const sodium: Sodium | undefined = (() => {
   }
 })();
 
-/** Which implementation is in use (for the start-up log and tests). */
+/** Which implementation is in use (tests check that libsodium loads). */
 export const ed25519Implementation: 'libsodium' | 'openssl' = sodium ? 'libsodium' : 'openssl';
 
 const PKCS8_ED25519_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');

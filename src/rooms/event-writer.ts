@@ -140,9 +140,17 @@ interface Pending {
   reject(error: unknown): void;
   /** Resolved or rejected already (a batch that is written again skips it). */
   settled: boolean;
-  /** Built once against a head another process had moved: written the locked way (`StreamCounter.unlocked`). */
+  /** Built once without the stream's lock and not written (the head moved, or it was refused): built again under it (`StreamCounter.unlocked`). */
   locked?: boolean;
 }
+
+/**
+ * What becomes of a request its preparation refuses: answered with the error, or (built without
+ * the stream's lock, against caches that may be behind) left unsettled to be built again under it.
+ */
+type Refuse = (pending: Pending, error: unknown) => void;
+
+const answerRefusal: Refuse = (pending, error) => pending.reject(error);
 
 interface Prepared {
   pending: Pending;
@@ -432,31 +440,23 @@ export class EventWriter {
     // A refusal is judged against what this process has applied, which may be behind (a join
     // made through another process a moment ago): a refused request is not answered here but
     // written again under the lock, where the caches are caught up first.
-    const refused: Pending[] = [];
-    const answers = batch.map((pending) => pending.reject);
-    for (const pending of batch) pending.reject = () => refused.push(pending);
-    try {
-      await this.prepareBatch(batch, undefined, prepared, touchedRooms);
-    } finally {
-      batch.forEach((pending, index) => (pending.reject = answers[index]!));
-    }
-    // Still unsettled, they go back to the queue after this batch (`flush`).
-    for (const pending of refused) pending.locked = true;
+    // Left unsettled, they go back to the queue after this batch (`flush`).
+    await this.prepareBatch(batch, undefined, prepared, touchedRooms, (pending) => (pending.locked = true));
     const position = this.stream.taken;
     if (position === before) return 0;
     const rows = prepared.flatMap((item) => item.events.map(rowFromEvent));
     const heads = headsOf(prepared);
     const effects = new StreamEffects();
     describeEffects(prepared, effects);
-    const { channel, payload } = shared.notification(position, effects);
     if (this.onlyEvents(prepared) && this.storage.rooms.insertsInOneStatement(rows, heads)) {
-      if (!(await this.storage.rooms.insertEventsMovingHead(rows, heads, { expected: expectedHead, position, channel, payload }))) throw new HeadMoved();
+      const move = { expected: expectedHead, position, ...shared.notification(position, effects) };
+      if (!(await this.storage.rooms.insertEventsMovingHead(rows, heads, move))) throw new HeadMoved();
       return position;
     }
     await this.storage.transaction(async (stores) => {
       if ((await stores.cluster.lockStreamHead()) !== expectedHead) throw new HeadMoved();
       await this.writeBatch(stores, prepared, rows, heads);
-      await stores.cluster.moveStreamHead(position, channel, payload);
+      await shared.leave(stores, position, effects);
     });
     return position;
   }
@@ -470,7 +470,7 @@ export class EventWriter {
   }
 
   /** Checks and builds the batch's events in submission order, each against every earlier one. */
-  private async prepareBatch(batch: readonly Pending[], stores: Stores | undefined, prepared: Prepared[], touchedRooms: Set<string>): Promise<void> {
+  private async prepareBatch(batch: readonly Pending[], stores: Stores | undefined, prepared: Prepared[], touchedRooms: Set<string>, refuse: Refuse = answerRefusal): Promise<void> {
     // Another process may have written to these rooms since they were loaded (the stream is
     // shared): its changes dropped them from the cache, and they are read again, under the
     // stream's lock, before anything is checked against them.
@@ -485,7 +485,7 @@ export class EventWriter {
         pending.resolve([already]);
         continue;
       }
-      const result = await this.prepareOne(pending, touchedRooms);
+      const result = await this.prepareOne(pending, touchedRooms, refuse);
       if (result) prepared.push(result);
     }
   }
@@ -558,19 +558,19 @@ export class EventWriter {
   }
 
   /** Checks and builds one request's events, applying them to the room's snapshot. */
-  private async prepareOne(pending: Pending, touchedRooms: Set<string>): Promise<Prepared | undefined> {
+  private async prepareOne(pending: Pending, touchedRooms: Set<string>, refuse: Refuse): Promise<Prepared | undefined> {
     const { request } = pending;
     const room = request.newRoom
       ? new RoomSnapshot(request.roomId, request.newRoom.room_version, request.newRoom.creator)
       : this.cache.peek(request.roomId);
     const stateGroups: NewStateGroup[] = [];
     if (!room) {
-      pending.reject(new MatrixError('M_FORBIDDEN', `Unknown room ${request.roomId}`, { status: 403 }));
+      refuse(pending, new MatrixError('M_FORBIDDEN', `Unknown room ${request.roomId}`, { status: 403 }));
       return undefined;
     }
     if (request.remote) {
       await this.outlierPositions.refresh(this.stream.shared?.foreignCommits ?? 0);
-      return this.prepareRemote(pending, room, request.remote, touchedRooms);
+      return this.prepareRemote(pending, room, request.remote, touchedRooms, refuse);
     }
     let drafts: EventDraft[];
     try {
@@ -578,7 +578,7 @@ export class EventWriter {
       // Each state event makes a state group. (Only processes sharing the database wait here.)
       await this.stateGroupIds.ensure(drafts.filter((draft) => draft.stateKey !== undefined).length);
     } catch (err) {
-      pending.reject(err);
+      refuse(pending, err);
       return undefined;
     }
     // A request of several events is checked on a copy, so refusing its third event leaves
@@ -594,7 +594,7 @@ export class EventWriter {
         if (draft.redaction) working.applyRedaction(draft.redaction.eventId, draft.redaction.redactedContent, event.eventId);
         events.push(event);
       } catch (err) {
-        pending.reject(err);
+        refuse(pending, err);
         return undefined;
       }
     }
@@ -612,12 +612,12 @@ export class EventWriter {
   }
 
   /** Takes positions for a remote batch and applies it to the room's snapshot. */
-  private prepareRemote(pending: Pending, room: RoomSnapshot, remote: (room: RoomSnapshot) => RemoteBatch, touchedRooms: Set<string>): Prepared | undefined {
+  private prepareRemote(pending: Pending, room: RoomSnapshot, remote: (room: RoomSnapshot) => RemoteBatch, touchedRooms: Set<string>, refuse: Refuse): Prepared | undefined {
     let batch: RemoteBatch;
     try {
       batch = remote(room);
     } catch (err) {
-      pending.reject(err);
+      refuse(pending, err);
       return undefined;
     }
     let newest = 0;

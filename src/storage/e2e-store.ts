@@ -150,7 +150,7 @@ export class E2eStore {
 
   /** Users whose device lists changed in (after, upTo], and the one user told of it, if only one is. */
   async deviceListChanges(after: number, upTo: number): Promise<Array<{ userId: string; toldUserId: string | undefined }>> {
-    const rows = await this.db.selectFrom('device_list_changes').select(['user_id', 'told_user_id']).distinct().where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).execute();
+    const rows = await this.changesIn(after, upTo).execute();
     return rows.map((row) => ({ userId: row.user_id, toldUserId: row.told_user_id ?? undefined }));
   }
 
@@ -165,10 +165,15 @@ export class E2eStore {
     };
     for (let start = 0; start < users.length; start += USERS_PER_QUERY) {
       const chunk = users.slice(start, start + USERS_PER_QUERY);
-      add(await this.db.selectFrom('device_list_changes').select(['user_id', 'told_user_id']).distinct().where('user_id', 'in', chunk).where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).execute());
+      add(await this.changesIn(after, upTo).where('user_id', 'in', chunk).execute());
     }
-    add(await this.db.selectFrom('device_list_changes').select(['user_id', 'told_user_id']).distinct().where('told_user_id', '=', toldUserId).where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo).execute());
+    add(await this.changesIn(after, upTo).where('told_user_id', '=', toldUserId).execute());
     return [...found.values()];
+  }
+
+  /** Who changed, and who was told, in (after, upTo]: each pair once. */
+  private changesIn(after: number, upTo: number) {
+    return this.db.selectFrom('device_list_changes').select(['user_id', 'told_user_id']).distinct().where('stream_ordering', '>', after).where('stream_ordering', '<=', upTo);
   }
 
   /** The last `m.device_list_update` stream_id sent (a user of ours) or applied (another server's). */

@@ -7,6 +7,11 @@ import { isPostgres, jsonText } from './dialect.js';
 import { headMoveParts, type HeadMove } from './cluster-store.js';
 import { UNIQUE_VIOLATION } from './postgres.js';
 
+/** Whether an event is part of its room's timeline (not an outlier, rejected or backfilled below zero): only those are indexed. */
+function isShown(event: Pick<EventRow, 'outlier' | 'rejected' | 'stream_ordering'>): boolean {
+  return event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0;
+}
+
 /** PostgreSQL's SQLSTATE for a deadlock it broke by failing this statement. */
 const DEADLOCK_DETECTED = '40P01';
 
@@ -292,7 +297,7 @@ export class RoomStore {
     const searchRows: SearchRow[] = [];
     const relationRows: Array<{ event_id: string; relates_to_id: string; rel_type: string; room_id: string; stream_ordering: number }> = [];
     for (const event of events) {
-      const shown = event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0;
+      const shown = isShown(event);
       const searchRow = this.searchInline && shown ? this.searchRowOf(event) : undefined;
       if (searchRow) searchRows.push(searchRow);
       // Relations are indexed as events arrive; most events have none, and the text says so cheaply.
@@ -328,13 +333,7 @@ export class RoomStore {
    */
   async insertEventsMovingHead(events: readonly EventRow[], heads: ReadonlyMap<string, RoomHeadRow>, move: HeadMove): Promise<boolean> {
     if (!this.insertsInOneStatement(events, heads)) throw new Error('insertEventsMovingHead: not a batch for one statement');
-    const searchRows: SearchRow[] = [];
-    if (this.searchInline) {
-      for (const event of events) {
-        const searchRow = event.outlier === 0 && event.rejected === null && Number(event.stream_ordering) > 0 ? this.searchRowOf(event) : undefined;
-        if (searchRow) searchRows.push(searchRow);
-      }
-    }
+    const searchRows = this.searchInline ? events.flatMap((event) => (isShown(event) && this.searchRowOf(event)) || []) : [];
     try {
       await this.oneStatement(events, heads, searchRows, move).execute(this.db);
       return true;
