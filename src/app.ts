@@ -41,7 +41,7 @@ import { LocalHomeserver } from './bridge/local-homeserver.js';
 import { bridgeCryptoKeyPath } from './bridge/crypto/store-key.js';
 import { serverInfoFor, withTrailingSlash, type ServerInfo } from './server-info.js';
 import { createServices, type Services } from './services.js';
-import { bindServerName, migrateToLatest, observeQueries, openDatabase, Storage } from './storage/index.js';
+import { bindServerName, checkpointInBackground, migrateToLatest, observeQueries, openDatabase, Storage } from './storage/index.js';
 import type { LeasedJob } from './cluster/cluster.js';
 
 /** The Client-Server API is served under both prefixes: matrix-nio speaks only r0. */
@@ -138,6 +138,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     ...(tlsOptions(config) as object),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  // SQLite's WAL checkpoints (a few ms each, every 1,000 pages written) go to a thread of their
+  // own instead of the commit that crosses the line: no request waits for one.
+  const checkpoints = ownsStorage ? checkpointInBackground(storage.db, (message) => app.log.warn(message)) : undefined;
   // Behind a reverse proxy every connection comes from it: the proxy limits clients instead.
   limitConnectionsPerAddress(app.server, config.listen.x_forwarded ? 0 : config.listen.max_connections_per_address);
   const bridge = config.bridge.enabled
@@ -247,6 +250,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     services.typing.clear();
     await bridge?.close();
     await services.cluster?.close();
+    await checkpoints?.stop();
     if (ownsStorage) await storage.close();
   });
 

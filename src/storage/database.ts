@@ -7,6 +7,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import type SqliteDatabase from 'better-sqlite3';
+import { BackgroundCheckpoints } from './sqlite-checkpoints.js';
 import { Kysely, Migrator, SqliteDialect, sql, type CompiledQuery, type Compilable, type LogEvent, type MigrationResult } from 'kysely';
 import { migrations } from '../../migrations/index.js';
 import { BoundedCache } from '../core/bounded-cache.js';
@@ -24,14 +25,15 @@ export type Db = Kysely<Database>;
  * better-sqlite3 13; Node 20, out of maintenance, loads release 12, installed as the optional
  * dependency `better-sqlite3-node20`.
  */
+const sqliteDriverName = Number(process.versions.node.split('.')[0]) >= 22 ? 'better-sqlite3' : 'better-sqlite3-node20';
 export const SqliteDriver: typeof SqliteDatabase = loadSqliteDriver();
 
 function loadSqliteDriver(): typeof SqliteDatabase {
   const require = createRequire(import.meta.url);
-  if (Number(process.versions.node.split('.')[0]) >= 22) return require('better-sqlite3') as typeof SqliteDatabase;
   try {
-    return require('better-sqlite3-node20') as typeof SqliteDatabase;
+    return require(sqliteDriverName) as typeof SqliteDatabase;
   } catch (err) {
+    if (sqliteDriverName === 'better-sqlite3') throw err;
     throw new Error(`Node ${process.versions.node} needs the optional dependency better-sqlite3-node20, which did not install (${(err as Error).message}); use Node 22 or 24`, { cause: err });
   }
 }
@@ -101,6 +103,25 @@ export function openDatabase(options: DatabaseOptions): Db {
   connections.set(db, sqlite);
   if (inMemory && migratedMemoryImage) copiesOfMigratedImage.add(db);
   return db;
+}
+
+/**
+ * Pages the WAL may hold before the checkpoint thread copies them back: SQLite's own threshold.
+ * Larger ones (4,000 was tried) made each copy slow enough that under steady writes the thread never
+ * caught up, and the WAL grew to the main connection's threshold.
+ */
+const BACKGROUND_CHECKPOINT_PAGES = 1000;
+
+/**
+ * Moves the WAL checkpoints of a SQLite database file to a thread of their own
+ * (sqlite-checkpoints.ts); undefined for PostgreSQL and in-memory databases, which have none.
+ * `report` is told when that thread fails.
+ */
+export function checkpointInBackground(db: Db, report: (message: string) => void, pages = BACKGROUND_CHECKPOINT_PAGES): BackgroundCheckpoints | undefined {
+  const sqlite = connections.get(db);
+  if (!sqlite || sqlite.memory || sqlite.pragma('journal_mode', { simple: true }) !== 'wal') return undefined;
+  const driver = createRequire(import.meta.url).resolve(sqliteDriverName);
+  return new BackgroundCheckpoints(sqlite, { driver, pages, report });
 }
 
 /**

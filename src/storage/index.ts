@@ -117,7 +117,7 @@ export class Storage implements Stores {
 
 export { ClusterStore, CoordinatorConnection, notificationChannel, STATE_GROUP_ID_BLOCK, type HeadMove } from './cluster-store.js';
 export { copySqliteToPostgres, CopyRefused, type CopiedTable } from './copy-database.js';
-export { openDatabase, postgresSchemaOf, migrateToLatest, bindServerName, recordedServerName, holdExclusiveUse, DatabaseInUseError, observeQueries, databaseHealth, backupDatabase, MigrationError, ServerNameMismatchError, type Db, type DatabaseOptions } from './database.js';
+export { openDatabase, checkpointInBackground, postgresSchemaOf, migrateToLatest, bindServerName, recordedServerName, holdExclusiveUse, DatabaseInUseError, observeQueries, databaseHealth, backupDatabase, MigrationError, ServerNameMismatchError, type Db, type DatabaseOptions } from './database.js';
 export type { UserRow, UserPatch, UserListQuery } from './users-store.js';
 export type { DeviceRow, AccessTokenRow, RefreshTokenRow } from './sessions-store.js';
 export type { RatelimitOverrideRow } from './ratelimit-store.js';
