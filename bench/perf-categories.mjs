@@ -17,10 +17,12 @@ const hz = opt('--hz', 999);
 
 // Most specific first: a sample inside signing that also has the writer's flush on its stack is signing.
 const CATEGORIES = [
-  ['signing (ed25519)', /signOneShot|ed25519/],
+  // OpenSSL's (signOneShot, ed25519_*) or libsodium's (sodium-native: ge25519_*, fe25519_*, sc25519_*, its SHA-512).
+  ['signing (ed25519)', /signOneShot|ed25519|ge25519_|fe25519_|sc25519_|crypto_sign|SHA512_Transform|crypto_hash_sha512/],
   ['content hash, reference hash, canonical JSON', /contentHash|essentialBytes|canonicalJson|redactPdu|eventIdFromHash|finishPdu/],
   ['auth rules', /checkEventAuth|authEventKeys/],
-  ['SQLite commit (WAL write, fsync)', /commitTransaction|sqlite3VdbeHalt|walWriteOneFrame|pagerWalFrames|sqlite3WalFrames/],
+  // Checkpoints run in a thread of their own (storage/sqlite-checkpoints.ts), with no commit on their stack.
+  ['SQLite commit and checkpoints (WAL write, fsync)', /commitTransaction|sqlite3VdbeHalt|walWriteOneFrame|pagerWalFrames|sqlite3WalFrames|walCheckpoint/],
   ['search index (after commit)', /indexSearchAfter|setSearchIndexedUpTo|SearchIndexer|catchUp/],
   ['SQL: event insert + room head', /insertEvents|setRoomHead/],
   ['SQL: transaction id lookup', /findEventByTxn|findEventsByTxns|TxnLookups/],
