@@ -164,9 +164,10 @@ export class Backfiller implements GapFiller {
           timeoutMs: this.deps.requestTimeoutMs,
         });
         const raws = Array.isArray(answer.pdus) ? answer.pdus.slice(0, BACKFILL_LIMIT) : [];
-        const verified = await verifyPdus(raws, room.version, roomId, this.deps.keyRing);
-        if (verified.length === 0 || this.closed) continue;
+        // What the answer makes us fetch (its signers' keys included) counts against one budget.
         const budget = new FetchBudget(this.deps.fetchLimits, this.deps.clock, server, this.deps.perOrigin, this.deps.requestTimeoutMs, this.deps.maxResponseBytes);
+        const verified = await verifyPdus(raws, room.version, roomId, this.deps.keyRing, budget);
+        if (verified.length === 0 || this.closed) continue;
         const source = new FederatedEventSource(this.deps.client, this.deps.keyRing, room.version, [server], budget);
         const added = await this.deps.remote.backfill(roomId, verified, source, { eventIds: asked.map((gap) => gap.eventId), ...shownAs(asked) });
         if (added > 0) {

@@ -28,7 +28,7 @@ export interface FetchLimits {
 }
 
 /** The kinds of answers, by what they may carry. */
-export type FetchKind = 'event' | 'missing' | 'state_ids' | 'state' | 'auth_chain' | 'backfill';
+export type FetchKind = 'event' | 'missing' | 'state_ids' | 'state' | 'auth_chain' | 'backfill' | 'keys';
 
 /** The most one answer of a kind may need: bytes, and events (the rest of an answer is dropped unread). */
 const SHARE: Record<FetchKind, { bytes: number; events: number }> = {
@@ -43,6 +43,9 @@ const SHARE: Record<FetchKind, { bytes: number; events: number }> = {
   auth_chain: { bytes: Number.POSITIVE_INFINITY, events: Number.POSITIVE_INFINITY },
   // /backfill: 100 events at most.
   backfill: { bytes: 8 * 1024 * 1024, events: 100 },
+  // A server's key listing, asked of the server (64 KiB at most) or else of the notaries (256 KiB
+  // each): what the signature checks of the events we are handed make us fetch.
+  keys: { bytes: 320 * 1024, events: 0 },
 };
 
 /** What one request may take: its deadline and the most it may read. */
@@ -144,4 +147,13 @@ export class FetchBudget {
   get usage(): { requests: number; events: number; bytes: number } {
     return { requests: this.requests, events: this.events, bytes: this.bytes };
   }
+}
+
+/** `work`, or a rejection once `ms` have passed (the work itself goes on, bounded by its own timeout). */
+export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }

@@ -9,6 +9,8 @@ import type { KeyObject } from 'node:crypto';
 import type { Clock } from '../core/clock.js';
 import { ed25519PublicKey, hasValidSignature, signJson, type Signer } from '../core/signed-json.js';
 import type { ServerKeyRow, Storage } from '../storage/index.js';
+import { FetchRefused } from '../rooms/event-source.js';
+import { withDeadline, type FetchBudget, type FetchSlot } from './fetch-budget.js';
 import type { FederationClient } from './http-client.js';
 import type { OldVerifyKey } from './signing-key.js';
 
@@ -64,11 +66,11 @@ export class KeyRing {
    * Whether `object` carries a valid signature of `server`, by a key valid at `validAt` (an
    * event's origin_server_ts; now for requests). Fetches the server's keys when needed.
    */
-  async isSignedBy(object: Record<string, unknown>, server: string, validAt: number, lenient = false): Promise<boolean> {
+  async isSignedBy(object: Record<string, unknown>, server: string, validAt: number, lenient = false, budget?: FetchBudget): Promise<boolean> {
     const signatures = object.signatures as Record<string, Record<string, unknown>> | undefined;
     const keyIds = Object.keys(signatures?.[server] ?? {}).filter((keyId) => keyId.startsWith('ed25519:'));
     if (keyIds.length === 0) return false;
-    const keys = await this.verifyKeys(server, keyIds, validAt);
+    const keys = await this.verifyKeys(server, keyIds, validAt, budget);
     if (keys.size === 0) return false;
     try {
       return hasValidSignature(object, server, keys, { lenient });
@@ -77,8 +79,12 @@ export class KeyRing {
     }
   }
 
-  /** The keys among `keyIds` of `server` that were valid at `validAt`; fetched when missing. */
-  async verifyKeys(server: string, keyIds: readonly string[], validAt: number): Promise<Map<string, KeyObject>> {
+  /**
+   * The keys among `keyIds` of `server` that were valid at `validAt`; fetched when missing, within
+   * `budget` when given (what the inbound request that needs them may make us fetch): a fetch
+   * counts as one of its requests, and is waited for no longer than its deadline.
+   */
+  async verifyKeys(server: string, keyIds: readonly string[], validAt: number, budget?: FetchBudget): Promise<Map<string, KeyObject>> {
     if (server === this.signer.serverName) return this.ownVerifyKeys(keyIds, validAt);
     let found = this.usable(server, keyIds, validAt);
     if (found.size < keyIds.length) {
@@ -86,10 +92,31 @@ export class KeyRing {
       found = this.usable(server, keyIds, validAt);
     }
     if (found.size === 0) {
-      await this.fetch(server);
+      await (budget ? this.fetchWithin(server, budget) : this.fetch(server));
       found = this.usable(server, keyIds, validAt);
     }
     return found;
+  }
+
+  /** `fetch`, as one request of `budget`; past the budget, nothing is fetched (the keys stay unknown). */
+  private async fetchWithin(server: string, budget: FetchBudget): Promise<void> {
+    // Within a failure's wait nothing goes out, and nothing is counted.
+    if (!this.fetching.has(server) && (this.failedUntil.get(server) ?? 0) > this.clock.now()) return this.fetch(server);
+    let slot: FetchSlot;
+    try {
+      slot = await budget.take('keys');
+    } catch (err) {
+      if (err instanceof FetchRefused) return;
+      throw err;
+    }
+    try {
+      await withDeadline(this.fetch(server), slot.timeoutMs);
+    } catch {
+      // Not in time: the fetch goes on (its own timeout bounds it), this request goes without.
+    } finally {
+      // Counted as a request; its bytes are the key ring's to bound (64 KiB a listing).
+      budget.settle(slot, 0, 0);
+    }
   }
 
   /**

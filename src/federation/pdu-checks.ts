@@ -13,6 +13,7 @@ import { redactPdu } from '../rooms/redaction.js';
 import type { VerifiedPdu } from '../rooms/remote-events.js';
 import type { RoomVersion } from '../rooms/room-versions.js';
 import type { KeyRing } from './key-ring.js';
+import type { FetchBudget } from './fetch-budget.js';
 
 /** Synapse's limits on how many parents and auth events an event may name. */
 const MAX_PREV_EVENTS = 20;
@@ -66,9 +67,12 @@ export function pduFormatProblem(raw: unknown, version: RoomVersion, roomId: str
 
 /**
  * All three steps for one PDU. `signers` holds every server whose signature is valid (the
- * sender's, and whoever vouched for a restricted join), for the auth rules to ask.
+ * sender's, and whoever vouched for a restricted join), for the auth rules to ask. A PDU can name
+ * any server as its sender's: the keys fetched to check it count against `budget`, what the
+ * inbound request that brought it may make us fetch (FetchBudget), so that fifty events of fifty
+ * servers that never answer cost one request's deadline, not fifty key fetches' timeouts.
  */
-export async function checkPdu(raw: unknown, version: RoomVersion, roomId: string, keyRing: KeyRing): Promise<PduCheck> {
+export async function checkPdu(raw: unknown, version: RoomVersion, roomId: string, keyRing: KeyRing, budget?: FetchBudget): Promise<PduCheck> {
   const problem = pduFormatProblem(raw, version, roomId);
   if (problem) return { dropped: `malformed: ${problem}`, unsigned: problem === UNHASHED || problem === UNSIGNED };
   const { unsigned: _unsigned, ...pdu } = raw as Pdu;
@@ -78,20 +82,20 @@ export async function checkPdu(raw: unknown, version: RoomVersion, roomId: strin
   const redacted = signedForm(pdu, version);
   const senderServer = domainOf(pdu.sender);
   const validAt = version.enforceKeyValidity ? pdu.origin_server_ts : 0;
-  if (!(await keyRing.isSignedBy(redacted, senderServer, validAt, lenient))) return { dropped: `not signed by ${senderServer}`, unsigned: true };
+  if (!(await keyRing.isSignedBy(redacted, senderServer, validAt, lenient, budget))) return { dropped: `not signed by ${senderServer}`, unsigned: true };
   const signers = new Set([senderServer]);
   // v1/v2: the server named in the event id must have signed it too (rooms/v1, auth rules).
   if (version.eventFormat === 'v1') {
     const idServer = domainOf(pdu.event_id as string);
     if (idServer !== senderServer) {
-      if (!(await keyRing.isSignedBy(redacted, idServer, validAt, lenient))) return { dropped: `not signed by ${idServer}, the server of its event id`, unsigned: true };
+      if (!(await keyRing.isSignedBy(redacted, idServer, validAt, lenient, budget))) return { dropped: `not signed by ${idServer}, the server of its event id`, unsigned: true };
       signers.add(idServer);
     }
   }
   const via = (pdu.content as Record<string, unknown>).join_authorised_via_users_server;
   if (version.restrictedJoins && pdu.type === 'm.room.member' && typeof via === 'string' && isUserId(via)) {
     const viaServer = domainOf(via);
-    if (viaServer !== senderServer && (await keyRing.isSignedBy(redacted, viaServer, validAt, lenient))) signers.add(viaServer);
+    if (viaServer !== senderServer && (await keyRing.isSignedBy(redacted, viaServer, validAt, lenient, budget))) signers.add(viaServer);
   }
   // Step 3: a content hash mismatch means we were handed something other than what was signed:
   // only the redacted form can be trusted.

@@ -6,7 +6,7 @@
 import { FetchRefused } from '../rooms/event-source.js';
 import type { RemoteEventSource, VerifiedPdu } from '../rooms/remote-events.js';
 import type { RoomVersion } from '../rooms/room-versions.js';
-import type { FetchBudget, FetchKind } from './fetch-budget.js';
+import { withDeadline, type FetchBudget, type FetchKind } from './fetch-budget.js';
 import type { FederationClient, FederationRequest } from './http-client.js';
 import type { KeyRing } from './key-ring.js';
 import { checkPdu } from './pdu-checks.js';
@@ -16,11 +16,14 @@ const FETCH_CONCURRENCY = 8;
 /** The most ids a state_ids answer may name (a room's state and its auth chain). */
 const MAX_STATE_IDS = 100_000;
 
-/** Checks raw PDUs of one room; the malformed and the badly signed are dropped. */
-export async function verifyPdus(raws: readonly unknown[], version: RoomVersion, roomId: string, keyRing: KeyRing): Promise<VerifiedPdu[]> {
+/**
+ * Checks raw PDUs of one room; the malformed and the badly signed are dropped. The keys their
+ * signatures need are fetched within `budget` when one is given (pdu-checks.ts).
+ */
+export async function verifyPdus(raws: readonly unknown[], version: RoomVersion, roomId: string, keyRing: KeyRing, budget?: FetchBudget): Promise<VerifiedPdu[]> {
   const verified: VerifiedPdu[] = [];
   await eachLimited(raws, FETCH_CONCURRENCY * 4, async (raw) => {
-    const result = await checkPdu(raw, version, roomId, keyRing);
+    const result = await checkPdu(raw, version, roomId, keyRing, budget);
     if ('verified' in result) verified.push(result.verified);
   });
   return verified;
@@ -70,7 +73,7 @@ export class FederatedEventSource implements RemoteEventSource {
       const event = await this.firstAnswer(async (server) => {
         const answer = await this.request<{ pdus?: unknown }>(server, 'event', { method: 'GET', path: `/_matrix/federation/v1/event/${encodeURIComponent(eventId)}` }, () => 1);
         const raw = Array.isArray(answer.pdus) ? answer.pdus[0] : undefined;
-        const result = await checkPdu(raw, this.version, roomId, this.keyRing);
+        const result = await checkPdu(raw, this.version, roomId, this.keyRing, this.budget);
         // A server answering with another event than the one asked for is not believed.
         return 'verified' in result && result.verified.eventId === eventId ? result.verified : undefined;
       }).catch((err: unknown) => {
@@ -101,7 +104,7 @@ export class FederatedEventSource implements RemoteEventSource {
       );
       return Array.isArray(answer.events) ? answer.events.slice(0, limit) : undefined;
     });
-    return events ? verifyPdus(events, this.version, roomId, this.keyRing) : [];
+    return events ? verifyPdus(events, this.version, roomId, this.keyRing, this.budget) : [];
   }
 
   async stateIdsBefore(roomId: string, eventId: string): Promise<{ stateIds: string[]; authChainIds: string[] }> {
@@ -143,7 +146,7 @@ export class FederatedEventSource implements RemoteEventSource {
       if (!Array.isArray(body.pdus) || !Array.isArray(body.auth_chain) || body.pdus.length + body.auth_chain.length > MAX_STATE_IDS) return undefined;
       return [...body.pdus, ...body.auth_chain];
     });
-    return raws ? verifyPdus(raws, this.version, roomId, this.keyRing) : [];
+    return raws ? verifyPdus(raws, this.version, roomId, this.keyRing, this.budget) : [];
   }
 
   async authChain(roomId: string, eventId: string): Promise<VerifiedPdu[]> {
@@ -161,7 +164,7 @@ export class FederatedEventSource implements RemoteEventSource {
       );
       return Array.isArray(body.auth_chain) && body.auth_chain.length <= MAX_STATE_IDS ? body.auth_chain : undefined;
     });
-    return raws ? verifyPdus(raws, this.version, roomId, this.keyRing) : [];
+    return raws ? verifyPdus(raws, this.version, roomId, this.keyRing, this.budget) : [];
   }
 
   /** Asks each server in turn until one answers usefully; a spent budget asks no more. */
@@ -185,14 +188,6 @@ function idList(value: unknown): string[] | undefined {
 }
 
 /** The answer, or an error once `ms` have passed (the request itself ends by its own deadline). */
-function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
-}
-
 /** Runs `work` over the items, at most `limit` at once. */
 export async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
   let next = 0;

@@ -437,7 +437,7 @@ export class RoomFederation {
         if (!serverAllowedByAcl(room.lookup, origin)) return refuse('Server is banned from this room');
         const verified: VerifiedPdu[] = [];
         for (const raw of raws) {
-          const checked = await checkPdu(raw, room.version, roomId, this.deps.keyRing);
+          const checked = await checkPdu(raw, room.version, roomId, this.deps.keyRing, budget);
           if ('verified' in checked) verified.push(checked.verified);
           else {
             const id = eventIdGuess(raw, room.version);

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
+import { createServer as createNetServer, type Socket } from 'node:net';
 import { MAX_DEPTH, type Pdu } from '../../src/rooms/pdu.js';
 import { client, type Json, type TestClient } from '../support/client.js';
 import { createUser, startFederation, type Federation, type FederatedServer } from '../support/federation.js';
@@ -322,6 +323,55 @@ describe('what one transaction may make us fetch', () => {
     // The room goes on for its honest members.
     await botA.send(roomId, { msgtype: 'm.text', body: 'still fine' });
   }, 120_000);
+
+  it('events in the name of fifty servers that never answer cost one deadline and few key fetches, not fifty timeouts', async () => {
+    // Fifty server names, all at one address that takes connections and never says a word (not
+    // even TLS): a key fetch there lasts until its timeout, 10 s.
+    const held = new Set<Socket>();
+    const silent = createNetServer((socket) => {
+      held.add(socket);
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const names = Array.from({ length: 50 }, (_, i) => `silent${i}.test`);
+    for (const name of names) federation.addPeer(name, (silent.address() as { port: number }).port);
+    try {
+      const roomId = await botA.createRoom({ preset: 'public_chat' });
+      const joined = await evil.join('a.test', roomId, '@mallory:evil.test');
+      const room = await roomOnA(roomId);
+      const authEvents = [room.get('m.room.create')!.eventId, room.get('m.room.power_levels')!.eventId, joined.eventId];
+      // Each event claims a sender on another of them, and carries a "signature" of its server:
+      // checking it means fetching that server's keys.
+      const pdus = names.map((name, i) => {
+        const { pdu } = evil.pdu(joined.roomVersion, {
+          room_id: roomId,
+          sender: `@someone:${name}`,
+          type: 'm.room.message',
+          content: { msgtype: 'm.text', body: `from ${name}` },
+          origin_server_ts: Date.now(),
+          depth: room.head.depth + 1 + i,
+          prev_events: [joined.eventId],
+          auth_events: authEvents,
+        });
+        return { ...pdu, signatures: { ...pdu.signatures, [name]: { 'ed25519:x': 'A'.repeat(86) } } };
+      });
+      const started = Date.now();
+      const answer = await evil.send('a.test', pdus);
+      const took = Date.now() - started;
+      expect(Object.keys(answer.pdus)).toHaveLength(50);
+      for (const result of Object.values(answer.pdus)) expect(result.error).toMatch(/^not signed by silent\d+\.test$/);
+      // The transaction's deadline (4 s here), not fifty key fetches of 10 s one after another.
+      expect(took).toBeLessThan(15_000);
+      // At most the requests one inbound request may make (60 by default); here the first fetch
+      // outlasts the deadline and nothing more is asked.
+      expect(held.size).toBeLessThanOrEqual(60);
+      expect(held.size).toBeGreaterThan(0);
+      await botA.send(roomId, { msgtype: 'm.text', body: 'still fine' });
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
+  }, 60_000);
 
   it('a sender that never answers holds up only its own events, not another server\u2019s', async () => {
     const roomId = await botA.createRoom({ preset: 'public_chat' });
