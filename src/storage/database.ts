@@ -113,15 +113,19 @@ export function openDatabase(options: DatabaseOptions): Db {
 const BACKGROUND_CHECKPOINT_PAGES = 1000;
 
 /**
- * Moves the WAL checkpoints of a SQLite database file to a thread of their own
- * (sqlite-checkpoints.ts); undefined for PostgreSQL and in-memory databases, which have none.
- * `report` is told when that thread fails.
+ * Moves the WAL checkpoints of a SQLite database file to a thread of their own while it is written
+ * to fast (sqlite-checkpoints.ts); undefined for PostgreSQL and in-memory databases, which have
+ * none. `report` is told when that thread fails. The options are for tests.
  */
-export function checkpointInBackground(db: Db, report: (message: string) => void, pages = BACKGROUND_CHECKPOINT_PAGES): BackgroundCheckpoints | undefined {
+export function checkpointInBackground(
+  db: Db,
+  report: (message: string) => void,
+  options: { pages?: number; startNow?: boolean; lookMs?: number; idleStopMs?: number } = {},
+): BackgroundCheckpoints | undefined {
   const sqlite = connections.get(db);
   if (!sqlite || sqlite.memory || sqlite.pragma('journal_mode', { simple: true }) !== 'wal') return undefined;
   const driver = createRequire(import.meta.url).resolve(sqliteDriverName);
-  return new BackgroundCheckpoints(sqlite, { driver, pages, report });
+  return new BackgroundCheckpoints(sqlite, { driver, report, ...options, pages: options.pages ?? BACKGROUND_CHECKPOINT_PAGES });
 }
 
 /**

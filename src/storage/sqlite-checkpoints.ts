@@ -1,5 +1,5 @@
 /**
- * A SQLite database's WAL checkpoints, in a thread of their own.
+ * A SQLite database's WAL checkpoints, in a thread of their own while it is written to fast.
  *
  * In WAL mode a commit appends pages to the `-wal` file; a checkpoint copies them back into the
  * database file (and, at `synchronous=NORMAL` or `FULL`, fsyncs both). By default SQLite runs one
@@ -7,14 +7,18 @@
  * loop. Under load that was one commit in forty taking 5-10 ms instead of 0.2-1 ms (about a sixth
  * of the event loop's time with ten senders: docs/benchmarks.md), with every request waiting.
  *
- * Here a worker thread holds a second connection and checkpoints when the WAL holds enough pages
- * (`PASSIVE`: it never waits for, nor blocks, the writer or readers). It looks at the WAL index
- * (`-shm`, https://www.sqlite.org/walformat.html) to know how many pages wait, so an idle server
- * costs it one small read a second, and a busy one a read every few milliseconds.
+ * While pages come fast (`START_PAGES_PER_SECOND`), a worker thread holds a second connection and
+ * checkpoints when the WAL holds enough pages (`PASSIVE`: it never waits for, nor blocks, the
+ * writer or readers). Both look at the WAL index (`-shm`, https://www.sqlite.org/walformat.html)
+ * to know how many pages were written and wait: this thread once a second, the worker every few
+ * milliseconds while commits come. A worker costs about 16 MB, so a quiet server has none: it
+ * stops after `IDLE_STOP_MS` without a commit, and SQLite's own checkpoints, rare at that pace,
+ * take over again.
  *
- * The main connection keeps checkpointing itself, later (`FALLBACK_FACTOR`): should the worker
- * fall behind or stop, the WAL still stays bounded; if the worker stops, SQLite's default comes back.
+ * While the worker runs the main connection still checkpoints, later (`FALLBACK_FACTOR`): should
+ * the worker fall behind or fail, the WAL stays bounded.
  */
+import { closeSync, openSync, readSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import type SqliteDatabase from 'better-sqlite3';
 
@@ -22,6 +26,12 @@ import type SqliteDatabase from 'better-sqlite3';
 const SQLITE_DEFAULT_AUTOCHECKPOINT = 1000;
 /** While the worker runs, the main connection checkpoints only past this many times its threshold. */
 const FALLBACK_FACTOR = 4;
+/** Pages written in a second that start the worker: the WAL would reach 1,000 in ten seconds. */
+const START_PAGES_PER_SECOND = 100;
+/** How often this thread looks at the WAL index. */
+const LOOK_MS = 1000;
+/** The worker stops after this long without a commit. */
+const IDLE_STOP_MS = 60_000;
 
 export interface BackgroundCheckpointOptions {
   /** The module the main connection was opened with (resolved path), loaded by the worker too. */
@@ -30,67 +40,168 @@ export interface BackgroundCheckpointOptions {
   pages: number;
   /** Told when the worker fails or stops on its own (a sentence). */
   report: (message: string) => void;
+  /** Tests: start the worker at once / how often to look / how long idle before it stops. */
+  startNow?: boolean;
+  lookMs?: number;
+  idleStopMs?: number;
 }
 
-/** What the worker tells: a checkpoint done, or a failure. */
+/** What the worker tells: ready, a checkpoint done, or a failure. */
 type WorkerMessage = 'ready' | { checkpoint: { walPages: number; copied: number; busy: boolean } } | { error: string };
 
+/** Reads the WAL index header: the commit counter (iChange) and the WAL's last valid page (mxFrame). */
+class WalIndexHeader {
+  private readonly fd: number;
+  private readonly words = new Uint32Array(34);
+
+  constructor(databasePath: string) {
+    this.fd = openSync(`${databasePath}-shm`, 'r');
+  }
+
+  read(): { change: number; lastPage: number } {
+    readSync(this.fd, new Uint8Array(this.words.buffer), 0, 136, 0);
+    return { change: this.words[2]!, lastPage: this.words[4]! };
+  }
+
+  close(): void {
+    closeSync(this.fd);
+  }
+}
+
 export class BackgroundCheckpoints {
-  /** Checkpoints the worker has made. */
+  /** Checkpoints made by worker threads so far. */
   checkpoints = 0;
-  /** Resolves once the worker has its connection and looks at the WAL (or has stopped). */
-  readonly ready: Promise<void>;
-  private stopping = false;
-  private readonly exited: Promise<void>;
+  /** Worker threads started so far. */
+  starts = 0;
+  private thread: CheckpointThread | undefined;
+  private readonly header: WalIndexHeader;
+  private readonly timer: NodeJS.Timeout;
+  private last: { change: number; lastPage: number };
+  private lastCommitAt = Date.now();
+  private lastLookAt = Date.now();
+  private closed = false;
+  /** A worker failed: the environment cannot run one (the next would fail alike), so none is started again. */
+  private gaveUp = false;
 
   constructor(
     private readonly sqlite: SqliteDatabase.Database,
     private readonly options: BackgroundCheckpointOptions,
   ) {
+    this.header = new WalIndexHeader(sqlite.name);
+    this.last = this.header.read();
+    this.timer = setInterval(() => this.look(), options.lookMs ?? LOOK_MS);
+    this.timer.unref();
+    if (options.startNow) this.start();
+  }
+
+  /** Whether a worker runs now. */
+  get running(): boolean {
+    return this.thread !== undefined;
+  }
+
+  /** Resolves once the current worker (if any) looks at the WAL. */
+  get ready(): Promise<void> {
+    return this.thread?.ready ?? Promise.resolve();
+  }
+
+  /** Stops the worker, if one runs, and the looking; the main connection checkpoints itself again. */
+  async stop(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    await this.stopThread();
+    this.header.close();
+  }
+
+  private look(): void {
+    let now: { change: number; lastPage: number };
+    try {
+      now = this.header.read();
+    } catch {
+      return;
+    }
+    const committed = now.change !== this.last.change;
+    // The WAL starts over from its first page once everything is copied back.
+    const written = now.lastPage >= this.last.lastPage ? now.lastPage - this.last.lastPage : now.lastPage;
+    const at = Date.now();
+    // Timers run late on a busy machine: the pace is over the time that really passed.
+    const seconds = Math.max(at - this.lastLookAt, 1) / 1000;
+    this.last = now;
+    this.lastLookAt = at;
+    if (committed) this.lastCommitAt = at;
+    if (!this.thread && written / seconds >= START_PAGES_PER_SECOND) this.start();
+    else if (this.thread && at - this.lastCommitAt >= (this.options.idleStopMs ?? IDLE_STOP_MS)) void this.stopThread();
+  }
+
+  private start(): void {
+    if (this.closed || this.thread || this.gaveUp) return;
+    this.starts += 1;
+    const thread = new CheckpointThread(this.sqlite, this.options.driver, this.options.pages, {
+      checkpointed: () => (this.checkpoints += 1),
+      failed: (message) => this.options.report(`database: a background WAL checkpoint failed (${message}); retrying`),
+      lost: (message) => {
+        if (this.thread !== thread) return;
+        this.thread = undefined;
+        this.gaveUp = true;
+        if (this.sqlite.open) this.sqlite.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT}`);
+        this.options.report(`database: the WAL checkpoint thread failed (${message}); checkpoints are made by commits again`);
+      },
+    });
+    this.thread = thread;
+    this.sqlite.pragma(`wal_autocheckpoint = ${this.options.pages * FALLBACK_FACTOR}`);
+  }
+
+  private async stopThread(): Promise<void> {
+    const thread = this.thread;
+    if (!thread) return;
+    this.thread = undefined;
+    if (this.sqlite.open) this.sqlite.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT}`);
+    await thread.stop();
+  }
+}
+
+/** One worker thread's life: started with its connection, stopped (or lost) once. */
+class CheckpointThread {
+  readonly ready: Promise<void>;
+  private readonly worker: Worker;
+  private readonly exited: Promise<void>;
+  private stopping = false;
+
+  constructor(
+    sqlite: SqliteDatabase.Database,
+    driver: string,
+    pages: number,
+    events: { checkpointed(): void; failed(message: string): void; lost(message: string): void },
+  ) {
     const synchronous = sqlite.pragma('synchronous', { simple: true }) === 2 ? 'FULL' : 'NORMAL';
     this.worker = new Worker(WORKER_SOURCE, {
       eval: true,
-      workerData: { path: sqlite.name, driver: options.driver, synchronous, pages: options.pages },
+      workerData: { path: sqlite.name, driver, synchronous, pages },
       // A connection, a prepared statement and a timer: it needs next to nothing.
       resourceLimits: { maxOldGenerationSizeMb: 16, maxYoungGenerationSizeMb: 4 },
     });
     this.worker.unref();
-    sqlite.pragma(`wal_autocheckpoint = ${options.pages * FALLBACK_FACTOR}`);
     let ready = (): void => undefined;
     this.ready = new Promise((resolve) => (ready = resolve));
+    let failure: string | undefined;
     this.worker.on('message', (message: WorkerMessage) => {
-      if (message === 'ready') {
-        ready();
-        return;
-      }
-      if ('error' in message) {
-        options.report(`database: a background WAL checkpoint failed (${message.error}); retrying`);
-        return;
-      }
-      this.checkpoints += 1;
+      if (message === 'ready') ready();
+      else if ('error' in message) events.failed(message.error);
+      else events.checkpointed();
     });
-    this.worker.on('error', (error) => options.report(`database: the WAL checkpoint thread failed (${error.message}); checkpoints are made by commits again`));
+    this.worker.on('error', (error) => (failure = error.message));
     this.exited = new Promise((resolve) => {
       this.worker.on('exit', () => {
         ready();
-        if (!this.stopping && sqlite.open) sqlite.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT}`);
+        if (!this.stopping) events.lost(failure ?? 'it stopped');
         resolve();
       });
     });
   }
 
-  private readonly worker: Worker;
-
-  /** Whether the worker still runs. */
-  get running(): boolean {
-    return this.worker.threadId !== -1;
-  }
-
-  /** Stops the worker (its connection closed first); the main connection checkpoints itself again. */
+  /** Stops the worker, its connection closed first. */
   async stop(): Promise<void> {
     if (!this.stopping) {
       this.stopping = true;
-      if (this.sqlite.open) this.sqlite.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT}`);
       // Kept alive until it has closed its connection, even when nothing else keeps the process running.
       this.worker.ref();
       this.worker.postMessage('stop');
