@@ -49,8 +49,11 @@ export interface BackgroundCheckpointOptions {
 /** What the worker tells: ready, a checkpoint done, or a failure. */
 type WorkerMessage = 'ready' | { checkpoint: { walPages: number; copied: number; busy: boolean } } | { error: string };
 
-/** Reads the WAL index header: the commit counter (iChange) and the WAL's last valid page (mxFrame). */
-class WalIndexHeader {
+/**
+ * Reads the WAL index header: the commit counter (iChange), the WAL's last valid page (mxFrame)
+ * and how many pages are copied back (nBackfill). The worker reads the same fields its own way.
+ */
+export class WalIndexHeader {
   private readonly fd: number;
   private readonly words = new Uint32Array(34);
 
@@ -58,9 +61,9 @@ class WalIndexHeader {
     this.fd = openSync(`${databasePath}-shm`, 'r');
   }
 
-  read(): { change: number; lastPage: number } {
+  read(): { change: number; lastPage: number; waiting: number } {
     readSync(this.fd, new Uint8Array(this.words.buffer), 0, 136, 0);
-    return { change: this.words[2]!, lastPage: this.words[4]! };
+    return { change: this.words[2]!, lastPage: this.words[4]!, waiting: Math.max(0, this.words[4]! - this.words[24]!) };
   }
 
   close(): void {
@@ -76,7 +79,7 @@ export class BackgroundCheckpoints {
   private thread: CheckpointThread | undefined;
   private readonly header: WalIndexHeader;
   private readonly timer: NodeJS.Timeout;
-  private last: { change: number; lastPage: number };
+  private last: { change: number; lastPage: number; waiting: number };
   private lastCommitAt = Date.now();
   private lastLookAt = Date.now();
   private closed = false;
@@ -113,7 +116,7 @@ export class BackgroundCheckpoints {
   }
 
   private look(): void {
-    let now: { change: number; lastPage: number };
+    let now: { change: number; lastPage: number; waiting: number };
     try {
       now = this.header.read();
     } catch {

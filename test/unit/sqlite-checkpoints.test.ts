@@ -1,10 +1,10 @@
-import { mkdtempSync, openSync, readSync, closeSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SqliteDriver } from '../../src/storage/database.js';
-import { BackgroundCheckpoints } from '../../src/storage/sqlite-checkpoints.js';
+import { BackgroundCheckpoints, WalIndexHeader } from '../../src/storage/sqlite-checkpoints.js';
 import { checkpointInBackground, openDatabase, type Db } from '../../src/storage/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'bhs-checkpoints-'));
@@ -12,14 +12,12 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Pages in the WAL not yet copied back into the database file, from the WAL index header. */
 function pagesWaiting(path: string): number {
-  const header = new Uint32Array(34);
-  const fd = openSync(`${path}-shm`, 'r');
+  const header = new WalIndexHeader(path);
   try {
-    readSync(fd, new Uint8Array(header.buffer), 0, 136, 0);
+    return header.read().waiting;
   } finally {
-    closeSync(fd);
+    header.close();
   }
-  return header[4]! - header[24]!;
 }
 
 async function pragma(db: Db, name: string): Promise<unknown> {
